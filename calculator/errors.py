@@ -1,0 +1,42 @@
+"""One error tree: every failure the calculator reports to a person derives from ``CalculatorError``.
+
+Each message says what happened and what to do; pages and the CLI show ``str(exc)`` as it is.
+"""
+
+from __future__ import annotations
+
+
+class CalculatorError(Exception):
+    """Base of every error the calculator raises on purpose."""
+
+
+class InvalidInput(CalculatorError, ValueError):
+    """A setting is out of range or inconsistent (e.g. TP does not divide the attention heads)."""
+
+
+class ModelNotFound(CalculatorError):
+    """No preset, file or Hub repository by that name."""
+
+
+class GatedModel(CalculatorError):
+    """The Hub repository exists but needs an accepted licence and a token."""
+
+
+class HubUnreachable(CalculatorError):
+    """The Hugging Face Hub could not be reached (offline, firewall, timeout)."""
+
+
+class InvalidConfig(CalculatorError):
+    """A config.json that is not JSON, or lacks the fields a decoder needs."""
+
+
+class UnsupportedArchitecture(CalculatorError):
+    """An architecture the calculator cannot even estimate (e.g. encoder-only)."""
+
+
+class UnknownGpu(CalculatorError):
+    """A GPU name that is neither in the catalog nor one of its aliases."""
+
+
+class UnsupportedVllmVersion(CalculatorError):
+    """A vLLM version string that cannot be parsed or predates the V0 engine we model."""

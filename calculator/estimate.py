@@ -1,0 +1,228 @@
+"""One estimate: a Scenario in, everything vLLM would decide at start-up out.
+
+This module wires the pure parts together (model facts, weights, overheads, budget, KV layout, capacity);
+it holds no formula of its own beyond the order in which vLLM applies them.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from .gpus import GpuSpec, custom_gpu, find_gpu
+from .kv_cache import (
+    CapacityFigures, KvCacheLayout, capacity_figures, in_flight_tokens,
+    kv_bytes_needed_for_one_request, largest_fitting_model_len, plan_kv_cache,
+)
+from .memory import NO_MEMORY_ERROR, MemoryBudget, memory_budget
+from .model_source import load_model_spec
+from .overheads import activation_peak_bytes, cuda_context_bytes, cudagraph_bytes, non_torch_bytes
+from .quantization import quantization_from_flag
+from .scenario import Scenario
+from .settings import ResolvedSettings, resolve_settings
+from .spec import ModelSpec
+from .units import GIB
+from .vllm_versions import (
+    ESTIMATE_HINT, EXTENSIBLE_HINT_UTIL_BELOW_ONE, EXTENSIBLE_HINT_UTIL_ONE, VersionRules, rules_for,
+)
+from .weights import weight_bytes_per_rank
+
+CPU_DEFAULT_KV_CACHE_BYTES = 4 * GIB  # NOTE: VLLM_CPU_KVCACHE_SPACE unset -> vLLM picks a size; we assume 4 GiB
+NULL_BLOCK_CHECK_SINCE_MINOR = 30  # the one-request check excludes the null block (seen in 0.32 and 0.34)
+
+
+class Estimate(BaseModel):
+    """What vLLM will do with one deployment, per GPU (the busiest rank) unless a name says otherwise."""
+
+    model_config = ConfigDict(frozen=True)
+    scenario: Scenario
+    model: ModelSpec
+    gpu: GpuSpec | None
+    rules: VersionRules
+    settings: ResolvedSettings
+    budget: MemoryBudget  # the busiest pipeline stage
+    budgets_per_stage: tuple[MemoryBudget, ...]
+    layout: KvCacheLayout
+    capacity: CapacityFigures
+    fits: bool
+    error: str | None
+    max_fitting_model_len: int
+    warnings: tuple[str, ...]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def num_gpus(self) -> int:
+        return self.settings.tensor_parallel_size * self.settings.pipeline_parallel_size
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def kv_cache_bytes(self) -> int:
+        """Memory vLLM hands to the KV cache on the busiest GPU."""
+        return max(self.budget.kv_cache_bytes, 0)
+
+    def log_lines(self) -> tuple[str, ...]:
+        """The capacity lines vLLM prints for this version (§2.5)."""
+        cap, s = self.capacity, self.settings
+        device = "CPU" if s.device == "cpu" else "GPU"
+        if self.rules.engine == "v0":
+            return (f"# GPU blocks: {cap.num_gpu_blocks}",
+                    f"Maximum concurrency for {s.max_model_len} tokens per request: {cap.max_concurrency:.2f}x")
+        if self.rules.version.at_least(28):
+            return (f"{device} KV cache size: {cap.kv_cache_tokens:,} tokens, Maximum concurrency for "
+                    f"{s.max_model_len:,} tokens per request: {cap.max_concurrency:.2f}x",)
+        return (f"GPU KV cache size: {cap.kv_cache_tokens:,} tokens",
+                f"Maximum concurrency for {s.max_model_len:,} tokens per request: {cap.max_concurrency:.2f}x")
+
+    def summary(self) -> dict[str, object]:
+        """The CLI's stable JSON contract (per GPU/rank unless the name says otherwise)."""
+        return {
+            "model": self.model.model_id,
+            "num_params": self.model.num_params,
+            "gpu": self.gpu.name if self.gpu else None,
+            "gpu_memory_bytes": self.budget.total_bytes,
+            "tensor_parallel_size": self.settings.tensor_parallel_size,
+            "pipeline_parallel_size": self.settings.pipeline_parallel_size,
+            "dtype": self.settings.dtype,
+            "kv_cache_dtype": self.settings.kv_cache_dtype,
+            "quantization": self.settings.quantization,
+            "gpu_memory_utilization": self.settings.gpu_memory_utilization,
+            "weights_bytes": self.budget.weights_bytes,
+            "activation_bytes": self.budget.activation_bytes,
+            "non_torch_bytes": self.budget.non_torch_bytes,
+            "cudagraph_bytes": self.budget.cudagraph_bytes,
+            "cuda_context_bytes": self.budget.context_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "kv_bytes_per_token": self.layout.kv_bytes_per_token,
+            "bytes_per_block": self.layout.bytes_per_block,
+            "block_size": self.layout.block_size,
+            "num_kv_cache_groups": len(self.layout.groups),
+            "num_gpu_blocks": self.capacity.num_gpu_blocks,
+            "kv_cache_tokens": self.capacity.kv_cache_tokens,
+            "max_concurrency": self.capacity.max_concurrency,
+            "max_model_len": self.settings.max_model_len,
+            "max_num_seqs": self.settings.max_num_seqs,
+            "max_num_batched_tokens": self.settings.max_num_batched_tokens,
+            "max_fitting_model_len": self.max_fitting_model_len,
+            "fits": self.fits,
+            "error": self.error,
+            "vllm_version": str(self.rules.version),
+            "vllm_era": self.rules.era,
+            "log_lines": list(self.log_lines()),
+            "warnings": list(self.warnings),
+        }
+
+
+def resolve_gpu(scenario: Scenario) -> GpuSpec | None:
+    if scenario.gpu_memory_gib is not None:
+        base = find_gpu(scenario.gpu) if scenario.gpu else None
+        if base is None:
+            return custom_gpu(scenario.gpu_memory_gib)
+        custom = custom_gpu(scenario.gpu_memory_gib, name=base.name)  # validates the amount
+        return base.model_copy(update={"memory_gib": custom.memory_gib})
+    if scenario.gpu is None:
+        return None
+    return find_gpu(scenario.gpu)
+
+
+def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
+    """Everything vLLM decides at start-up for ``scenario``; ``spec`` skips loading the model again."""
+    spec = spec or load_model_spec(scenario.model)
+    rules = rules_for(scenario.vllm_version)
+    gpu = resolve_gpu(scenario)
+    settings = resolve_settings(scenario, spec, rules, gpu)
+    warnings = [*spec.warnings, *settings.warnings]
+    quantization = (quantization_from_flag(scenario.quantization, spec) if scenario.quantization
+                    else spec.quantization)
+    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    layout = plan_kv_cache(spec, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
+                           model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
+                           pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager)
+    weights = weight_bytes_per_rank(spec, dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
+                                    pipeline_parallel_size=pp, quantization=quantization)
+    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout)
+    num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
+                     for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
+    if scenario.num_gpu_blocks_override:
+        num_blocks = scenario.num_gpu_blocks_override
+        warnings.append(f"Overriding num_gpu_blocks with num_gpu_blocks_override={num_blocks}")
+    in_flight = in_flight_tokens(rules, max_num_batched_tokens=settings.max_num_batched_tokens,
+                                 pipeline_parallel_size=pp, async_scheduling=settings.async_scheduling)
+    capacity = capacity_figures(layout, rules, num_gpu_blocks=num_blocks, max_model_len=settings.max_model_len,
+                                in_flight=in_flight)
+    usable = _usable_for_one_request(rules, layout, budgets, scenario.num_gpu_blocks_override)
+    upper = max(settings.max_model_len, spec.derived_max_model_len)
+    max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
+    busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
+    error = settings.error or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
+    return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
+                    budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
+                    error=error, max_fitting_model_len=max_fitting, warnings=tuple(warnings))
+
+
+def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
+                   weights_per_stage: tuple[int, ...], layout: KvCacheLayout) -> list[MemoryBudget]:
+    tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
+    budgets = []
+    for stage, stage_weights in enumerate(weights_per_stage):
+        layers_on_stage = sum(g.layers_per_stage[stage] for g in layout.groups)
+        kv_given = scenario.kv_cache_memory_bytes
+        if device == "cpu" and kv_given is None:
+            kv_given = CPU_DEFAULT_KV_CACHE_BYTES
+        budgets.append(memory_budget(
+            formula=settings.memory_formula,
+            total_bytes=settings.gpu_memory_bytes,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            other_processes_bytes=int(scenario.other_processes_memory_gib * GIB),
+            context_bytes=cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device),
+            weights_bytes=stage_weights,
+            activation_bytes=activation_peak_bytes(
+                spec, max_num_batched_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs,
+                activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1),
+            non_torch_bytes=non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device),
+            cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=settings.max_num_seqs,
+                                            activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
+                                            enforce_eager=settings.enforce_eager, rules=rules, device=device),
+            subtracts_cudagraph=rules.subtracts_cudagraph_estimate and settings.memory_formula != "v1_extensible",
+            has_startup_check=rules.has_startup_free_memory_check,
+            platform=device,
+            kv_cache_memory_bytes=kv_given,
+        ))
+    return budgets
+
+
+def _usable_for_one_request(rules: VersionRules, layout: KvCacheLayout, budgets: list[MemoryBudget],
+                            override: int | None) -> tuple[int, ...]:
+    """Memory the one-request check compares against, per stage (§2.6; the null block excluded in 0.30+)."""
+    null_block = rules.version.at_least(NULL_BLOCK_CHECK_SINCE_MINOR)
+    usable = []
+    for budget, per_block in zip(budgets, layout.bytes_per_block_per_stage):
+        pool = override * per_block if override else max(budget.kv_cache_bytes, 0)
+        usable.append(pool - (per_block if null_block else 0))
+    return tuple(usable)
+
+
+def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheLayout, budgets: list[MemoryBudget],
+               usable: tuple[int, ...], in_flight: int, max_fitting: int) -> str | None:
+    """vLLM's own start-up error for this scenario, or None when it starts."""
+    for budget in budgets:
+        if budget.startup_error:
+            return budget.startup_error
+    hint = _hint(settings)
+    if any(b.kv_cache_bytes <= 0 for b in budgets):
+        return NO_MEMORY_ERROR.format(hint=hint)
+    for stage, available in enumerate(usable):
+        needed = kv_bytes_needed_for_one_request(layout, settings.max_model_len, in_flight, stage)
+        if needed > available:
+            return rules.max_len_error_template.format(
+                max_model_len=settings.max_model_len, needed_gib=needed / GIB, available_gib=available / GIB,
+                estimated=max_fitting, hint=hint, kv_cache_tokens=max(available, 0) // max(1, layout.bytes_per_block)
+                * layout.block_size)
+    return None
+
+
+def _hint(settings: ResolvedSettings) -> str:
+    if settings.memory_formula != "v1_extensible":
+        return ESTIMATE_HINT
+    if settings.gpu_memory_utilization >= 1.0:
+        return EXTENSIBLE_HINT_UTIL_ONE
+    return EXTENSIBLE_HINT_UTIL_BELOW_ONE.format(util=settings.gpu_memory_utilization)
+

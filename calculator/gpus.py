@@ -1,0 +1,133 @@
+"""The GPU catalog: usable memory, bandwidth and BF16 compute for the accelerators vLLM runs on.
+
+The data lives in ``calculator/data/gpus.json`` (one ``source`` note per entry); this module validates it
+once and looks names up the way people type them: ``find_gpu("NVIDIA H100 80GB HBM3")``,
+``find_gpu("h100")`` and ``find_gpu("H100_SXM")`` all give the same ``GpuSpec``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
+
+from calculator.errors import InvalidInput, UnknownGpu
+from calculator.units import gib_to_bytes
+
+__all__ = ["GpuFamily", "GpuSpec", "custom_gpu", "find_gpu", "gpu_catalog"]
+
+# NOTE: "blackwell" is the data-centre part (sm_100/sm_103: B200, B300); the GeForce RTX 50 and RTX PRO
+# cards are sm_120 ("blackwell-rtx"), which vLLM treats differently (e.g. no FlashMLA or CUTLASS MLA).
+GpuFamily = Literal[
+    "volta", "turing", "ampere", "ada", "hopper", "blackwell", "blackwell-rtx", "cdna2", "cdna3", "cdna4",
+]
+
+MAX_GPU_MEMORY_GIB = 10_000.0  # far above any accelerator; catches MiB or bytes typed as GiB
+CATALOG_FILE = "gpus.json"
+_SUGGESTIONS = 3
+# NOTE: words that name a vendor or a product line but not the GPU, dropped before matching so
+# "nvidia l4", "Tesla T4" and "AMD Instinct MI300X" find "L4", "T4" and "MI300X".
+_BRAND_WORDS = frozenset({"nvidia", "amd", "geforce", "tesla", "instinct"})
+
+
+class GpuSpec(BaseModel):
+    """One accelerator as vLLM sees it: one device, the memory the driver reports, and its peak rates."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)  # display name, e.g. "H100 SXM 80GB"
+    key: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")  # slug, e.g. "h100-sxm-80gb"
+    vendor: Literal["nvidia", "amd"] | None  # None for a custom GPU
+    platform: Literal["cuda", "rocm"]
+    family: GpuFamily | None  # None for a custom GPU
+    compute_capability: tuple[int, int] | None  # CUDA (major, minor); None on ROCm and for a custom GPU
+    marketed_memory_gb: int | None = Field(ge=1)  # the number on the box, e.g. 80
+    memory_gib: float = Field(gt=0, lt=MAX_GPU_MEMORY_GIB)  # usable: torch.cuda.mem_get_info() total
+    memory_bandwidth_gb_s: float | None = Field(gt=0)  # None when unknown (custom GPU)
+    bf16_dense_tflops: float | None = Field(gt=0)  # without sparsity; FP16 below compute capability 8.0
+    aliases: tuple[str, ...] = ()  # exact nvidia-smi / torch names first, then short forms
+    source: str = Field(min_length=1)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def memory_bytes(self) -> int:
+        """Usable memory in bytes, rounded down like the driver's integer counts."""
+        return gib_to_bytes(self.memory_gib)
+
+
+@cache
+def gpu_catalog() -> tuple[GpuSpec, ...]:
+    """Every catalog GPU, validated, in file order (loaded once from package data)."""
+    text = (resources.files("calculator") / "data" / CATALOG_FILE).read_text(encoding="utf-8")
+    return TypeAdapter(tuple[GpuSpec, ...]).validate_python(json.loads(text)["gpus"])
+
+
+def find_gpu(name: str) -> GpuSpec:
+    """The catalog GPU called ``name``: its key, display name or any alias.
+
+    Case, spaces, underscores, hyphens and brand words (NVIDIA, GeForce, Tesla, AMD Instinct) are ignored,
+    so ``find_gpu("a100_80gb")`` is the A100 SXM 80GB. Raises ``UnknownGpu`` listing close matches.
+    """
+    wanted = _normalized(name)
+    index = _name_index()
+    if wanted in index:
+        return index[wanted]
+    raise UnknownGpu(_unknown_gpu_message(name, wanted, index))
+
+
+def custom_gpu(memory_gib: float, name: str = "Custom GPU") -> GpuSpec:
+    """A GPU the catalog lacks, known only by the memory the driver reports (``--gpu-memory-gib``)."""
+    if isinstance(memory_gib, bool) or not (isinstance(memory_gib, (int, float)) and math.isfinite(memory_gib)):
+        raise InvalidInput(f"GPU memory must be a number of GiB, got {memory_gib!r}")
+    if not 0 < memory_gib < MAX_GPU_MEMORY_GIB:
+        raise InvalidInput(
+            f"GPU memory must be above 0 and below {MAX_GPU_MEMORY_GIB:,.0f} GiB, got {memory_gib} "
+            "(give the total nvidia-smi or vLLM reports, in GiB)"
+        )
+    return GpuSpec(
+        name=name.strip() or "Custom GPU",
+        key="custom",
+        vendor=None,
+        platform="cuda",
+        family=None,
+        compute_capability=None,
+        marketed_memory_gb=None,
+        memory_gib=float(memory_gib),
+        memory_bandwidth_gb_s=None,
+        bf16_dense_tflops=None,
+        source="memory given by the user; bandwidth and compute unknown",
+    )
+
+
+def _normalized(name: str) -> str:
+    words = re.findall(r"[a-z0-9]+", name.lower())
+    return "".join(word for word in words if word not in _BRAND_WORDS)
+
+
+@cache
+def _name_index() -> dict[str, GpuSpec]:
+    index: dict[str, GpuSpec] = {}
+    for gpu in gpu_catalog():
+        for spelling in (gpu.key, gpu.name, *gpu.aliases):
+            normalized = _normalized(spelling)
+            holder = index.setdefault(normalized, gpu)
+            if holder.key != gpu.key:
+                # NOTE: a data error, not a user error; the catalog test catches it first.
+                raise ValueError(f"{spelling!r} names both {holder.key} and {gpu.key} in {CATALOG_FILE}")
+    return index
+
+
+def _unknown_gpu_message(name: str, wanted: str, index: dict[str, GpuSpec]) -> str:
+    close = difflib.get_close_matches(wanted, index, n=4 * _SUGGESTIONS, cutoff=0.5)
+    suggestions = list(dict.fromkeys(index[spelling].name for spelling in close))[:_SUGGESTIONS]
+    hint = f" Did you mean {', '.join(suggestions)}?" if suggestions else ""
+    return (
+        f"Unknown GPU {name!r}.{hint} The catalog has {len(gpu_catalog())} GPUs; for any other, give its "
+        "memory with --gpu-memory-gib (custom memory is always allowed)."
+    )

@@ -1,0 +1,66 @@
+"""config.json -> the tensors a checkpoint holds (``WeightTensor``s), per architecture family.
+
+``weight_tensors`` covers the families in ``FAMILIES``; ``generic_decoder_tensors`` estimates anything else and
+says what it assumed; ``checkpoint_num_params`` gives the figure the Hub publishes for the same checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import UnsupportedArchitecture
+from ..spec import WeightTensor
+from .checkpoint import CheckpointFacts, checkpoint_facts, checkpoint_num_params
+from .decoders import dense_decoder
+from .deepseek import deepseek_decoder
+from .generic import generic_decoder_tensors
+from .legacy import opt_decoder, phi_decoder
+from .moe import gpt_oss_decoder, mixtral_decoder, qwen_moe_decoder
+from .vision import MULTIMODAL
+
+Inventory = Callable[[Mapping[str, Any]], tuple[WeightTensor, ...]]
+
+# Keyed by the top-level ``model_type``, as vLLM's registry is keyed by architecture.
+FAMILIES: dict[str, Inventory] = {
+    **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "seed_oss"),
+                    dense_decoder),
+    "mixtral": mixtral_decoder,
+    "qwen2_moe": qwen_moe_decoder,
+    "qwen3_moe": qwen_moe_decoder,
+    "gpt_oss": gpt_oss_decoder,
+    "deepseek_v2": deepseek_decoder,
+    "deepseek_v3": deepseek_decoder,
+    "phi": phi_decoder,
+    "opt": opt_decoder,
+    **MULTIMODAL,
+}
+
+
+def is_known_architecture(config: Mapping[str, Any]) -> bool:
+    return str(config.get("model_type") or "") in FAMILIES
+
+
+def weight_tensors(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """Every tensor of the checkpoint described by the full config.json ``config`` (logical shapes).
+
+    Raises ``UnsupportedArchitecture`` for a family not in ``FAMILIES`` (use ``generic_decoder_tensors``)
+    and ``InvalidConfig`` when a field the layout needs is missing.
+    """
+    model_type = str(config.get("model_type") or "")
+    inventory = FAMILIES.get(model_type)
+    if inventory is None:
+        raise UnsupportedArchitecture(f"no weight layout for model_type {model_type!r}; generic_decoder_tensors "
+                                      f"estimates it. Known: {', '.join(sorted(FAMILIES))}")
+    return inventory(config)
+
+
+__all__ = [
+    "FAMILIES",
+    "CheckpointFacts",
+    "checkpoint_facts",
+    "checkpoint_num_params",
+    "generic_decoder_tensors",
+    "is_known_architecture",
+    "weight_tensors",
+]

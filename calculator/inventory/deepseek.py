@@ -1,0 +1,85 @@
+"""DeepSeek V2/V3: multi-head latent attention (MLA), routed + shared experts, and the MTP module."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..spec import WeightTensor
+from ._build import Span, linear, norm, runs, tensor
+from ._config import Cfg, text_cfg
+from .decoders import DecoderStyle, edges, gated_mlp, layer_norms
+
+
+def mla_attention(c: Cfg, layers: Span, *, loaded: bool = True) -> list[WeightTensor]:
+    """MLA projections: q (direct or through a low-rank ``q_a``/``q_b`` pair), the joint KV latent, kv_b, o."""
+    hidden, heads = c.int("hidden_size"), c.int("num_attention_heads")
+    kv_rank, rope, nope, v_dim = (c.int("kv_lora_rank"), c.int("qk_rope_head_dim"), c.int("qk_nope_head_dim"),
+                                  c.int("v_head_dim"))
+    q_rank = c.get("q_lora_rank")
+    common: dict[str, Any] = {"layers": layers, "loaded": loaded}
+    if q_rank:
+        # NOTE: q_a_proj and kv_a_proj_with_mqa are ReplicatedLinear in vLLM: every TP rank holds them whole.
+        query = [*linear("self_attn.q_a_proj", (q_rank,), hidden, "attention", tp="replicated", **common),
+                 *norm("self_attn.q_a_layernorm", q_rank, **common),
+                 *linear("self_attn.q_b_proj", (heads, nope + rope), q_rank, "attention", tp="column", **common)]
+    else:
+        query = linear("self_attn.q_proj", (heads, nope + rope), hidden, "attention", tp="column", **common)
+    return [*query,
+            *linear("self_attn.kv_a_proj_with_mqa", (kv_rank + rope,), hidden, "attention", tp="replicated",
+                    **common),
+            *norm("self_attn.kv_a_layernorm", kv_rank, **common),
+            *linear("self_attn.kv_b_proj", (heads, nope + v_dim), kv_rank, "attention", tp="column", **common),
+            *linear("self_attn.o_proj", (hidden,), heads * v_dim, "attention", tp="row", **common)]
+
+
+def moe_block(c: Cfg, layers: Span, *, loaded: bool = True) -> list[WeightTensor]:
+    hidden, experts, expert_size = c.int("hidden_size"), c.int("n_routed_experts"), c.int("moe_intermediate_size")
+    tensors = [tensor("mlp.gate.weight", (experts, hidden), "router", layers=layers, loaded=loaded)]
+    if c.get("topk_method") == "noaux_tc":
+        # NOTE: vLLM allocates the aux-loss-free routing bias in float32 whatever the model dtype.
+        tensors.append(tensor("mlp.gate.e_score_correction_bias", (experts,), "router", layers=layers,
+                              loaded=loaded, dtype_bytes=4))
+    tensors += gated_mlp("mlp.experts", expert_size, hidden, layers, role="expert", count=experts, loaded=loaded)
+    shared = c.int("n_shared_experts", default=0)
+    if shared:
+        tensors += gated_mlp("mlp.shared_experts", expert_size * shared, hidden, layers, loaded=loaded)
+    return tensors
+
+
+def is_moe_layer(c: Cfg, index: int) -> bool:
+    return (c.int("n_routed_experts", default=0) > 0 and index >= c.int("first_k_dense_replace", default=0)
+            and index % c.int("moe_layer_freq", default=1) == 0)
+
+
+def mtp_module(c: Cfg) -> list[WeightTensor]:
+    """The multi-token-prediction layers after the main stack: in the checkpoint, skipped by vLLM by default."""
+    first, count = c.int("num_hidden_layers"), c.int("num_nextn_predict_layers", default=0)
+    if not count:
+        return []
+    span = (first, first + count)
+    hidden, vocab = c.int("hidden_size"), c.int("vocab_size")
+    # NOTE: each MTP layer stores its own embed_tokens and shared_head.head copies besides a full MoE decoder
+    # layer, and its eh_proj has no FP8 scale: DeepSeek-V3's 684,531,386,000 only adds up that way.
+    extras = [tensor("embed_tokens.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False),
+              *norm("enorm", hidden, layers=span, role="mtp", loaded=False),
+              *norm("hnorm", hidden, layers=span, role="mtp", loaded=False),
+              *linear("eh_proj", (hidden,), 2 * hidden, "mtp", tp="replicated", layers=span, loaded=False,
+                      quantizable=False),
+              *norm("shared_head.norm", hidden, layers=span, role="mtp", loaded=False),
+              tensor("shared_head.head.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False)]
+    return [*extras, *mla_attention(c, span, loaded=False), *layer_norms(c, DecoderStyle(), span, loaded=False),
+            *moe_block(c, span, loaded=False)]
+
+
+def deepseek_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    c = text_cfg(config)
+    num_layers = c.int("num_hidden_layers")
+    everything = (0, num_layers)
+    tensors = [*edges(c), *mla_attention(c, everything), *layer_norms(c, DecoderStyle(), everything)]
+    moe_layers = [i for i in range(num_layers) if is_moe_layer(c, i)]
+    for span in runs(moe_layers):
+        tensors += moe_block(c, span)
+    for span in runs(set(range(num_layers)) - set(moe_layers)):
+        tensors += gated_mlp("mlp", c.int("intermediate_size"), c.int("hidden_size"), span)
+    return (*tensors, *mtp_module(c))

@@ -1,0 +1,80 @@
+"""Mixture-of-experts decoders with Llama-style attention: Mixtral, Qwen2/Qwen3-MoE, gpt-oss.
+
+Experts of one layer are one entry with ``count`` = number of experts; vLLM's FusedMoE shards each expert's
+intermediate dimension across TP (gate/up by output rows, down by input columns), so they are "column"/"row".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..spec import WeightTensor
+from ._build import Span, linear, runs, tensor
+from ._config import Cfg, text_cfg
+from .decoders import STYLES, DecoderStyle, attention, decoder_layers, edges, gated_mlp, layer_norms
+
+
+def router(prefix: str, experts: int, hidden: int, layers: Span, *, bias: bool = False) -> list[WeightTensor]:
+    # NOTE: routers are ReplicatedLinear/GateLinear with quant_config=None in vLLM: whole and 16-bit on every rank.
+    return linear(prefix, (experts,), hidden, "router", tp="replicated", bias=bias, layers=layers,
+                  quantizable=False)
+
+
+def mixtral_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    c = text_cfg(config)
+    everything = (0, c.int("num_hidden_layers"))
+    experts, hidden = c.int("num_local_experts"), c.int("hidden_size")
+    return (*edges(c), *decoder_layers(c, DecoderStyle(), everything),
+            *router("block_sparse_moe.gate", experts, hidden, everything),
+            *gated_mlp("block_sparse_moe.experts", c.int("intermediate_size"), hidden, everything, role="expert",
+                       count=experts, names=("w1", "w3", "w2")))
+
+
+def _qwen_moe_layers(c: Cfg) -> list[int]:
+    # NOTE: transformers' Qwen2/3-MoE: a layer is sparse unless listed in mlp_only_layers, every
+    # decoder_sparse_step-th layer counting from 1.
+    dense_only = set(c.get("mlp_only_layers") or [])
+    step = c.int("decoder_sparse_step", default=1) or 1
+    experts = c.int("num_experts", default=0)
+    return [i for i in range(c.int("num_hidden_layers"))
+            if experts > 0 and i not in dense_only and (i + 1) % step == 0]
+
+
+def qwen_moe_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """Qwen2-MoE (routed + one gated shared expert) and Qwen3-MoE (routed only)."""
+    c = text_cfg(config)
+    num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
+    experts = c.int("num_experts", default=0)
+    style = STYLES[c.model_type](c)
+    tensors = [*edges(c), *decoder_layers(c, style, (0, num_layers))]
+    moe_layers = _qwen_moe_layers(c)
+    for span in runs(moe_layers):
+        tensors += [*router("mlp.gate", experts, hidden, span),
+                    *gated_mlp("mlp.experts", c.int("moe_intermediate_size"), hidden, span, role="expert",
+                               count=experts)]
+        shared_size = c.int("shared_expert_intermediate_size", default=0)
+        if shared_size:
+            tensors += [*gated_mlp("mlp.shared_expert", shared_size, hidden, span),
+                        *router("mlp.shared_expert_gate", 1, hidden, span)]
+    for span in runs(set(range(num_layers)) - set(moe_layers)):
+        tensors += gated_mlp("mlp", c.int("intermediate_size"), hidden, span)
+    return tuple(tensors)
+
+
+def gpt_oss_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """gpt-oss: biased attention with per-head sinks, a biased router, experts with biases (MXFP4 in the Hub)."""
+    c = text_cfg(config)
+    everything = (0, c.int("num_hidden_layers"))
+    hidden, heads = c.int("hidden_size"), c.int("num_attention_heads")
+    experts, expert_size = c.int("num_local_experts"), c.int("intermediate_size")
+    biased = DecoderStyle(qkv_bias=True, o_bias=True)
+    expert_common: dict[str, Any] = {"layers": everything, "count": experts, "bias": True}
+    # NOTE: the checkpoint fuses gate and up as gate_up_proj; listed as two parts, each I x H (vLLM w13).
+    return (*edges(c), *attention(c, biased, everything), *layer_norms(c, biased, everything),
+            tensor("self_attn.sinks", (heads,), "attention", tp="column", layers=everything),
+            *router("mlp.router", experts, hidden, everything, bias=True),
+            *linear("mlp.experts.gate_proj", (expert_size,), hidden, "expert", tp="column", **expert_common),
+            *linear("mlp.experts.up_proj", (expert_size,), hidden, "expert", tp="column", **expert_common),
+            *linear("mlp.experts.down_proj", (hidden,), expert_size, "expert", tp="row", **expert_common))
+

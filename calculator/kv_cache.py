@@ -1,0 +1,265 @@
+"""KV-cache pages, groups, blocks, tokens and concurrency — vLLM's rules (internals notes §2).
+
+Pure arithmetic on a ``ModelSpec``. Vocabulary: a *page* is one layer's share of one block; a *block id*
+costs ``bytes_per_block`` (the pages of every layer that shares it); a request needs ``blocks_per_request``
+block ids summed over the KV-cache groups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from .errors import InvalidInput
+from .spec import LayerAttention, ModelSpec
+from .vllm_versions import VersionRules
+
+# Bytes per K or V element (STR_DTYPE_TO_TORCH_DTYPE, vllm/utils/torch_utils.py); None = the model dtype.
+KV_CACHE_DTYPE_BYTES: dict[str, float | None] = {
+    "auto": None, "float16": 2, "bfloat16": 2, "fp16": 2, "bf16": 2, "float32": 4,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
+}
+# Formats with their own per-token layout (§2.9).
+FP8_DS_MLA_BYTES_PER_TOKEN = 656  # 512 fp8 NoPE + scales + 64 bf16 RoPE, per MLA layer
+NVFP4_DS_MLA_BYTES_PER_TOKEN = 352
+PER_TOKEN_HEAD_FORMATS: dict[str, tuple[float, int]] = {
+    # name: (bytes per K/V element, bytes of fp32 scales per head-token for K and V together)
+    "int8_per_token_head": (1, 8), "fp8_per_token_head": (1, 8), "int4_per_token_head": (0.5, 8),
+}
+SUPPORTED_KV_CACHE_DTYPES = (*KV_CACHE_DTYPE_BYTES, "fp8_ds_mla", "nvfp4_ds_mla", "nvfp4", *PER_TOKEN_HEAD_FORMATS)
+
+GroupKind = Literal["full", "sliding_window", "chunked_local", "mla"]
+
+
+class KvGroup(BaseModel):
+    """One KV-cache group: layers of one spec that share block ids (vLLM ``KVCacheGroupSpec``)."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: GroupKind
+    layer_indices: tuple[int, ...]  # decoder layers in this group (whole model)
+    page_size_bytes: int  # one layer, one block, on one TP rank
+    block_size: int  # tokens per block of this group (larger than the base block when pages were unified)
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    layers_per_stage: tuple[int, ...] = ()  # PP stage -> how many of this group's layers live there
+
+
+class KvCacheLayout(BaseModel):
+    """How one model's KV cache is laid out for a given TP/PP, block size and cache dtype."""
+
+    model_config = ConfigDict(frozen=True)
+    groups: tuple[KvGroup, ...]
+    block_size: int
+    group_size: int  # layer slots per group (padding included)
+    padding_layers: int
+    bytes_per_block_per_stage: tuple[int, ...]  # PP stage -> bytes one block id costs on that stage's ranks
+    kv_bytes_per_token_per_stage: tuple[float, ...]  # full-attention-equivalent bytes per token, per rank
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def bytes_per_block(self) -> int:
+        """Bytes of one block id on the busiest stage (the stage that runs out first)."""
+        return max(self.bytes_per_block_per_stage)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV bytes one token occupies on the busiest rank, all its attention layers, K and V."""
+        return max(self.kv_bytes_per_token_per_stage)
+
+
+class CapacityFigures(BaseModel):
+    """What vLLM logs after sizing: blocks, "GPU KV cache size" tokens and "Maximum concurrency"."""
+
+    model_config = ConfigDict(frozen=True)
+    num_gpu_blocks: int = Field(ge=0)
+    blocks_per_request: int = Field(ge=0)  # summed over groups, at max_model_len
+    max_concurrency: float = Field(ge=0)
+    kv_cache_tokens: int = Field(ge=0)
+
+
+def kv_page_bytes_per_token(layer: LayerAttention, *, kv_cache_dtype: str, model_dtype_bytes: int,
+                            tensor_parallel_size: int) -> float:
+    """Bytes one token of one layer occupies on one TP rank (the per-token part of the page size)."""
+    if layer.kind == "mla":
+        if kv_cache_dtype == "fp8_ds_mla":
+            return FP8_DS_MLA_BYTES_PER_TOKEN
+        if kv_cache_dtype == "nvfp4_ds_mla":
+            return NVFP4_DS_MLA_BYTES_PER_TOKEN
+        heads = 1  # NOTE: MLA latent is replicated on every TP rank (MLAAttentionSpec, max_tp_shards=1)
+    else:
+        # NOTE: vLLM replicates KV heads when there are fewer than TP ranks: max(1, kv_heads // tp).
+        heads = max(1, layer.num_kv_heads // tensor_parallel_size)
+    content = layer.head_size + layer.head_size_v
+    if kv_cache_dtype in PER_TOKEN_HEAD_FORMATS:
+        element_bytes, scale_bytes = PER_TOKEN_HEAD_FORMATS[kv_cache_dtype]
+        return heads * (content * element_bytes + scale_bytes)
+    if kv_cache_dtype == "nvfp4":
+        return heads * (content / 2 + content / 16)  # fp4 data + one fp8 scale per 16 elements
+    if kv_cache_dtype in ("fp8_ds_mla", "nvfp4_ds_mla"):
+        raise InvalidInput(f"--kv-cache-dtype {kv_cache_dtype} is only for MLA models (DeepSeek-style)")
+    if kv_cache_dtype not in KV_CACHE_DTYPE_BYTES:
+        raise InvalidInput(f"unknown --kv-cache-dtype {kv_cache_dtype!r}; known: {', '.join(SUPPORTED_KV_CACHE_DTYPES)}")
+    element = KV_CACHE_DTYPE_BYTES[kv_cache_dtype] or model_dtype_bytes
+    return heads * content * element
+
+
+def pp_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> tuple[tuple[int, int], ...]:
+    """Decoder layers per PP stage exactly as ``vllm.distributed.utils.get_pp_indices`` splits them."""
+    if pipeline_parallel_size > num_layers:
+        raise InvalidInput(f"pipeline_parallel_size {pipeline_parallel_size} exceeds the {num_layers} layers")
+    partitions = [num_layers // pipeline_parallel_size] * pipeline_parallel_size
+    # NOTE: the remainder goes to the stages *before the last* (the last also holds the LM head).
+    for i in range(2, num_layers % pipeline_parallel_size + 2):
+        partitions[-i] += 1
+    ranges, start = [], 0
+    for size in partitions:
+        ranges.append((start, start + size))
+        start += size
+    return tuple(ranges)
+
+
+def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, model_dtype_bytes: int,
+                  tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
+                  hybrid_kv_cache_manager: bool = True) -> KvCacheLayout:
+    """Group the attention layers and price a block, as ``get_kv_cache_groups`` + ``get_kv_cache_config`` do."""
+    if block_size < 1:
+        raise InvalidInput("block_size must be at least 1")
+    layers = [(i, layer) for i, layer in enumerate(spec.layers) if layer.kind != "mamba"]
+    if not layers:
+        raise InvalidInput(f"{spec.model_id} has no attention layers; attention-free models are not sized here")
+    page_per_token = {i: kv_page_bytes_per_token(layer, kv_cache_dtype=kv_cache_dtype,
+                                                 model_dtype_bytes=model_dtype_bytes,
+                                                 tensor_parallel_size=tensor_parallel_size) for i, layer in layers}
+
+    def kind_of(layer: LayerAttention) -> GroupKind:
+        if not hybrid_kv_cache_manager and layer.kind in ("sliding_window", "chunked_local"):
+            return "full"  # NOTE: unify_hybrid_kv_cache_specs promotes windows to full attention
+        return "mla" if layer.kind == "mla" else layer.kind  # type: ignore[return-value]
+
+    def bucket_key(i: int, layer: LayerAttention) -> tuple:
+        kind = kind_of(layer)
+        window = layer.sliding_window if kind == "sliding_window" else None
+        chunk = layer.attention_chunk_size if kind == "chunked_local" else None
+        return (kind, window, chunk, page_per_token[i])
+
+    buckets: dict[tuple, list[int]] = {}
+    for i, layer in layers:
+        buckets.setdefault(bucket_key(i, layer), []).append(i)
+    stages = pp_layer_ranges(spec.num_hidden_layers, pipeline_parallel_size)
+    kinds = {key[0] for key in buckets}
+
+    if len(buckets) == 1 or (len(kinds) == 1 and "sliding_window" not in kinds and "chunked_local" not in kinds):
+        # One group with every layer; same-type layers of different sizes share block ids too
+        # (UniformTypeKVCacheSpecs: a block costs the sum of their pages).
+        indices = tuple(i for i, _ in layers)
+        (kind, window, chunk, _), = list(buckets)[:1]
+        group = KvGroup(kind=kind, layer_indices=indices,
+                        page_size_bytes=math.ceil(block_size * page_per_token[indices[0]]),
+                        block_size=block_size, sliding_window=window, attention_chunk_size=chunk,
+                        layers_per_stage=_count_per_stage(indices, stages))
+        per_stage = tuple(sum(math.ceil(block_size * page_per_token[i]) for i in indices if lo <= i < hi)
+                          for lo, hi in stages)
+        per_token = tuple(sum(page_per_token[i] for i in indices if lo <= i < hi) for lo, hi in stages)
+        return KvCacheLayout(groups=(group,), block_size=block_size, group_size=len(indices), padding_layers=0,
+                             bytes_per_block_per_stage=per_stage, kv_bytes_per_token_per_stage=per_token)
+
+    # Hybrid: unify page sizes (smaller pages get proportionally larger blocks), then equal-size groups.
+    pages = {key: math.ceil(block_size * key[3]) for key in buckets}
+    largest_page = max(pages.values())
+    counts = [len(v) for v in buckets.values()]
+    group_size = min(counts)
+    if max(counts) < 1.5 * group_size:
+        group_size = max(counts)
+    groups: list[KvGroup] = []
+    padding = 0
+    for key, indices in buckets.items():
+        kind, window, chunk, _ = key
+        ratio = max(1, largest_page // pages[key])
+        num_groups = math.ceil(len(indices) / group_size)
+        padding += num_groups * group_size - len(indices)
+        for j in range(num_groups):
+            groups.append(KvGroup(kind=kind, layer_indices=tuple(indices[j::num_groups]),
+                                  page_size_bytes=pages[key] * ratio, block_size=block_size * ratio,
+                                  sliding_window=window, attention_chunk_size=chunk,
+                                  layers_per_stage=_count_per_stage(indices[j::num_groups], stages)))
+    per_stage = tuple(max(g.layers_per_stage[s] * g.page_size_bytes for g in groups) for s in range(len(stages)))
+    per_token = tuple(sum(page_per_token[i] for i, _ in layers if lo <= i < hi) for lo, hi in stages)
+    return KvCacheLayout(groups=tuple(groups), block_size=block_size, group_size=group_size, padding_layers=padding,
+                         bytes_per_block_per_stage=per_stage, kv_bytes_per_token_per_stage=per_token)
+
+
+def _count_per_stage(indices: tuple[int, ...] | list[int], stages: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    return tuple(sum(1 for i in indices if lo <= i < hi) for lo, hi in stages)
+
+
+def in_flight_tokens(rules: VersionRules, *, max_num_batched_tokens: int, pipeline_parallel_size: int,
+                     async_scheduling: bool) -> int:
+    """Tokens a sliding window must keep beyond the window while batches are in flight (§2.1)."""
+    if not rules.sliding_window_counts_in_flight_batches:
+        return max_num_batched_tokens
+    return (pipeline_parallel_size + (1 if async_scheduling else 0)) * max_num_batched_tokens
+
+
+def group_blocks_per_request(group: KvGroup, max_model_len: int, in_flight: int) -> int:
+    """Block ids one request at ``max_model_len`` needs in one group (``max_memory_usage_bytes`` / page)."""
+    if group.kind == "sliding_window" and group.sliding_window:
+        return math.ceil(min(group.sliding_window - 1 + in_flight, max_model_len) / group.block_size) + 1
+    if group.kind == "chunked_local" and group.attention_chunk_size:
+        return math.ceil(min(group.attention_chunk_size + in_flight, max_model_len) / group.block_size)
+    return math.ceil(max_model_len / group.block_size)
+
+
+def blocks_per_request(layout: KvCacheLayout, max_model_len: int, in_flight: int) -> int:
+    return sum(group_blocks_per_request(g, max_model_len, in_flight) for g in layout.groups)
+
+
+def kv_bytes_needed_for_one_request(layout: KvCacheLayout, max_model_len: int, in_flight: int, stage: int) -> int:
+    """``Σ max_memory_usage_bytes`` over one stage's layers: what vLLM checks one request against (§2.6)."""
+    return sum(g.layers_per_stage[stage] * group_blocks_per_request(g, max_model_len, in_flight) * g.page_size_bytes
+               for g in layout.groups)
+
+
+def capacity_figures(layout: KvCacheLayout, rules: VersionRules, *, num_gpu_blocks: int, max_model_len: int,
+                     in_flight: int) -> CapacityFigures:
+    """The log line's numbers (§2.5), with the version's meaning of "tokens"."""
+    per_request = blocks_per_request(layout, max_model_len, in_flight)
+    if rules.engine == "v0" or rules.version.key < (0, 9, 0):
+        concurrency = num_gpu_blocks * layout.block_size / max_model_len
+    else:
+        concurrency = num_gpu_blocks / per_request
+    if rules.token_semantics == "concurrency_times_len":
+        tokens = int(concurrency * max_model_len)
+    elif rules.token_semantics == "blocks_per_group":
+        tokens = num_gpu_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
+    else:
+        tokens = num_gpu_blocks * layout.block_size
+    return CapacityFigures(num_gpu_blocks=num_gpu_blocks, blocks_per_request=per_request,
+                           max_concurrency=concurrency, kv_cache_tokens=tokens)
+
+
+def largest_fitting_model_len(layout: KvCacheLayout, *, available_bytes_per_stage: tuple[int, ...], upper: int,
+                              in_flight: int) -> int:
+    """Largest max_model_len whose one-request need fits every stage (vLLM's binary search); 0 if none."""
+    def fits(length: int) -> bool:
+        return all(kv_bytes_needed_for_one_request(layout, length, in_flight, s) <= available
+                   for s, available in enumerate(available_bytes_per_stage))
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, upper
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def layer_kind_counts(spec: ModelSpec) -> dict[str, int]:
+    """How many layers of each attention kind, e.g. ``{"sliding_window": 52, "full": 10}``."""
+    return dict(Counter(layer.kind for layer in spec.layers))

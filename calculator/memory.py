@@ -1,0 +1,131 @@
+"""The memory budget of one GPU: the ONE place where "what is left for the KV cache" is computed (§1).
+
+Pure: every term arrives in bytes; the version's rules decide which terms count and where CUDA graphs live.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from .units import GIB
+from .vllm_versions import MemoryFormula
+
+# 0.34 extensible KV cache (vllm/v1/worker/extensible_kv_cache.py, §1.7)
+EXTENSIBLE_MARGIN_FLOOR_BYTES = {"cuda": 1 << 30, "rocm": 3 << 30}
+EXTENSIBLE_MARGIN_FRACTION = 0.75
+
+FREE_MEMORY_ERROR = (
+    "Free memory on device {device} ({free:.2f}/{total:.2f} GiB) on startup is less than desired GPU memory "
+    "utilization ({util}, {requested:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+    "other processes.")
+NO_MEMORY_ERROR = ("No available memory for the cache blocks. {hint} See "
+                   "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+
+
+class MemorySegment(BaseModel):
+    """One slice of a GPU's memory in the stacked chart."""
+
+    model_config = ConfigDict(frozen=True)
+    key: str
+    label: str
+    bytes: int
+    inside_budget: bool  # inside total x gpu_memory_utilization
+
+
+class MemoryBudget(BaseModel):
+    """Where one GPU's memory goes, and how much of it the KV cache gets."""
+
+    model_config = ConfigDict(frozen=True)
+    formula: MemoryFormula | str
+    total_bytes: int
+    requested_bytes: int  # ceil(total x gpu_memory_utilization)
+    gpu_memory_utilization: float
+    other_processes_bytes: int
+    context_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cudagraph_bytes: int
+    cudagraph_in_budget: bool  # subtracted from the KV budget (0.20+) or living in the headroom (older)
+    extensible_reserve_bytes: int = 0  # 0.34: margin + transient headroom kept outside the KV cache
+    kv_cache_bytes: int  # memory handed to the KV cache (may be negative: it does not fit)
+    kv_cache_memory_bytes_given: bool = False
+    startup_error: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def unused_bytes(self) -> int:
+        """What nobody uses: the rest of the (1 - utilization) headroom after context, graphs and others."""
+        return self.total_bytes - sum(s.bytes for s in self.segments() if s.key != "unused")
+
+    def segments(self) -> tuple[MemorySegment, ...]:
+        """The stack from the bottom: weights first, free headroom last; sums to ``total_bytes`` when it fits."""
+        kv = max(self.kv_cache_bytes, 0)
+        parts = [
+            MemorySegment(key="weights", label="Weights", bytes=self.weights_bytes, inside_budget=True),
+            MemorySegment(key="activation", label="Activation peak", bytes=self.activation_bytes, inside_budget=True),
+            MemorySegment(key="non_torch", label="Non-torch (NCCL, cuBLAS)", bytes=self.non_torch_bytes,
+                          inside_budget=True),
+            MemorySegment(key="cudagraph", label="CUDA graphs", bytes=self.cudagraph_bytes,
+                          inside_budget=self.cudagraph_in_budget),
+            MemorySegment(key="extensible_reserve", label="Extensible-cache margin", bytes=self.extensible_reserve_bytes,
+                          inside_budget=True),
+            MemorySegment(key="kv_cache", label="KV cache", bytes=kv, inside_budget=True),
+            MemorySegment(key="context", label="CUDA context", bytes=self.context_bytes, inside_budget=False),
+            MemorySegment(key="other", label="Other processes", bytes=self.other_processes_bytes,
+                          inside_budget=False),
+        ]
+        used = sum(p.bytes for p in parts)
+        parts.append(MemorySegment(key="unused", label="Unused headroom (1 - util)",
+                                   bytes=max(self.total_bytes - used, 0), inside_budget=False))
+        return tuple(p for p in parts if p.bytes > 0 or p.key in ("weights", "kv_cache"))
+
+
+def requested_bytes(total_bytes: int, gpu_memory_utilization: float) -> int:
+    """``math.ceil(total * util)`` as ``request_memory`` computes it."""
+    return math.ceil(total_bytes * gpu_memory_utilization)
+
+
+def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utilization: float,
+                  other_processes_bytes: int, context_bytes: int, weights_bytes: int, activation_bytes: int,
+                  non_torch_bytes: int, cudagraph_bytes: int, subtracts_cudagraph: bool,
+                  has_startup_check: bool, platform: str, kv_cache_memory_bytes: int | None = None,
+                  device_label: str = "cuda:0") -> MemoryBudget:
+    """The KV-cache budget of one GPU under the version's formula (§1.2-1.9)."""
+    requested = requested_bytes(total_bytes, gpu_memory_utilization)
+    free_at_start = total_bytes - other_processes_bytes - context_bytes
+    startup_error = None
+    extensible = formula == "v1_extensible"
+    if has_startup_check and not extensible and kv_cache_memory_bytes is None and free_at_start < requested:
+        startup_error = FREE_MEMORY_ERROR.format(device=device_label, free=free_at_start / GIB,
+                                                 total=total_bytes / GIB, util=gpu_memory_utilization,
+                                                 requested=requested / GIB)
+    reserve = 0
+    cudagraph_in_budget = subtracts_cudagraph
+    if kv_cache_memory_bytes is not None:
+        kv = kv_cache_memory_bytes
+        cudagraph_in_budget = False
+    elif extensible:
+        # §1.7: sized after warm-up and graph capture from what is really free, minus a margin and the peak.
+        cudagraph_in_budget = True
+        non_kv_used = weights_bytes + non_torch_bytes + cudagraph_bytes
+        headroom = free_at_start - non_kv_used
+        margin = max(EXTENSIBLE_MARGIN_FLOOR_BYTES.get(platform, 1 << 30),
+                     int(activation_bytes * EXTENSIBLE_MARGIN_FRACTION))
+        kv = min(requested - non_kv_used, headroom - margin) - activation_bytes
+        reserve = max(0, min(margin, headroom - max(kv, 0) - activation_bytes))
+    else:
+        non_kv = weights_bytes + activation_bytes + non_torch_bytes
+        if formula == "v1_global":
+            # NOTE: V1 0.7-0.9.0 charged every process's memory (and the context) against total x util.
+            non_kv += other_processes_bytes + context_bytes
+        kv = requested - non_kv - (cudagraph_bytes if subtracts_cudagraph else 0)
+    return MemoryBudget(
+        formula=formula, total_bytes=total_bytes, requested_bytes=requested,
+        gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
+        context_bytes=context_bytes, weights_bytes=weights_bytes, activation_bytes=activation_bytes,
+        non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, cudagraph_in_budget=cudagraph_in_budget,
+        extensible_reserve_bytes=reserve, kv_cache_bytes=kv,
+        kv_cache_memory_bytes_given=kv_cache_memory_bytes is not None, startup_error=startup_error)

@@ -1,0 +1,66 @@
+"""Where a model's config.json comes from: a bundled preset, a file or folder, or the Hugging Face Hub.
+
+The I/O edge for model facts. Presets resolve offline by their Hub id (``meta-llama/Llama-3.1-8B-Instruct``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .architecture import build_model_spec
+from .config_json import parse_config_text
+from .errors import ModelNotFound
+from .spec import ModelSpec
+
+def _preset_files() -> dict[str, Any]:
+    folder = resources.files("calculator") / "data" / "presets"
+    return {entry.name[: -len(".json")].replace("__", "/", 1): entry
+            for entry in folder.iterdir() if entry.name.endswith(".json")}
+
+
+@lru_cache(maxsize=1)
+def preset_ids() -> tuple[str, ...]:
+    """Hub ids of every bundled preset, sorted case-insensitively."""
+    return tuple(sorted(_preset_files(), key=str.lower))
+
+
+def _preset_lookup(model: str) -> Any | None:
+    files = _preset_files()
+    if model in files:
+        return files[model]
+    lowered = {key.lower(): value for key, value in files.items()}
+    return lowered.get(model.lower())
+
+
+def load_config(model: str) -> tuple[dict[str, Any], str]:
+    """The raw config and a source label ("preset", "file" or "hub") for an id, file or folder."""
+    preset = _preset_lookup(model)
+    if preset is not None:
+        return parse_config_text(preset.read_text(encoding="utf-8"), model), "preset"
+    path = Path(model).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+        if not path.is_file():
+            raise ModelNotFound(f"{model} is a folder without a config.json")
+    if path.is_file():
+        return parse_config_text(path.read_text(encoding="utf-8"), str(path)), "file"
+    if model.endswith(".json") or model.startswith(("/", "./", "~")):
+        raise ModelNotFound(f"no such file: {model}")
+    from .hub import fetch_config  # I/O edge, imported only when the Hub is needed
+
+    return fetch_config(model), "hub"
+
+
+@lru_cache(maxsize=256)
+def load_model_spec(model: str) -> ModelSpec:
+    """A ``ModelSpec`` for a preset id, a config.json path, a model folder, or (online) any Hub id."""
+    config, _ = load_config(model)
+    return build_model_spec(config, model_id=model)
+
+
+def model_spec_from_text(text: str, model_id: str = "uploaded config.json") -> ModelSpec:
+    """A ``ModelSpec`` from config.json text (an upload)."""
+    return build_model_spec(parse_config_text(text, model_id), model_id=model_id)

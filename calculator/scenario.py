@@ -1,0 +1,48 @@
+"""The input of one estimate: a model on some GPUs with vLLM settings, named as ``vllm serve`` names them."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .vllm_versions import LATEST_VERSION, Device
+
+DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+DEFAULT_GPU = "h100-sxm-80gb"
+
+
+class Scenario(BaseModel):
+    """A frozen deployment description. ``None`` means "vLLM's default for this version and GPU"."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(DEFAULT_MODEL, min_length=1)
+    gpu: str | None = DEFAULT_GPU  # catalog key, name or nvidia-smi alias
+    gpu_memory_gib: float | None = Field(None, gt=0, le=10_000)  # custom memory; overrides the catalog's
+    device: Device | None = None  # None: the GPU's platform (cuda or rocm)
+    tensor_parallel_size: int = Field(1, ge=1, le=1024)
+    pipeline_parallel_size: int = Field(1, ge=1, le=1024)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    max_model_len: int | None = Field(None, ge=1, le=100_000_000)
+    max_num_seqs: int | None = Field(None, ge=1, le=1_000_000)
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=100_000_000)
+    block_size: int | None = Field(None, ge=1, le=4096)
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_memory_bytes: int | None = Field(None, ge=0)
+    num_gpu_blocks_override: int | None = Field(None, ge=1)
+    enforce_eager: bool = False
+    enable_extensible_kv_cache: bool | None = None
+    async_scheduling: bool | None = None
+    vllm_version: str = LATEST_VERSION
+    other_processes_memory_gib: float = Field(0.0, ge=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _has_memory(self) -> Scenario:
+        if self.gpu is None and self.gpu_memory_gib is None and self.device != "cpu":
+            raise ValueError("give a GPU from the catalog or its memory (gpu_memory_gib)")
+        return self
+
+    def replace(self, **changes: object) -> Scenario:
+        """A copy with some fields changed, validated again."""
+        return Scenario.model_validate({**self.model_dump(), **changes})

@@ -1,0 +1,134 @@
+"""Resolve a Scenario's ``None``s and ``auto``s to the values vLLM would use, and validate them like vLLM."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import InvalidInput
+from .gpus import GpuSpec
+from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from .scenario import Scenario
+from .spec import ModelSpec
+from .units import GIB
+from .vllm_versions import Device, MemoryFormula, VersionRules, batch_defaults, default_block_size
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32"}
+PRE_AMPERE_FAMILIES = frozenset({"volta", "turing", "pascal"})  # no bf16: vLLM falls back to fp16
+
+
+class ResolvedSettings(BaseModel):
+    """Every knob after vLLM's defaults are applied."""
+
+    model_config = ConfigDict(frozen=True)
+    device: Device
+    gpu_memory_bytes: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    dtype: str
+    dtype_bytes: int
+    kv_cache_dtype: str
+    quantization: str | None
+    block_size: int
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    gpu_memory_utilization: float
+    extensible_kv_cache: bool
+    memory_formula: MemoryFormula
+    async_scheduling: bool
+    enforce_eager: bool
+    error: str | None = None  # a configuration vLLM refuses before sizing memory
+    warnings: tuple[str, ...] = ()
+
+
+def resolve_dtype(requested: str, config_dtype: str | None, rules: VersionRules, gpu_family: str | None,
+                  device: Device) -> tuple[str, list[str]]:
+    """``--dtype`` as vLLM resolves it (§2.9): auto takes the config dtype; fp32 checkpoints run in 16 bits."""
+    warnings: list[str] = []
+    name = _DTYPE_ALIASES.get(requested.lower(), requested.lower())
+    if name != "auto" and name not in DTYPE_BYTES:
+        raise InvalidInput(f"unknown --dtype {requested!r}; use auto, bfloat16, float16 or float32")
+    pre_ampere = (gpu_family or "").lower() in PRE_AMPERE_FAMILIES
+    if name == "auto":
+        config = _DTYPE_ALIASES.get((config_dtype or "").lower(), (config_dtype or "float32").lower())
+        name = config if config in DTYPE_BYTES else "float32"
+        if name == "float32":
+            name = "float16" if pre_ampere else rules.fp32_auto_dtype
+    if name == "bfloat16" and pre_ampere:
+        warnings.append("bfloat16 is not supported on this GPU (compute capability < 8.0); vLLM falls back to float16")
+        name = "float16"
+    return name, warnings
+
+
+def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None) -> ResolvedSettings:
+    warnings: list[str] = []
+    error: str | None = None
+    device: Device = scenario.device or (gpu.platform if gpu else "cuda")  # type: ignore[assignment]
+    family = gpu.family if gpu else None
+    tp, pp = scenario.tensor_parallel_size, scenario.pipeline_parallel_size
+    if spec.num_attention_heads % tp:
+        raise InvalidInput(f"Total number of attention heads ({spec.num_attention_heads}) must be divisible by "
+                           f"tensor parallel size ({tp}).")
+    if pp > spec.num_hidden_layers:
+        raise InvalidInput(f"pipeline_parallel_size {pp} exceeds the model's {spec.num_hidden_layers} layers")
+    dtype, dtype_warnings = resolve_dtype(scenario.dtype, spec.config_dtype, rules, family, device)
+    warnings += dtype_warnings
+    kv_dtype = scenario.kv_cache_dtype
+    if kv_dtype not in SUPPORTED_KV_CACHE_DTYPES:
+        raise InvalidInput(f"unknown --kv-cache-dtype {kv_dtype!r}; vLLM {rules.version} accepts "
+                           f"{', '.join(rules.kv_cache_dtypes)}")
+    if kv_dtype not in rules.kv_cache_dtypes and kv_dtype not in ("fp16", "bf16", "float32"):
+        warnings.append(f"--kv-cache-dtype {kv_dtype} is not accepted by vLLM {rules.version} "
+                        f"(it accepts {', '.join(rules.kv_cache_dtypes)})")
+    if kv_dtype.endswith("_ds_mla") and spec.mla is None:
+        raise InvalidInput(f"--kv-cache-dtype {kv_dtype} is only for MLA models (DeepSeek-style)")
+    if scenario.kv_cache_memory_bytes is not None and not rules.supports_kv_cache_memory_bytes:
+        warnings.append(f"--kv-cache-memory-bytes does not exist in vLLM {rules.version} (added in 0.10.2)")
+    extensible = scenario.enable_extensible_kv_cache
+    if extensible is None:
+        extensible = (rules.version.at_least(34) and device in ("cuda", "rocm")
+                      and scenario.kv_cache_memory_bytes is None and scenario.num_gpu_blocks_override is None)
+    util = scenario.gpu_memory_utilization
+    if util is None:
+        util = 1.0 if extensible else rules.default_gpu_memory_utilization
+    elif extensible and 0.7 < util < 1.0:
+        warnings.append(f"gpu_memory_utilization={util} with the extensible KV cache withholds memory; it is "
+                        "probably a habit from estimate-based sizing (vLLM 0.34 defaults to 1.0)")
+    memory_gib = gpu.memory_gib if gpu else 0.0
+    batch = batch_defaults(rules, device=device, gpu_memory_gib=memory_gib, gpu_family=family,
+                           gpu_name=gpu.name if gpu else None)
+    max_model_len = scenario.max_model_len or spec.derived_max_model_len
+    if scenario.max_model_len and scenario.max_model_len > spec.derived_max_model_len:
+        error = (f"User-specified max_model_len ({scenario.max_model_len}) is greater than the derived max_model_len "
+                 f"({spec.derived_max_model_len} from the model's config.json). This may lead to incorrect model "
+                 "outputs or CUDA errors. Make sure the value is correct and within the model context size, or set "
+                 "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
+    max_num_seqs = scenario.max_num_seqs or batch.max_num_seqs
+    if scenario.max_num_batched_tokens:
+        max_num_batched_tokens = scenario.max_num_batched_tokens
+    elif rules.engine == "v0":
+        # NOTE: V0 without chunked prefill must fit a whole prompt in one batch.
+        max_num_batched_tokens = max(max_model_len, batch.max_num_batched_tokens)
+    else:
+        max_num_batched_tokens = min(batch.max_num_batched_tokens, max_num_seqs * max_model_len)
+    block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
+                                                           gpu_family=family)
+    if device == "cpu" and block_size % 32:
+        warnings.append(f"block_size {block_size} is not a multiple of 32: vLLM's CPU attention backend rejects it")
+    async_scheduling = scenario.async_scheduling
+    if async_scheduling is None:
+        async_scheduling = rules.async_scheduling_default and device != "cpu"
+    formula: MemoryFormula = "v1_extensible" if extensible else (
+        "v1_free_drop" if rules.memory_formula == "v1_extensible" else rules.memory_formula)
+    gpu_memory_bytes = gpu.memory_bytes if gpu else 0
+    if device != "cpu" and gpu_memory_bytes < GIB // 4:
+        raise InvalidInput("GPU memory must be at least 0.25 GiB")
+    return ResolvedSettings(
+        device=device, gpu_memory_bytes=gpu_memory_bytes, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+        dtype=dtype, dtype_bytes=DTYPE_BYTES[dtype], kv_cache_dtype=kv_dtype,
+        quantization=scenario.quantization or (spec.quantization.method if spec.quantization else None),
+        block_size=block_size, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=util, extensible_kv_cache=extensible,
+        memory_formula=formula, async_scheduling=async_scheduling, enforce_eager=scenario.enforce_eager,
+        error=error, warnings=tuple(warnings))

