@@ -6,6 +6,8 @@ it holds no formula of its own beyond the order in which vLLM applies them.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from .gpus import GpuSpec, custom_gpu, find_gpu
@@ -24,7 +26,7 @@ from .units import GIB
 from .vllm_versions import (
     ESTIMATE_HINT, EXTENSIBLE_HINT_UTIL_BELOW_ONE, EXTENSIBLE_HINT_UTIL_ONE, VersionRules, rules_for,
 )
-from .weights import weight_bytes_per_rank
+from .weights import WeightsBreakdown, weight_bytes_per_rank
 
 CPU_DEFAULT_KV_CACHE_BYTES = 4 * GIB  # NOTE: VLLM_CPU_KVCACHE_SPACE unset -> vLLM picks a size; we assume 4 GiB
 NULL_BLOCK_CHECK_SINCE_MINOR = 30  # the one-request check excludes the null block (seen in 0.32 and 0.34)
@@ -136,8 +138,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     layout = plan_kv_cache(spec, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager)
-    weights = weight_bytes_per_rank(spec, dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
-                                    pipeline_parallel_size=pp, quantization=quantization)
+    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, quantization)
     budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
@@ -156,6 +157,19 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, max_fitting_model_len=max_fitting, warnings=tuple(warnings))
+
+
+def clear_caches() -> None:
+    """Forget memoised layouts, weights and searches (for cold-start benchmarks and tests)."""
+    for cached in (_cached_weights, plan_kv_cache, largest_fitting_model_len, rules_for):
+        cached.cache_clear()
+
+
+@lru_cache(maxsize=512)
+def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantization: object) -> WeightsBreakdown:
+    """Weights do not change while a sweep moves max_model_len or utilization: compute them once."""
+    return weight_bytes_per_rank(spec, dtype_bytes=dtype_bytes, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                                 quantization=quantization)  # type: ignore[arg-type]
 
 
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,

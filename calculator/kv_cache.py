@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -57,6 +58,9 @@ class KvCacheLayout(BaseModel):
     padding_layers: int
     bytes_per_block_per_stage: tuple[int, ...]  # PP stage -> bytes one block id costs on that stage's ranks
     kv_bytes_per_token_per_stage: tuple[float, ...]  # full-attention-equivalent bytes per token, per rank
+
+    def __hash__(self) -> int:  # cheap and consistent with __eq__ (see ModelSpec.__hash__)
+        return hash((self.block_size, self.group_size, self.bytes_per_block_per_stage, len(self.groups)))
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -122,6 +126,7 @@ def pp_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> tuple[tuple
     return tuple(ranges)
 
 
+@lru_cache(maxsize=512)
 def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, model_dtype_bytes: int,
                   tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
                   hybrid_kv_cache_manager: bool = True) -> KvCacheLayout:
@@ -241,6 +246,7 @@ def capacity_figures(layout: KvCacheLayout, rules: VersionRules, *, num_gpu_bloc
                            max_concurrency=concurrency, kv_cache_tokens=tokens)
 
 
+@lru_cache(maxsize=4096)
 def largest_fitting_model_len(layout: KvCacheLayout, *, available_bytes_per_stage: tuple[int, ...], upper: int,
                               in_flight: int) -> int:
     """Largest max_model_len whose one-request need fits every stage (vLLM's binary search); 0 if none."""

@@ -64,11 +64,14 @@ STORAGE: dict[str, Storage] = {
 }
 
 
+_NO_EXTRAS = Storage()
+
+
 def storage_of(quant: QuantizationSpec) -> Storage:
     if quant.method == "compressed-tensors" and quant.weight_bits < 8:
         is_nvfp4 = quant.group_size == NVFP4_GROUP and quant.scale_bytes == 1
         return STORAGE["compressed-tensors-nvfp4" if is_nvfp4 else "compressed-tensors-int"]
-    return STORAGE.get(quant.method, Storage())
+    return STORAGE.get(quant.method, _NO_EXTRAS)
 
 
 def _cdiv(a: int, b: int) -> int:

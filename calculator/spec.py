@@ -134,6 +134,11 @@ class ModelSpec(_Frozen):
     is_multimodal: bool = False
     warnings: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:
+        # NOTE: specs key the engine's caches; pydantic's default hash walks every nested field (slow), and
+        # equal specs always share these fields, so this stays consistent with __eq__.
+        return hash((self.model_id, self.architecture, self.num_hidden_layers, self.hidden_size, self.vocab_size))
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def num_params(self) -> int:

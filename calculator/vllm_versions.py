@@ -7,7 +7,7 @@ by section). The rest of the engine asks this module; no other module compares v
 from __future__ import annotations
 
 import re
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -130,6 +130,7 @@ ESTIMATE_HINT = ("Try increasing `gpu_memory_utilization` when initializing the 
                  "CPU memory reservation on the CPU backend, despite its name).")
 
 
+@lru_cache(maxsize=64)
 def rules_for(version: str | VllmVersion) -> VersionRules:
     """The rules of one vLLM version (string like ``"0.32"`` or ``"0.6.6.post1"``)."""
     v = version if isinstance(version, VllmVersion) else VllmVersion.parse(version)

@@ -98,14 +98,15 @@ class TestHybridGrouping:
 
 
 class TestCapacityLogSemantics:
-    """§2.5: B=64, L=8001, 7680 blocks -> 60.95x and 487,676 tokens on 0.21+, 491,520 before."""
+    """§2.5: B=64, L=8001, 7680 blocks -> 7680/126 = 60.95x and int(60.952... x 8001) = 487,680 tokens on 0.21+
+    (the notes' 487,676 multiplies the rounded 60.95x), 491,520 before."""
 
     def test_tokens_are_concurrency_times_length_since_0_21(self):
         llama = layout("meta-llama/Llama-3.1-8B-Instruct", block=64)
         cap = capacity_figures(llama, rules_for("0.34.0"), num_gpu_blocks=7680, max_model_len=8001, in_flight=0)
         assert cap.blocks_per_request == 126
         assert cap.max_concurrency == pytest.approx(7680 / 126)
-        assert cap.kv_cache_tokens == 487_676
+        assert cap.kv_cache_tokens == 7680 * 8001 // 126 == 487_680
 
     def test_tokens_are_blocks_per_group_times_block_size_before(self):
         llama = layout("meta-llama/Llama-3.1-8B-Instruct", block=64)

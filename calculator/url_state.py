@@ -1,0 +1,111 @@
+"""Share links: a Scenario and a Workload <-> short, readable URL query parameters (pure).
+
+Only values that differ from the defaults are written. Reading is forgiving: an unknown key or a bad value
+is dropped with a warning and the default stays, so an old or edited link still opens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from .scenario import Scenario
+from .workload import Workload
+
+SCENARIO_KEYS: dict[str, str] = {
+    "model": "m", "gpu": "g", "gpu_memory_gib": "mem", "device": "dev", "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp", "gpu_memory_utilization": "u", "max_model_len": "len", "max_num_seqs": "seqs",
+    "max_num_batched_tokens": "mbt", "block_size": "bs", "dtype": "dt", "kv_cache_dtype": "kv", "quantization": "q",
+    "kv_cache_memory_bytes": "kvb", "num_gpu_blocks_override": "blocks", "enforce_eager": "eager",
+    "enable_extensible_kv_cache": "ext", "async_scheduling": "async", "vllm_version": "v",
+    "other_processes_memory_gib": "other",
+}
+WORKLOAD_KEYS: dict[str, str] = {
+    "prompt_tokens_mean": "in", "output_tokens_mean": "out", "prompt_tokens_p95": "in95",
+    "output_tokens_p95": "out95", "shared_prefix_tokens": "prefix", "parallel_samples": "n",
+    "target_concurrent_requests": "users",
+}
+_NONE = "none"
+# Keys a page may add for its own view (e.g. which sweep is shown); they pass through untouched.
+VIEW_KEYS = frozenset({"view", "sweep"})
+# Never written to a link, whatever a caller passes.
+SECRET_KEYS = frozenset({"token", "hf_token", "api_key", "key", "password"})
+
+
+def _encode(value: Any) -> str:
+    if value is None:
+        return _NONE
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)) if abs(value) >= 1 else str(value)
+    return str(value)
+
+
+def _decode(value: str) -> Any:
+    if value == _NONE:
+        return None
+    return value  # pydantic coerces "0.9", "4096", "1"/"0" (bools) while validating
+
+
+def to_query_params(scenario: Scenario, workload: Workload | None = None,
+                    view: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Query parameters for a share link (only non-defaults; never a secret)."""
+    params: dict[str, str] = {}
+    for model, keys in ((scenario, SCENARIO_KEYS), (workload, WORKLOAD_KEYS)):
+        if model is None:
+            continue
+        for field, key in keys.items():
+            value = getattr(model, field)
+            if value != type(model).model_fields[field].default:
+                params[key] = _encode(value)
+    for key, value in (view or {}).items():
+        if key in VIEW_KEYS and key not in SECRET_KEYS:
+            params[key] = str(value)
+    return params
+
+
+def from_query_params(params: Mapping[str, str | list[str]]) -> tuple[Scenario, Workload, dict[str, str], list[str]]:
+    """Scenario, Workload, view keys and warnings from a link; bad parts fall back to defaults."""
+    warnings: list[str] = []
+    flat = {key: (value[-1] if isinstance(value, list) else value) for key, value in params.items()}
+    by_key = {key: ("scenario", field) for field, key in SCENARIO_KEYS.items()}
+    by_key.update({key: ("workload", field) for field, key in WORKLOAD_KEYS.items()})
+    chosen: dict[str, dict[str, Any]] = {"scenario": {}, "workload": {}}
+    view: dict[str, str] = {}
+    for key, raw in flat.items():
+        if key in VIEW_KEYS:
+            view[key] = raw
+        elif key in by_key:
+            part, field = by_key[key]
+            chosen[part][field] = _decode(raw)
+        elif key not in SECRET_KEYS:
+            warnings.append(f"ignored unknown link parameter {key!r}")
+    scenario = _validated(Scenario, chosen["scenario"], SCENARIO_KEYS, warnings)
+    workload = _validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings)
+    return scenario, workload, view, warnings
+
+
+def _validated(model_type: type, values: dict[str, Any], keys: dict[str, str], warnings: list[str]) -> Any:
+    """Validate all values at once; on failure drop each offending field and retry."""
+    values = dict(values)
+    for _ in range(len(values) + 1):
+        try:
+            return model_type(**values)
+        except ValidationError as exc:
+            bad_fields = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+            if not bad_fields or not bad_fields & set(values):
+                bad_fields = set(values)  # a cross-field rule failed: fall back to all defaults for this part
+            for field in sorted(bad_fields & set(values)):
+                warnings.append(f"ignored link value {keys.get(field, field)}={values.pop(field)!r}: "
+                                f"{_reason(exc, field)}; using the default")
+    return model_type()
+
+
+def _reason(exc: ValidationError, field: str) -> str:
+    for error in exc.errors():
+        if error["loc"] and error["loc"][0] == field:
+            return str(error["msg"]).lower()
+    return "inconsistent with the other values"
