@@ -102,6 +102,9 @@ def parse_serve_command(text: str, base: Scenario | None = None) -> tuple[Scenar
         elif flag in _IGNORED_VALUE_FLAGS or flag in _IGNORED_BARE_FLAGS:
             continue
         else:
+            if not inline and index < len(tokens) and not tokens[index].startswith("-"):
+                token = f"{token} {tokens[index]}"  # an unknown flag's value goes with it
+                index += 1
             warnings.append(f"ignored {token!r}: it does not change the memory plan or is not modelled")
     if "model" not in fields:
         raise InvalidInput("the command names no model (expected `vllm serve MODEL ...` or `--model MODEL`)")

@@ -1,0 +1,114 @@
+"""Pure chart builders: Estimate -> plotly Figure. Figures are data, so they are tested as objects."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from .estimate import Estimate
+from .memory import MemoryBudget, MemorySegment
+from .sweeps import SWEEPABLE, SweepPoint, fit_boundary
+from .units import GIB
+from .workload import WorkloadCapacity
+
+SEGMENT_COLORS = {
+    "weights": "#1d4ed8", "activation": "#f59e0b", "non_torch": "#a855f7", "cudagraph": "#ec4899",
+    "extensible_reserve": "#94a3b8", "kv_cache": "#16a34a", "kv_used": "#15803d", "context": "#64748b",
+    "other": "#ef4444", "unused": "#e2e8f0",
+}
+_LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15))
+
+
+def _stack_traces(budget: MemoryBudget, column: str, *, show_legend: bool,
+                  kv_used_fraction: float | None = None) -> list[go.Bar]:
+    traces = []
+    for segment in budget.segments():
+        pieces: list[MemorySegment | tuple[str, str, int]] = [segment]
+        if segment.key == "kv_cache" and kv_used_fraction is not None:
+            used = int(segment.bytes * min(max(kv_used_fraction, 0.0), 1.0))
+            pieces = [("kv_used", "KV cache in use (live)", used), ("kv_cache", "KV cache free", segment.bytes - used)]
+        for piece in pieces:
+            key, label, size = ((piece.key, piece.label, piece.bytes) if isinstance(piece, MemorySegment) else piece)
+            percent = 100 * size / budget.total_bytes if budget.total_bytes else 0.0
+            traces.append(go.Bar(
+                x=[column], y=[size / GIB], name=label, legendgroup=key, showlegend=show_legend,
+                marker_color=SEGMENT_COLORS.get(key, "#cbd5e1"),
+                customdata=[[percent]],
+                hovertemplate=f"{label}: %{{y:.2f}} GiB (%{{customdata[0]:.1f}}%)<extra>{column}</extra>",
+            ))
+    return traces
+
+
+def memory_stack_figure(result: Estimate, *, kv_used_fraction: float | None = None) -> go.Figure:
+    """Stacked bar of one GPU's memory per pipeline stage; the stack sums to the GPU's memory."""
+    figure = go.Figure()
+    stages = result.budgets_per_stage
+    for index, budget in enumerate(stages):
+        column = "GPU" if len(stages) == 1 else f"PP stage {index}"
+        for trace in _stack_traces(budget, column, show_legend=index == 0, kv_used_fraction=kv_used_fraction):
+            figure.add_trace(trace)
+    budget = result.budget
+    figure.add_hline(y=budget.requested_bytes / GIB, line_dash="dash", line_color="#0f172a",
+                     annotation_text=f"gpu_memory_utilization {budget.gpu_memory_utilization:g}",
+                     annotation_position="top left")
+    figure.update_layout(barmode="stack", title=f"Memory per GPU ({budget.total_bytes / GIB:.2f} GiB)",
+                         yaxis_title="GiB", **_LAYOUT)
+    return figure
+
+
+def compare_memory_figure(results: Sequence[tuple[str, Estimate]]) -> go.Figure:
+    """One stacked bar per scenario (the busiest GPU of each), for side-by-side comparison."""
+    figure = go.Figure()
+    seen: set[str] = set()
+    for name, result in results:
+        for trace in _stack_traces(result.budget, name, show_legend=True):
+            trace.showlegend = trace.legendgroup not in seen
+            seen.add(trace.legendgroup)
+            figure.add_trace(trace)
+    figure.update_layout(barmode="stack", title="Memory per GPU by scenario", yaxis_title="GiB", **_LAYOUT)
+    return figure
+
+
+def sweep_figure(points: Sequence[SweepPoint], field: str, metric: str = "max_concurrency") -> go.Figure:
+    """A metric across a sweep; points that do not fit are drawn in red and the fit boundary is marked."""
+    label = {"max_concurrency": "max concurrency (x)", "kv_cache_tokens": "KV cache tokens",
+             "kv_cache_gib": "KV cache (GiB)"}[metric]
+    xs = [p.value for p in points]
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=xs, y=[getattr(p, metric) for p in points], mode="lines+markers", name=label,
+                                line_color="#2563eb",
+                                marker_color=["#16a34a" if p.fits else "#dc2626" for p in points],
+                                customdata=[["fits" if p.fits else "does not fit"] for p in points],
+                                hovertemplate="%{x}: %{y:,.2f} (%{customdata[0]})<extra></extra>"))
+    boundary = fit_boundary(points)
+    numeric = all(isinstance(x, (int, float)) for x in xs)
+    if boundary is not None and numeric and any(not p.fits for p in points):
+        figure.add_vline(x=boundary, line_dash="dot", line_color="#dc2626",
+                         annotation_text=f"fit boundary: {boundary:,}", annotation_position="top right")
+    figure.update_layout(title=f"{label} vs {SWEEPABLE.get(field, field)}", xaxis_title=SWEEPABLE.get(field, field),
+                         yaxis_title=label, **_LAYOUT)
+    if not numeric:
+        figure.update_xaxes(type="category")
+    return figure
+
+
+def paged_vs_naive_figure(capacity: WorkloadCapacity) -> go.Figure:
+    """Requests served at once and memory wasted: PagedAttention vs reserving max_model_len per request."""
+    names = ["Contiguous (max_model_len each)", "PagedAttention (blocks)"]
+    served = [capacity.naive_concurrency, capacity.concurrency_p95]
+    waste = [100 * capacity.naive_waste_fraction, 100 * capacity.paged_waste_fraction]
+    figure = go.Figure([
+        go.Bar(x=names, y=served, name="requests served at once", marker_color=["#94a3b8", "#16a34a"],
+               text=[f"{v:,}" for v in served], textposition="outside",
+               customdata=[[w] for w in waste], hovertemplate="%{y:,} requests, %{customdata[0]:.1f}% of "
+               "reserved KV memory wasted<extra></extra>"),
+    ])
+    figure.update_layout(title="Requests served at once (p95 lengths)", yaxis_title="concurrent requests", **_LAYOUT)
+    return figure
+
+
+def figure_total(figure: go.Figure, column: Any) -> float:
+    """Sum of the stacked bar segments in one column (GiB) — for tests and sanity checks."""
+    return sum(trace.y[0] for trace in figure.data if trace.type == "bar" and trace.x[0] == column)

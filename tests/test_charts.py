@@ -1,0 +1,64 @@
+"""Chart builders, tested as figures: traces, and stacks that add up to the GPU's memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from calculator import Scenario, Workload, estimate, workload_capacity
+from calculator.charts import (
+    compare_memory_figure, figure_total, memory_stack_figure, paged_vs_naive_figure, sweep_figure,
+)
+from calculator.sweeps import sweep
+from calculator.units import GIB
+
+LLAMA = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.32.0",
+                          other_processes_memory_gib=3.0))
+
+
+def test_memory_stack_sums_to_the_gpu_memory():
+    figure = memory_stack_figure(LLAMA)
+    assert figure_total(figure, "GPU") == pytest.approx(LLAMA.budget.total_bytes / GIB)
+    names = [trace.name for trace in figure.data]
+    assert names[:2] == ["Weights", "Activation peak"]
+    assert {"KV cache", "CUDA context", "Other processes", "Unused headroom (1 - util)"} <= set(names)
+    kv = next(t for t in figure.data if t.name == "KV cache")
+    assert kv.y[0] == pytest.approx(LLAMA.kv_cache_bytes / GIB)
+    assert "GiB" in kv.hovertemplate and "%" in kv.hovertemplate
+
+
+def test_pipeline_stages_get_a_bar_each():
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="a100-sxm-80gb",
+                               pipeline_parallel_size=3, tensor_parallel_size=2))
+    figure = memory_stack_figure(result)
+    for stage in range(3):
+        assert figure_total(figure, f"PP stage {stage}") == pytest.approx(result.budget.total_bytes / GIB)
+
+
+def test_live_usage_splits_the_kv_segment():
+    figure = memory_stack_figure(LLAMA, kv_used_fraction=0.25)
+    used = next(t for t in figure.data if t.name == "KV cache in use (live)")
+    free = next(t for t in figure.data if t.name == "KV cache free")
+    assert used.y[0] == pytest.approx(0.25 * LLAMA.kv_cache_bytes / GIB, rel=1e-6)
+    assert used.y[0] + free.y[0] == pytest.approx(LLAMA.kv_cache_bytes / GIB)
+
+
+def test_compare_puts_one_stack_per_scenario():
+    other = estimate(Scenario(model="Qwen/Qwen3-8B", gpu="l40s"))
+    figure = compare_memory_figure([("Llama on H100", LLAMA), ("Qwen on L40S", other)])
+    assert figure_total(figure, "Qwen on L40S") == pytest.approx(other.budget.total_bytes / GIB)
+    assert sum(1 for t in figure.data if t.showlegend and t.name == "Weights") == 1
+
+
+def test_sweep_marks_the_fit_boundary():
+    scenario = Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="h100-sxm-80gb", tensor_parallel_size=2,
+                        vllm_version="0.32.0")
+    points = sweep(scenario, "max_model_len", [8192, 65536, 131072])
+    figure = sweep_figure(points, "max_model_len")
+    assert list(figure.data[0].x) == [8192, 65536, 131072]
+    assert list(figure.data[0].marker.color) == ["#16a34a" if p.fits else "#dc2626" for p in points]
+
+
+def test_paged_vs_naive_bars():
+    capacity = workload_capacity(LLAMA, Workload(prompt_tokens_mean=500, output_tokens_mean=200))
+    figure = paged_vs_naive_figure(capacity)
+    assert list(figure.data[0].y) == [capacity.naive_concurrency, capacity.concurrency_p95]
