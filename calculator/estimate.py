@@ -48,6 +48,7 @@ class Estimate(BaseModel):
     fits: bool
     error: str | None
     max_fitting_model_len: int
+    weights_by_role: dict[str, int]  # the busiest stage's weights: embedding, attention, mlp, expert, ...
     warnings: tuple[str, ...]
 
     @computed_field  # type: ignore[prop-decorator]
@@ -156,7 +157,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     error = settings.error or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
-                    error=error, max_fitting_model_len=max_fitting, warnings=tuple(warnings))
+                    error=error, max_fitting_model_len=max_fitting,
+                    weights_by_role=weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings))
 
 
 def clear_caches() -> None:

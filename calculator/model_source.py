@@ -64,3 +64,21 @@ def load_model_spec(model: str) -> ModelSpec:
 def model_spec_from_text(text: str, model_id: str = "uploaded config.json") -> ModelSpec:
     """A ``ModelSpec`` from config.json text (an upload)."""
     return build_model_spec(parse_config_text(text, model_id), model_id=model_id)
+
+
+_SAFETENSORS_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+
+def hub_model_spec(repo_id: str, *, token: str | None = None, endpoint: str | None = None) -> ModelSpec:
+    """A Hub model's spec from its config.json, with the exact stored parameter count from safetensors headers."""
+    from .hub import fetch_config, fetch_safetensors_parameter_count
+
+    spec = build_model_spec(fetch_config(repo_id, token=token, endpoint=endpoint), model_id=repo_id)
+    counts = fetch_safetensors_parameter_count(repo_id, token=token, endpoint=endpoint)
+    if not counts:
+        return spec
+    dominant = max(counts, key=counts.__getitem__)
+    return spec.model_copy(update={
+        "checkpoint_num_params": sum(counts.values()),
+        "config_dtype": spec.config_dtype or _SAFETENSORS_DTYPES.get(dominant),
+    })

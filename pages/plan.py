@@ -1,26 +1,51 @@
-"""Plan: pick a model and GPUs, see what vLLM will do."""
+"""Plan: pick a model and GPUs, move the knobs, see what vLLM will do — and share the view."""
 
 import streamlit as st
 
-from calculator import CalculatorError, Scenario, estimate, gpu_catalog, preset_ids
-from calculator.units import gib
-from pages.common import page_setup
+from calculator import CalculatorError, Workload, estimate, workload_capacity
+from calculator.scenario import DEFAULT_MODEL
+from pages.common import inputs, outputs, page_setup, state
+
+PREFIX = "plan"
 
 page_setup("Plan")
-presets = preset_ids()
-gpus = gpu_catalog()
-model = st.selectbox("Model", presets, index=presets.index("meta-llama/Llama-3.1-8B-Instruct"))
-gpu = st.selectbox("GPU", [g.key for g in gpus], index=[g.key for g in gpus].index("h100-sxm-80gb"),
-                   format_func=lambda key: next(g.name for g in gpus if g.key == key))
+for warning in state.init_from_url(PREFIX):
+    st.warning(f"Share link: {warning}", icon="🔗")
+
+with st.sidebar:
+    model, spec, model_error = inputs.model_section(PREFIX)
+    hardware = inputs.hardware_section(PREFIX)
+    parallelism = inputs.parallelism_section(PREFIX)
+    vllm_settings = inputs.vllm_section(PREFIX, spec)
+    workload = inputs.workload_section(PREFIX)
+
+if spec is None:
+    st.warning(f"{model_error} Showing {DEFAULT_MODEL} instead.", icon="⚠️")
+    model, spec = DEFAULT_MODEL, inputs.cached_model_spec(inputs.MODEL_SOURCES[0], DEFAULT_MODEL)
+if isinstance(workload, str):
+    st.warning(f"Workload: {workload}; using the default workload.", icon="⚠️")
+    workload = Workload()
+scenario = inputs.build_scenario(model, hardware, parallelism, vllm_settings)
+if isinstance(scenario, str):
+    st.error(f"Settings: {scenario}")
+    st.stop()
+
 try:
-    result = estimate(Scenario(model=model, gpu=gpu))
+    result = estimate(scenario, spec)
 except CalculatorError as exc:
     st.error(str(exc))
     st.stop()
-cols = st.columns(4)
-cols[0].metric("KV cache tokens", f"{result.capacity.kv_cache_tokens:,}")
-cols[1].metric("Max concurrency", f"{result.capacity.max_concurrency:.2f}x")
-cols[2].metric("Weights per GPU", f"{gib(result.budget.weights_bytes):.2f} GiB")
-cols[3].metric("Fits", "yes" if result.fits else "no")
-if result.error:
-    st.error(result.error)
+
+capacity = workload_capacity(result, workload)
+outputs.verdict(result)
+outputs.kpis(result, capacity)
+outputs.memory_chart(result)
+outputs.how_calculated(result)
+outputs.paged_vs_naive(capacity, result)
+outputs.sweeps(scenario, spec, PREFIX)
+outputs.plan_for_target(result, workload)
+outputs.serve_round_trip(scenario, PREFIX)
+sweep_view = st.session_state.get(f"{PREFIX}_view_sweep", "max_model_len")
+link = state.write_url(scenario if not model.startswith("upload:") else scenario.replace(model=DEFAULT_MODEL),
+                       workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {})
+outputs.share_and_export(link, result)

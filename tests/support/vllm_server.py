@@ -120,6 +120,7 @@ class VllmCpuServer:
         self.served_model_name = served_model_name
         self.extra_args = tuple(str(arg) for arg in extra_args)
         self.kv_cache_space_gib = kv_cache_space_gib
+        self._auto_port = port is None
         self.port = port if port is not None else free_port()
         self.dtype = dtype
         self.venv = Path(venv) if venv is not None else provisioned_venv()
@@ -167,6 +168,18 @@ class VllmCpuServer:
         if self._process is not None:
             raise VllmServerError("this server was already started")
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_once()
+        except VllmServerError:
+            # NOTE: a port picked by free_port() can be taken before vLLM binds it (two servers
+            # starting side by side); one retry on a fresh port, only for that failure.
+            if not self._auto_port or "Address already in use" not in self.log_tail(400):
+                raise
+            self.port = free_port()
+            self._start_once()
+        return self
+
+    def _start_once(self) -> None:
         # NOTE: a short TMPDIR of its own: vLLM puts IPC sockets there, whose paths are capped at
         # 107 bytes, and pytest's tmp paths can be longer. Removed on stop().
         self._tmp_dir = Path(tempfile.mkdtemp(prefix="vllm-tmp-"))
@@ -182,7 +195,6 @@ class VllmCpuServer:
             self.stop()
             raise
         self.startup_s = time.monotonic() - started
-        return self
 
     def _wait_healthy(self, started: float) -> None:
         deadline = started + self.startup_timeout_s

@@ -1,0 +1,83 @@
+""""How it was calculated": every formula of an estimate with its current numbers filled in (pure text)."""
+
+from __future__ import annotations
+
+from .estimate import Estimate
+from .kv_cache import group_blocks_per_request, in_flight_tokens
+from .overheads import (
+    FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS, SAMPLER_FP32_LOGITS_COPIES, cudagraph_capture_sizes,
+)
+from .units import GIB
+
+
+def _g(num_bytes: float) -> str:
+    return f"{num_bytes / GIB:,.2f} GiB"
+
+
+def explanation(result: Estimate) -> list[tuple[str, str]]:
+    """(step, markdown) pairs, in the order vLLM computes them; numbers are the busiest GPU's."""
+    s, b, layout, cap, spec = result.settings, result.budget, result.layout, result.capacity, result.model
+    steps: list[tuple[str, str]] = []
+    steps.append(("GPU memory", f"The driver reports **{_g(b.total_bytes)}** per GPU "
+                  f"({result.gpu.name if result.gpu else 'custom'}); vLLM {result.rules.version}: {result.rules.era}."))
+    if b.kv_cache_memory_bytes_given:
+        steps.append(("Budget", f"`--kv-cache-memory-bytes` fixes the KV cache at **{_g(b.kv_cache_bytes)}**; "
+                      "gpu_memory_utilization is ignored."))
+    else:
+        steps.append(("Budget", f"requested = ⌈total × gpu_memory_utilization⌉ = {_g(b.total_bytes)} × "
+                      f"{b.gpu_memory_utilization:g} = **{_g(b.requested_bytes)}**"))
+    roles = ", ".join(f"{role} {_g(size)}" for role, size in _weights_by_role(result).items())
+    steps.append(("Weights", f"{spec.num_params:,} parameters, dtype {s.dtype}"
+                  f"{', ' + s.quantization if s.quantization else ''}, split over TP={s.tensor_parallel_size} × "
+                  f"PP={s.pipeline_parallel_size}: **{_g(b.weights_bytes)}** on the busiest GPU ({roles})."))
+    mlp = spec.intermediate_size / s.tensor_parallel_size if spec.moe is None else None
+    forward = (f"{s.max_num_batched_tokens:,} tokens × ({FORWARD_HIDDEN_TENSORS} × {spec.hidden_size:,} + "
+               f"{FORWARD_INTERMEDIATE_TENSORS} × {mlp:,.0f}) × {s.dtype_bytes} B" if mlp is not None
+               else f"{s.max_num_batched_tokens:,} tokens × ({FORWARD_HIDDEN_TENSORS} × hidden + "
+                    f"{FORWARD_INTERMEDIATE_TENSORS} × top-k expert rows per rank) × {s.dtype_bytes} B")
+    rows = min(s.max_num_seqs, s.max_num_batched_tokens)
+    steps.append(("Activation peak", f"forward pass = {forward}; sampler = {SAMPLER_FP32_LOGITS_COPIES} × "
+                  f"{rows:,} rows × {spec.vocab_size:,} vocab × 4 B; they run one after the other, so the peak is "
+                  f"the larger: **{_g(b.activation_bytes)}**."))
+    steps.append(("Non-torch memory", f"cuBLAS workspaces and NCCL buffers that grow with TP: **{_g(b.non_torch_bytes)}**."))
+    sizes = cudagraph_capture_sizes(s.max_num_seqs)
+    where = "subtracted from the KV budget (vLLM ≥ 0.20)" if b.cudagraph_in_budget else "paid from the (1 − util) headroom"
+    steps.append(("CUDA graphs", "none (enforce-eager)" if s.enforce_eager else
+                  f"{len(sizes)} capture sizes up to {max(sizes)}: **{_g(b.cudagraph_bytes)}**, {where}."))
+    if b.formula == "v1_extensible":
+        steps.append(("KV cache (extensible, 0.34)", "KV = min(requested − used, free − max(1 GiB, 0.75 × peak)) − "
+                      f"peak = **{_g(b.kv_cache_bytes)}** (margin kept: {_g(b.extensible_reserve_bytes)})."))
+    elif not b.kv_cache_memory_bytes_given:
+        graphs = f" − {_g(b.cudagraph_bytes)}" if b.cudagraph_in_budget else ""
+        steps.append(("KV cache", f"KV = {_g(b.requested_bytes)} − {_g(b.weights_bytes)} − {_g(b.activation_bytes)} − "
+                      f"{_g(b.non_torch_bytes)}{graphs} = **{_g(b.kv_cache_bytes)}**"))
+    layer = next(layer for layer in spec.layers if layer.kind != "mamba")
+    heads = "1 latent (MLA, replicated on every TP rank)" if layer.kind == "mla" else \
+        f"max(1, {layer.num_kv_heads} KV heads // TP {s.tensor_parallel_size}) = {max(1, layer.num_kv_heads // s.tensor_parallel_size)} heads"
+    steps.append(("KV bytes per token", f"{spec.num_attention_layers} attention layers × {heads} × "
+                  f"(K {layer.head_size} + V {layer.head_size_v}) × {_kv_element(result)} = "
+                  f"**{layout.kv_bytes_per_token:,.0f} B** per token per GPU."))
+    steps.append(("Blocks", f"{len(layout.groups)} KV-cache group(s) of {layout.group_size} layer(s); a block of "
+                  f"{layout.block_size} tokens costs {layout.bytes_per_block:,} B; "
+                  f"num_gpu_blocks = ⌊{_g(max(b.kv_cache_bytes, 0))} / {layout.bytes_per_block:,} B⌋ = "
+                  f"**{cap.num_gpu_blocks:,}**."))
+    in_flight = in_flight_tokens(result.rules, max_num_batched_tokens=s.max_num_batched_tokens,
+                                 pipeline_parallel_size=s.pipeline_parallel_size, async_scheduling=s.async_scheduling)
+    per_group = " + ".join(f"{group_blocks_per_request(g, s.max_model_len, in_flight)}" for g in layout.groups)
+    steps.append(("Concurrency", f"one request of {s.max_model_len:,} tokens needs {per_group} = "
+                  f"{cap.blocks_per_request:,} blocks; max concurrency = {cap.num_gpu_blocks:,} / "
+                  f"{cap.blocks_per_request:,} = **{cap.max_concurrency:.2f}x**; vLLM logs "
+                  f"\"{' | '.join(result.log_lines())}\"."))
+    return steps
+
+
+def _weights_by_role(result: Estimate) -> dict[str, int]:
+    """The four largest parts of the busiest GPU's weights."""
+    return dict(sorted(result.weights_by_role.items(), key=lambda item: -item[1])[:4])
+
+
+def _kv_element(result: Estimate) -> str:
+    kv = result.settings.kv_cache_dtype
+    if kv == "auto":
+        return f"{result.settings.dtype_bytes} B ({result.settings.dtype})"
+    return f"the {kv} size"

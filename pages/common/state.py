@@ -1,0 +1,91 @@
+"""Page state: the URL is read once per session into prefixed widget keys; widgets -> Scenario -> URL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from calculator import LATEST_VERSION, CalculatorError, Scenario, Workload, preset_ids
+from calculator.kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from calculator.vllm_versions import VllmVersion
+from calculator.url_state import SCENARIO_KEYS, WORKLOAD_KEYS, from_query_params, to_query_params
+
+CUSTOM_GPU = "custom"
+MODEL_SOURCES = ("Preset", "Hugging Face id", "Upload config.json")
+# Scenario/Workload fields that map 1:1 to a widget named f"{prefix}_{field}".
+WIDGET_FIELDS = (*(f for f in SCENARIO_KEYS if f not in ("model", "gpu", "gpu_memory_utilization")),
+                 *WORKLOAD_KEYS)
+
+
+def init_from_url(prefix: str) -> list[str]:
+    """Fill this page's widget keys from the share link, once per session; returns the link's warnings."""
+    flag = f"{prefix}__initialised"
+    if st.session_state.get(flag):
+        return st.session_state.get(f"{prefix}__link_warnings", [])
+    scenario, workload, view, warnings = from_query_params(st.query_params.to_dict())
+    warnings += apply_scenario(prefix, scenario, workload)
+    for key, value in view.items():
+        st.session_state[f"{prefix}_view_{key}"] = value
+    st.session_state[flag] = True
+    st.session_state[f"{prefix}__link_warnings"] = warnings
+    return warnings
+
+
+def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = None) -> list[str]:
+    """Set every widget of the page to a scenario (links, `vllm serve` import, calibration); returns warnings
+    for values a picker cannot show (they fall back to the default)."""
+    from .inputs import DTYPES, QUANTIZATIONS
+
+    warnings = []
+    pickers = {"dtype": DTYPES, "quantization": QUANTIZATIONS, "kv_cache_dtype": SUPPORTED_KV_CACHE_DTYPES}
+    for field, options in pickers.items():
+        if getattr(scenario, field) not in options:
+            warnings.append(f"{field} {getattr(scenario, field)!r} is not one vLLM accepts here; using the default")
+            scenario = scenario.replace(**{field: Scenario.model_fields[field].default})
+    try:
+        scenario = scenario.replace(vllm_version=str(VllmVersion.parse(scenario.vllm_version)))
+    except CalculatorError as exc:
+        warnings.append(f"{exc}; using {LATEST_VERSION}")
+        scenario = scenario.replace(vllm_version=LATEST_VERSION)
+    state = st.session_state
+    if scenario.model in preset_ids():
+        state[f"{prefix}_source"], state[f"{prefix}_preset"] = MODEL_SOURCES[0], scenario.model
+    else:
+        state[f"{prefix}_source"], state[f"{prefix}_hub_id"] = MODEL_SOURCES[1], scenario.model
+    state[f"{prefix}_gpu"] = scenario.gpu if scenario.gpu_memory_gib is None and scenario.gpu else CUSTOM_GPU
+    state[f"{prefix}_util_default"] = scenario.gpu_memory_utilization is None
+    if scenario.gpu_memory_utilization is not None:
+        state[f"{prefix}_util"] = scenario.gpu_memory_utilization
+    for field in WIDGET_FIELDS:
+        source: Any = scenario if field in SCENARIO_KEYS else (workload or Workload())
+        state[f"{prefix}_{field}"] = getattr(source, field)
+    return warnings
+
+
+def widget_values(prefix: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    return {field: st.session_state.get(f"{prefix}_{field}") for field in fields}
+
+
+def write_url(scenario: Scenario, workload: Workload | None = None, view: dict[str, str] | None = None) -> str:
+    """Mirror the inputs into the address bar (so the page URL is always the share link); return the link."""
+    params = to_query_params(scenario, workload, view)
+    if params != st.query_params.to_dict():
+        st.query_params.from_dict(params)
+    query = "&".join(f"{key}={_quote(value)}" for key, value in params.items())
+    base = _base_url()
+    return f"{base}?{query}" if query else base
+
+
+def _quote(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="/.:-_")
+
+
+def _base_url() -> str:
+    try:
+        url = st.context.url or ""
+    except Exception:  # noqa: BLE001 - AppTest and old servers have no URL context
+        url = ""
+    return url.split("?")[0] or "http://localhost:8501/"
