@@ -7,6 +7,7 @@ error message, a URL we build, or a log line.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,6 +17,11 @@ from .config_json import parse_config_text
 
 HUB_TIMEOUT_S = 10.0
 REACHABILITY_TIMEOUT_S = 3.0  # huggingface_hub retries with backoff (~25 s); a person should not wait that long
+
+
+def _endpoint(endpoint: str | None) -> str | None:
+    """An explicit endpoint, else HF_ENDPOINT as set now (huggingface_hub only reads it once, at import)."""
+    return endpoint or os.environ.get("HF_ENDPOINT") or None
 
 
 def _ensure_reachable(repo_id: str, endpoint: str | None) -> None:
@@ -32,7 +38,7 @@ def _ensure_reachable(repo_id: str, endpoint: str | None) -> None:
     if constants.HF_HUB_OFFLINE:
         raise HubUnreachable(f"HF_HUB_OFFLINE is set, so {repo_id} cannot be read from the Hub; pick a bundled "
                              "preset or upload its config.json")
-    parts = urlsplit(endpoint or constants.ENDPOINT)
+    parts = urlsplit(_endpoint(endpoint) or constants.ENDPOINT)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         socket.create_connection((parts.hostname or "", port), timeout=REACHABILITY_TIMEOUT_S).close()
@@ -50,7 +56,8 @@ def fetch_config(repo_id: str, *, token: str | None = None, revision: str | None
     _ensure_reachable(repo_id, endpoint)
     try:
         path = huggingface_hub.hf_hub_download(repo_id, "config.json", revision=revision, token=token,
-                                               etag_timeout=HUB_TIMEOUT_S, endpoint=endpoint, cache_dir=cache_dir)
+                                               etag_timeout=HUB_TIMEOUT_S, endpoint=_endpoint(endpoint),
+                                               cache_dir=cache_dir)
     except (hub_errors.LocalEntryNotFoundError, hub_errors.OfflineModeIsEnabled) as exc:
         # NOTE: before EntryNotFoundError: a local cache miss while offline is its subclass too.
         raise HubUnreachable(f"the Hugging Face Hub could not be reached for {repo_id}; pick a bundled preset or "
@@ -80,7 +87,7 @@ def fetch_safetensors_parameter_count(repo_id: str, *, token: str | None = None,
 
     _ensure_reachable(repo_id, endpoint)
     try:
-        metadata = HfApi(endpoint=endpoint, token=token).get_safetensors_metadata(repo_id, timeout=HUB_TIMEOUT_S)
+        metadata = HfApi(endpoint=_endpoint(endpoint), token=token).get_safetensors_metadata(repo_id, timeout=HUB_TIMEOUT_S)
     except hub_errors.GatedRepoError as exc:
         raise GatedModel(f"{repo_id} is gated: accept its licence on the Hub and give a token (HF_TOKEN)") from exc
     except (hub_errors.RepositoryNotFoundError, hub_errors.NotASafetensorsRepoError, hub_errors.SafetensorsParsingError,
