@@ -10,7 +10,7 @@ PREFIX = "plan"
 
 page_setup("Plan")
 for warning in state.init_from_url(PREFIX):
-    st.warning(f"Share link: {warning}", icon="🔗")
+    st.warning(warning, icon="🔗")
 
 with st.sidebar:
     model, spec, model_error = inputs.model_section(PREFIX)

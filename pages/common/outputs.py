@@ -14,7 +14,7 @@ from calculator.serve_command import parse_serve_command, serve_command
 from calculator.sweeps import SWEEPABLE, default_values, points_to_csv, sweep
 from calculator.units import GIB
 
-from .state import apply_scenario
+from .state import request_apply
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
@@ -110,11 +110,7 @@ def serve_round_trip(scenario: Scenario, prefix: str) -> None:
             except CalculatorError as exc:
                 st.error(str(exc))
                 return
-            notes += apply_scenario(prefix, imported, None)
-            st.session_state[f"{prefix}__import_notes"] = notes
-            st.rerun()
-        for note in st.session_state.pop(f"{prefix}__import_notes", []):
-            st.warning(note)
+            request_apply(prefix, imported, None, [f"Imported command: {note}" for note in notes])
 
 
 def share_and_export(link: str, result: Estimate) -> None:

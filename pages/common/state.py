@@ -18,18 +18,31 @@ WIDGET_FIELDS = (*(f for f in SCENARIO_KEYS if f not in ("model", "gpu", "gpu_me
                  *WORKLOAD_KEYS)
 
 
+def request_apply(prefix: str, scenario: Scenario, workload: Workload | None, notes: list[str]) -> None:
+    """Ask for the page's widgets to be set to ``scenario`` at the start of the next run, then rerun.
+
+    Widgets cannot change once drawn in a run, so imports and calibrations go through this queue.
+    """
+    st.session_state[f"{prefix}__pending"] = (scenario, workload, notes)
+    st.rerun()
+
+
 def init_from_url(prefix: str) -> list[str]:
-    """Fill this page's widget keys from the share link, once per session; returns the link's warnings."""
+    """Fill this page's widget keys from the share link (once per session) or from a pending import;
+    returns the warnings to show."""
+    pending = st.session_state.pop(f"{prefix}__pending", None)
+    if pending is not None:
+        scenario, workload, notes = pending
+        return notes + apply_scenario(prefix, scenario, workload)
     flag = f"{prefix}__initialised"
     if st.session_state.get(flag):
-        return st.session_state.get(f"{prefix}__link_warnings", [])
+        return []  # the link's warnings were shown when it was opened
     scenario, workload, view, warnings = from_query_params(st.query_params.to_dict())
     warnings += apply_scenario(prefix, scenario, workload)
     for key, value in view.items():
         st.session_state[f"{prefix}_view_{key}"] = value
     st.session_state[flag] = True
-    st.session_state[f"{prefix}__link_warnings"] = warnings
-    return warnings
+    return [f"Share link: {w}" for w in warnings]
 
 
 def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = None) -> list[str]:
@@ -58,7 +71,9 @@ def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = 
     if scenario.gpu_memory_utilization is not None:
         state[f"{prefix}_util"] = scenario.gpu_memory_utilization
     for field in WIDGET_FIELDS:
-        source: Any = scenario if field in SCENARIO_KEYS else (workload or Workload())
+        if field in WORKLOAD_KEYS and workload is None:
+            continue  # an import changes the deployment, not the workload
+        source: Any = scenario if field in SCENARIO_KEYS else workload
         state[f"{prefix}_{field}"] = getattr(source, field)
     return warnings
 
