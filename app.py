@@ -5,4 +5,5 @@ import streamlit as st
 st.set_page_config(page_title="vLLM capacity planner", page_icon="🧮", layout="wide")
 st.navigation([
     st.Page("pages/plan.py", title="Plan", icon="🧮", default=True),
+    st.Page("pages/compare.py", title="Compare", icon="⚖️"),
 ]).run()

@@ -1,5 +1,11 @@
 """Plan: pick a model and GPUs, move the knobs, see what vLLM will do — and share the view."""
 
+import sys
+from pathlib import Path
+
+# NOTE: a deep link or AppTest may run this page without app.py; the repo root must still be importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import streamlit as st
 
 from calculator import CalculatorError, Workload, estimate, workload_capacity

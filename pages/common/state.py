@@ -84,11 +84,25 @@ def widget_values(prefix: str, fields: tuple[str, ...]) -> dict[str, Any]:
 
 def write_url(scenario: Scenario, workload: Workload | None = None, view: dict[str, str] | None = None) -> str:
     """Mirror the inputs into the address bar (so the page URL is always the share link); return the link."""
-    params = to_query_params(scenario, workload, view)
+    return share_link(to_query_params(scenario, workload, view))
+
+
+def share_link(params: dict[str, str]) -> str:
+    """Put ``params`` in the address bar and return the full link to this page with them."""
     if params != st.query_params.to_dict():
         st.query_params.from_dict(params)
-    query = "&".join(f"{key}={_quote(value)}" for key, value in params.items())
+    return link_to(_base_url(), params)
+
+
+def plan_link(scenario: Scenario) -> str:
+    """A link that opens the Plan page with ``scenario``."""
     base = _base_url()
+    root = base[: base.rfind("/") + 1] if "/" in base.split("://", 1)[-1] else base + "/"
+    return link_to(root, to_query_params(scenario))
+
+
+def link_to(base: str, params: dict[str, str]) -> str:
+    query = "&".join(f"{key}={_quote(value)}" for key, value in params.items())
     return f"{base}?{query}" if query else base
 
 
