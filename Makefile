@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: dashboard test setup setup-test provision-vllm benchmark
+.PHONY: dashboard test setup setup-test setup-browser provision-vllm benchmark
 
 $(VENV)/.installed-app: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,12 @@ dashboard: setup
 provision-vllm:
 	bash scripts/provision-vllm-cpu.sh
 
+## Debian's Chromium for the browser tests (Playwright drives it through executable_path; no browser download).
+setup-browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
 ## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium).
-test: setup-test provision-vllm
+test: setup-test provision-vllm setup-browser
 	$(PY) -m pytest -q
 
 benchmark: setup

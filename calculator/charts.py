@@ -63,7 +63,7 @@ def memory_stack_figure(result: Estimate, *, kv_used_fraction: float | None = No
             figure.add_trace(trace)
     budget = result.budget
     figure.update_layout(barmode="stack", title=f"Memory per GPU ({budget.total_bytes / GIB:.2f} GiB)",
-                         yaxis_title="GiB", **_LAYOUT,
+                         yaxis_title="GiB", bargap=0.55 if len(stages) == 1 else 0.3, **_LAYOUT,
                          **_reference_line("y", budget.requested_bytes / GIB,
                                            f"gpu_memory_utilization {budget.gpu_memory_utilization:g}", "#0f172a"))
     return figure

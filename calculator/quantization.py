@@ -1,22 +1,37 @@
 """Weight quantization: ``quantization_config`` / ``--quantization`` -> ``QuantizationSpec``, and how each
-format stores one quantized tensor (``STORAGE``), which ``weights.py`` and the checkpoint count both use.
+format stores one quantized tensor, which ``weights.py`` and the checkpoint count both use.
 
 ``QuantizationSpec.method`` is the checkpoint's format in vLLM's words (awq, gptq, fp8, fbgemm_fp8,
-compressed-tensors, mxfp4, modelopt, modelopt_fp4, bitsandbytes). Its flags describe what stays *resident*
-after vLLM's ``process_weights_after_loading`` (e.g. Marlin drops GPTQ's symmetric zero points).
+compressed-tensors, mxfp4, modelopt, modelopt_fp4, bitsandbytes). Its fields describe what stays *resident*
+after vLLM's ``process_weights_after_loading``. One quantized ``out x in`` matrix keeps:
+
+=============  =======================================================================================
+awq, gptq      4-bit values packed in int32 (1/2 B each) + fp16 scales per 128 inputs and output;
+               int32 zero points per group (AWQ; GPTQ only if asymmetric: Marlin frees symmetric ones);
+               int32 g_idx + sort indices per input channel with GPTQ act-order (desc_act)
+fp8            1 B + fp32 scales per tensor (online, modelopt), per output row (fbgemm_fp8,
+               compressed-tensors) or per 128 x 128 block (``weight_block_size``)
+mxfp4          1/2 B + one e8m0 byte per 32 inputs; MoE experts only (gpt-oss)
+nvfp4          1/2 B + one fp8 byte per 16 inputs + fp32 global and input scales (modelopt_fp4)
+bitsandbytes   NF4: 1/2 B + fp32 absmax per 64 (1 B with double quantization); int8: 1 B + fp32 per row
+=============  =======================================================================================
+
+Embeddings, lm_head, norms, routers and vision towers are never converted (``WeightTensor.quantizable``).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from .errors import InvalidConfig, InvalidInput
 from .spec import ModelSpec, QuantizationSpec, WeightTensor
 
+ScaleGranularity = Literal["tensor", "channel", "block", "group", "none"]
 FP32_BYTES = 4
 INT32_BITS = 32
 # NOTE: ``--quantization`` names accepted here; the Marlin names select the same storage as their format.
@@ -48,7 +63,8 @@ class Storage:
 
 # NOTE: gpt-oss-20b's Hub figure 20,914,757,184 equals its logical parameter count exactly; its U8 MXFP4
 # blocks would count half the expert weights and the e8m0 scales would add 1/32 more, so the figure counts
-# logical elements, not stored bytes.
+# logical elements, not stored bytes. Per-tensor fp32 scalars are counted per logical tensor (q, k, v ...);
+# vLLM keeps one per fused module (qkv_proj, gate_up_proj), a few bytes per layer fewer.
 STORAGE: dict[str, Storage] = {
     "awq": Storage(container_bits=INT32_BITS, checkpoint_zeros=True),
     "gptq": Storage(container_bits=INT32_BITS, checkpoint_zeros=True, checkpoint_g_idx=True),
@@ -161,8 +177,6 @@ def _unfused(pattern: str) -> tuple[str, ...]:
 
 
 def _regex_matches(expression: str, name: str) -> bool:
-    import re
-
     return re.search(expression, name) is not None
 
 
@@ -243,7 +257,8 @@ def _compressed_tensors(raw: Mapping[str, Any]) -> QuantizationSpec:
                                 scale_granularity="group", scale_bytes=1, modules_to_not_convert=ignore)
     if bits == 8:  # FP8 or INT8 W8A8: fp32 scales per tensor, channel or block
         block = weights.get("block_structure")
-        granularity = {"channel": "channel", "block": "block"}.get(strategy, "tensor")
+        granularity: ScaleGranularity = ("channel" if strategy == "channel"
+                                         else "block" if strategy == "block" or block else "tensor")
         return QuantizationSpec(method="compressed-tensors", weight_bits=8, scale_granularity=granularity,
                                 weight_block_size=tuple(block) if block else None, scale_bytes=FP32_BYTES,
                                 modules_to_not_convert=ignore)
@@ -261,7 +276,8 @@ def _mxfp4(raw: Mapping[str, Any]) -> QuantizationSpec:
 
 
 def _modelopt(raw: Mapping[str, Any]) -> QuantizationSpec:
-    inner = raw.get("quantization") if isinstance(raw.get("quantization"), Mapping) else raw
+    nested = raw.get("quantization")
+    inner: Mapping[str, Any] = nested if isinstance(nested, Mapping) else raw
     algo = str(inner.get("quant_algo") or "").upper()
     excluded = _modules(inner, "exclude_modules", "ignore")
     if "FP4" in algo:

@@ -57,7 +57,7 @@ def pp_layer_partitions(num_layers: int, pipeline_parallel_size: int) -> tuple[i
     """Decoder layers per stage as vLLM's ``get_pp_indices`` splits them.
 
     ``L // pp`` each; the remainder goes one layer each to the stages before the last, counting back from it:
-    ``pp_layer_partitions(80, 3) == (27, 27, 26)``, ``pp_layer_partitions(61, 4) == (15, 16, 15, 15)``.
+    ``pp_layer_partitions(80, 3) == (27, 27, 26)``, ``pp_layer_partitions(61, 4) == (15, 15, 16, 15)``.
     """
     partitions = [num_layers // pipeline_parallel_size] * pipeline_parallel_size
     for i in range(2, num_layers % pipeline_parallel_size + 2):

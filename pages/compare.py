@@ -14,7 +14,7 @@ from calculator.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.url_state import from_query_params, to_query_params
 from calculator.vllm_versions import known_versions
 from pages.common import page_setup
-from pages.common.inputs import QUANTIZATIONS, cached_model_spec
+from pages.common.inputs import FROM_CHECKPOINT, QUANTIZATIONS, cached_model_spec
 from pages.common.outputs import CHART_CONFIG
 from pages.common.state import MODEL_SOURCES, plan_link, share_link
 
@@ -56,6 +56,8 @@ def read_link() -> list[str]:
 def scenario_editor(letter: str, column) -> Scenario | str:
     key = f"{PREFIX}_{letter}"
     presets, catalog = preset_ids(), [g.key for g in gpu_catalog()]
+    if st.session_state.get(f"{key}_quantization") is None:
+        st.session_state[f"{key}_quantization"] = FROM_CHECKPOINT
     for field, options in (("model", presets), ("gpu", catalog), ("quantization", QUANTIZATIONS),
                            ("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES), ("vllm_version", known_versions())):
         if st.session_state.get(f"{key}_{field}") not in options:
@@ -66,13 +68,14 @@ def scenario_editor(letter: str, column) -> Scenario | str:
             "model": st.selectbox("Model", presets, key=f"{key}_model"),
             "gpu": st.selectbox("GPU", catalog, key=f"{key}_gpu"),
             "tensor_parallel_size": st.number_input("TP", 1, 1024, key=f"{key}_tensor_parallel_size"),
-            "quantization": st.selectbox("Quantization", QUANTIZATIONS, key=f"{key}_quantization",
-                                         format_func=lambda q: "from checkpoint" if q is None else q),
+            "quantization": st.selectbox("Quantization", QUANTIZATIONS, key=f"{key}_quantization"),
             "kv_cache_dtype": st.selectbox("KV cache dtype", SUPPORTED_KV_CACHE_DTYPES, key=f"{key}_kv_cache_dtype"),
             "max_model_len": st.number_input("max_model_len", 1, 10_000_000, key=f"{key}_max_model_len",
                                              placeholder="config"),
             "vllm_version": st.selectbox("vLLM", known_versions(), key=f"{key}_vllm_version"),
         }
+    if values["quantization"] == FROM_CHECKPOINT:
+        values["quantization"] = None
     try:
         return Scenario(**values)
     except ValueError as exc:

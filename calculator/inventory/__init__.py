@@ -31,6 +31,7 @@ FAMILIES: dict[str, Inventory] = {
     "gpt_oss": gpt_oss_decoder,
     "deepseek_v2": deepseek_decoder,
     "deepseek_v3": deepseek_decoder,
+    "kimi_k2": deepseek_decoder,  # Kimi K2 ships DeepseekV3ForCausalLM weights under its own model_type
     "phi": phi_decoder,
     "opt": opt_decoder,
     **MULTIMODAL,

@@ -14,7 +14,8 @@ from calculator.vllm_versions import known_versions, rules_for
 
 from .state import CUSTOM_GPU, MODEL_SOURCES
 
-QUANTIZATIONS = (None, "awq", "gptq", "fp8", "fbgemm_fp8", "compressed-tensors", "mxfp4", "modelopt",
+FROM_CHECKPOINT = "from checkpoint"  # NOTE: a None option would show as "Choose an option" in a selectbox
+QUANTIZATIONS = (FROM_CHECKPOINT, "awq", "gptq", "fp8", "fbgemm_fp8", "compressed-tensors", "mxfp4", "modelopt",
                  "modelopt_fp4", "bitsandbytes")
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 
@@ -106,13 +107,12 @@ def vllm_section(prefix: str, spec: ModelSpec | None) -> dict[str, object]:
                               placeholder="default")
     dtype = right.selectbox("dtype", DTYPES, key=f"{prefix}_dtype")
     left, right = st.columns(2)
-    quantization = left.selectbox("quantization", QUANTIZATIONS, key=f"{prefix}_quantization",
-                                  format_func=lambda q: "from checkpoint" if q is None else q)
+    quantization = left.selectbox("quantization", QUANTIZATIONS, key=f"{prefix}_quantization")
     kv_dtype = right.selectbox("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES, key=f"{prefix}_kv_cache_dtype")
     eager = st.checkbox("enforce-eager (no CUDA graphs)", key=f"{prefix}_enforce_eager")
     return {"vllm_version": version, "gpu_memory_utilization": None if use_default else util,
             "max_model_len": max_len, "max_num_seqs": seqs, "max_num_batched_tokens": batched, "block_size": block,
-            "dtype": dtype, "quantization": quantization, "kv_cache_dtype": kv_dtype, "enforce_eager": eager}
+            "dtype": dtype, "quantization": None if quantization == FROM_CHECKPOINT else quantization, "kv_cache_dtype": kv_dtype, "enforce_eager": eager}
 
 
 def workload_section(prefix: str) -> Workload | str:

@@ -48,10 +48,10 @@ def init_from_url(prefix: str) -> list[str]:
 def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = None) -> list[str]:
     """Set every widget of the page to a scenario (links, `vllm serve` import, calibration); returns warnings
     for values a picker cannot show (they fall back to the default)."""
-    from .inputs import DTYPES, QUANTIZATIONS
+    from .inputs import DTYPES, FROM_CHECKPOINT, QUANTIZATIONS
 
     warnings = []
-    pickers = {"dtype": DTYPES, "quantization": QUANTIZATIONS, "kv_cache_dtype": SUPPORTED_KV_CACHE_DTYPES}
+    pickers = {"dtype": DTYPES, "quantization": (None, *QUANTIZATIONS), "kv_cache_dtype": SUPPORTED_KV_CACHE_DTYPES}
     for field, options in pickers.items():
         if getattr(scenario, field) not in options:
             warnings.append(f"{field} {getattr(scenario, field)!r} is not one vLLM accepts here; using the default")
@@ -75,6 +75,8 @@ def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = 
             continue  # an import changes the deployment, not the workload
         source: Any = scenario if field in SCENARIO_KEYS else workload
         state[f"{prefix}_{field}"] = getattr(source, field)
+    if scenario.quantization is None:
+        state[f"{prefix}_quantization"] = FROM_CHECKPOINT
     return warnings
 
 
