@@ -11,28 +11,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import InvalidConfig, UnsupportedArchitecture
-from .inventory import generic_decoder_tensors, weight_tensors
+from .inventory import checkpoint_num_params, generic_decoder_tensors, is_known_architecture, weight_tensors
+from .inventory._config import CLASS_DEFAULTS, TEXT_CONFIG_TYPE_DEFAULTS
 from .quantization import quantization_from_config
 from .spec import LayerAttention, MlaSpec, ModelSpec, MoeSpec
 
-# Model types whose attention and weights we model exactly; anything else gets the generic estimate + a warning.
-KNOWN_MODEL_TYPES = frozenset({
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_5_vl", "gemma", "gemma2",
-    "gemma3", "gemma3_text", "phi", "phi3", "deepseek_v2", "deepseek_v3", "gpt_oss", "opt", "mistral3",
-    "llava_next", "llava", "seed_oss",
-})
-
-# NOTE: Config classes fill these in when config.json omits them (multimodal text_configs list only overrides).
-_TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "sliding_window_pattern": 6,
-                    "head_dim": 256, "tie_word_embeddings": True, "num_key_value_heads": 4},
-    "gemma2": {"tie_word_embeddings": True, "head_dim": 256},
-    "gemma": {"tie_word_embeddings": True},
-    "mistral": {"vocab_size": 32_000, "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
-                "intermediate_size": 14_336, "max_position_embeddings": 32_768, "num_key_value_heads": 8},
-    "opt": {"tie_word_embeddings": True},
-}
-
+_BEHAVIOURAL_DEFAULTS = frozenset({"tie_word_embeddings", "sliding_window_pattern", "head_dim"})
 # vLLM's ModelConfig.get_total_num_kv_heads looks at these attributes, in this order.
 _KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 # vLLM's _get_and_verify_max_len takes the minimum of these.
@@ -44,17 +28,23 @@ _UNIFORM_SLIDING_WINDOW_TYPES = frozenset({"mistral", "mixtral", "phi3", "qwen2"
 
 
 def text_config_of(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The language model's config: ``text_config`` for multimodal checkpoints (with class defaults), else the top."""
+    """The language model's config: ``text_config`` for multimodal checkpoints, else the top level, completed with
+    the transformers class defaults (multimodal text_configs list only overrides). An explicit null stays null."""
     text = config.get("text_config")
     if isinstance(text, Mapping):
-        model_type = str(text.get("model_type") or "")
-        merged = {**_TEXT_CONFIG_DEFAULTS.get(model_type, {}), **{k: v for k, v in text.items() if v is not None}}
+        values = dict(text)
+        values.setdefault("model_type", TEXT_CONFIG_TYPE_DEFAULTS.get(str(config.get("model_type") or ""), ""))
         for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
-            if key not in merged and key in config:
-                merged[key] = config[key]
-        return merged
-    model_type = str(config.get("model_type") or "")
-    return {**_TEXT_CONFIG_DEFAULTS.get(model_type, {}), **{k: v for k, v in config.items() if v is not None}}
+            if key not in values and key in config:
+                values[key] = config[key]
+        defaults = CLASS_DEFAULTS.get(str(values.get("model_type") or ""), {})
+    else:
+        # NOTE: published top-level configs spell every size out (a missing one is a malformed config); only
+        # behavioural defaults such as Gemma's tied embeddings are left to the config class.
+        values = dict(config)
+        defaults = {k: v for k, v in CLASS_DEFAULTS.get(str(values.get("model_type") or ""), {}).items()
+                    if k in _BEHAVIOURAL_DEFAULTS}
+    return {**defaults, **{k: v for k, v in values.items() if v is not None or k not in defaults}}
 
 
 def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
@@ -68,7 +58,7 @@ def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
     if any(marker in architecture for marker in ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification")):
         raise UnsupportedArchitecture(f"{model_id}: {architecture} is not a generative decoder; vLLM serves it as a "
                                       "pooling model, which this planner does not size")
-    known = model_type in KNOWN_MODEL_TYPES
+    known = is_known_architecture(config)
     warnings: list[str] = []
     try:
         hidden = _required_int(text, "hidden_size", model_id, aliases=("d_model", "n_embd"))
@@ -110,6 +100,7 @@ def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
             config_dtype=_config_dtype(config, text),
             quantization=quantization_from_config(config),
             weights=tensors,
+            checkpoint_num_params=checkpoint_num_params(config, tensors, model_id=model_id),
             is_multimodal="vision_config" in config,
             warnings=tuple(warnings),
         )

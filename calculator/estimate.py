@@ -80,6 +80,7 @@ class Estimate(BaseModel):
         return {
             "model": self.model.model_id,
             "num_params": self.model.num_params,
+            "checkpoint_num_params": self.model.checkpoint_num_params,
             "gpu": self.gpu.name if self.gpu else None,
             "gpu_memory_bytes": self.budget.total_bytes,
             "tensor_parallel_size": self.settings.tensor_parallel_size,

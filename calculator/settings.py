@@ -83,6 +83,9 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
                         f"(it accepts {', '.join(rules.kv_cache_dtypes)})")
     if kv_dtype.endswith("_ds_mla") and spec.mla is None:
         raise InvalidInput(f"--kv-cache-dtype {kv_dtype} is only for MLA models (DeepSeek-style)")
+    quantization = scenario.quantization or (spec.quantization.method if spec.quantization else None)
+    if quantization == "bitsandbytes" and rules.version.at_least(28):
+        warnings.append("bitsandbytes left vLLM core in 0.28 (it needs the out-of-tree vllm-bnb-plugin)")
     if scenario.kv_cache_memory_bytes is not None and not rules.supports_kv_cache_memory_bytes:
         warnings.append(f"--kv-cache-memory-bytes does not exist in vLLM {rules.version} (added in 0.10.2)")
     extensible = scenario.enable_extensible_kv_cache
@@ -127,7 +130,7 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     return ResolvedSettings(
         device=device, gpu_memory_bytes=gpu_memory_bytes, tensor_parallel_size=tp, pipeline_parallel_size=pp,
         dtype=dtype, dtype_bytes=DTYPE_BYTES[dtype], kv_cache_dtype=kv_dtype,
-        quantization=scenario.quantization or (spec.quantization.method if spec.quantization else None),
+        quantization=quantization,
         block_size=block_size, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=util, extensible_kv_cache=extensible,
         memory_formula=formula, async_scheduling=async_scheduling, enforce_eager=scenario.enforce_eager,

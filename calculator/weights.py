@@ -12,6 +12,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from .errors import InvalidInput
+from .kv_cache import pp_layer_ranges
 from .quantization import converts, excluded_layers, resident_bytes
 from .spec import ModelSpec, QuantizationSpec, WeightTensor
 
@@ -53,18 +54,6 @@ class WeightsBreakdown(BaseModel):
         return self.per_stage_bytes_by_role[self.busiest_stage]
 
 
-def pp_layer_partitions(num_layers: int, pipeline_parallel_size: int) -> tuple[int, ...]:
-    """Decoder layers per stage as vLLM's ``get_pp_indices`` splits them.
-
-    ``L // pp`` each; the remainder goes one layer each to the stages before the last, counting back from it:
-    ``pp_layer_partitions(80, 3) == (27, 27, 26)``, ``pp_layer_partitions(61, 4) == (15, 15, 16, 15)``.
-    """
-    partitions = [num_layers // pipeline_parallel_size] * pipeline_parallel_size
-    for i in range(2, num_layers % pipeline_parallel_size + 2):
-        partitions[-i] += 1
-    return tuple(partitions)
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -79,6 +68,8 @@ def shard_shape(tensor: WeightTensor, tp: int, *, pad_to: int = 1) -> tuple[int,
     ``pad_to`` rounds the split dimension of a sharded tensor up (MXFP4 expert tiles).
     """
     shape = list(tensor.shape)
+    # NOTE: "expert" (whole experts per rank, for expert parallelism) is not modelled yet; it splits like a
+    # column until EP is.
     if tensor.tp in ("column", "expert", "vocab"):
         # NOTE: a column split of (kv_heads, head_dim, in) gives max(1, kv_heads // tp) heads: vLLM replicates
         # KV heads when TP exceeds them.
@@ -159,8 +150,7 @@ def weight_bytes_per_rank(spec: ModelSpec, *, dtype_bytes: int, tensor_parallel_
         raise InvalidInput(f"pipeline_parallel_size {pp} exceeds the {spec.num_hidden_layers} layers of "
                            f"{spec.model_id}: every stage needs at least one layer")
     quant = quantization if quantization is not None else spec.quantization
-    partitions = pp_layer_partitions(spec.num_hidden_layers, pp)
-    bounds = [(sum(partitions[:s]), sum(partitions[: s + 1])) for s in range(pp)]
+    bounds = pp_layer_ranges(spec.num_hidden_layers, pp)
     by_role: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(pp)]
     model_bytes = 0
     for tensor in spec.weights:
@@ -179,6 +169,7 @@ def weight_bytes_per_rank(spec: ModelSpec, *, dtype_bytes: int, tensor_parallel_
         embedding = next(t for t in spec.weights if t.role == "embedding")
         by_role[-1]["lm_head"] += _plain_bytes(embedding, shard_shape(embedding, tp), dtype_bytes)
     per_stage = tuple(sum(roles.values()) for roles in by_role)
-    return WeightsBreakdown(tensor_parallel_size=tp, pipeline_parallel_size=pp, layers_per_stage=partitions,
+    return WeightsBreakdown(tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                            layers_per_stage=tuple(last - first for first, last in bounds),
                             per_stage_bytes=per_stage, per_stage_bytes_by_role=tuple(dict(r) for r in by_role),
                             total_bytes=sum(per_stage) * tp, model_bytes=model_bytes)

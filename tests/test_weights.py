@@ -20,7 +20,7 @@ from calculator.quantization import (
     SUPPORTED_FLAGS, is_excluded, quantization_from_config, quantization_from_flag,
 )
 from calculator.spec import MlaSpec, ModelSpec, QuantizationSpec
-from calculator.weights import DEFAULT_VOCAB_PADDING_SIZE, pp_layer_partitions, weight_bytes_per_rank
+from calculator.weights import DEFAULT_VOCAB_PADDING_SIZE, weight_bytes_per_rank
 
 BF16 = 2
 
@@ -87,12 +87,11 @@ class TestLlama31_8B:
 
 
 class TestPipelineParallel:
-    def test_partitions_follow_get_pp_indices(self) -> None:
-        assert pp_layer_partitions(80, 3) == (27, 27, 26)
-        assert pp_layer_partitions(61, 4) == (15, 15, 16, 15)
-        assert pp_layer_partitions(62, 4) == (15, 16, 16, 15)
-        assert pp_layer_partitions(7, 4) == (2, 2, 2, 1)
-        assert pp_layer_partitions(32, 1) == (32,)
+    def test_layers_follow_get_pp_indices(self) -> None:
+        # get_pp_indices: 61 // 4 = 15 each, the one left over goes to partitions[-2]
+        breakdown = weight_bytes_per_rank(spec_of("deepseek-ai__DeepSeek-V3"), dtype_bytes=BF16,
+                                          tensor_parallel_size=8, pipeline_parallel_size=4)
+        assert breakdown.layers_per_stage == (15, 15, 16, 15)
 
     def test_llama_3_1_70b_over_three_stages(self) -> None:
         layer = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28_672 * 8192 + 2 * 8192  # 855,654,400

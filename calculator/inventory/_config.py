@@ -15,11 +15,11 @@ from ..errors import InvalidConfig
 CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
                     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-                    "tie_word_embeddings": True},
+                    "tie_word_embeddings": True, "max_position_embeddings": 131_072, "sliding_window_pattern": 6},
     "gemma2": {"head_dim": 256, "tie_word_embeddings": True},
     "gemma": {"head_dim": 256, "tie_word_embeddings": True},
     "mistral": {"vocab_size": 32_000, "hidden_size": 4096, "intermediate_size": 14_336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8},
+                "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 4096 * 32},
     "llama": {"vocab_size": 32_000, "hidden_size": 4096, "intermediate_size": 11_008, "num_hidden_layers": 32,
               "num_attention_heads": 32},
     "opt": {"tie_word_embeddings": True, "do_layer_norm_before": True, "enable_bias": True},
@@ -32,7 +32,7 @@ CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
                 "num_channels": 3, "image_size": 1024, "patch_size": 16},
 }
 # Multimodal wrappers whose text model lives under ``text_config``, with the text model_type to assume.
-_TEXT_CONFIG_TYPE_DEFAULTS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
+TEXT_CONFIG_TYPE_DEFAULTS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
                               "llava_next": "llama"}
 
 
@@ -72,7 +72,7 @@ def text_cfg(config: Mapping[str, Any]) -> Cfg:
         return Cfg(config, "config.json")
     wrapper = str(config.get("model_type") or "")
     values = dict(text)
-    values.setdefault("model_type", _TEXT_CONFIG_TYPE_DEFAULTS.get(wrapper, ""))
+    values.setdefault("model_type", TEXT_CONFIG_TYPE_DEFAULTS.get(wrapper, ""))
     if "tie_word_embeddings" not in values and "tie_word_embeddings" in config:
         values["tie_word_embeddings"] = config["tie_word_embeddings"]
     return Cfg(values, "config.json text_config")

