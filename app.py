@@ -6,4 +6,5 @@ st.set_page_config(page_title="vLLM capacity planner", page_icon="🧮", layout=
 st.navigation([
     st.Page("pages/plan.py", title="Plan", icon="🧮", default=True),
     st.Page("pages/compare.py", title="Compare", icon="⚖️"),
+    st.Page("pages/learn.py", title="Learn", icon="🎓"),
 ]).run()

@@ -122,3 +122,44 @@ def paged_vs_naive_figure(capacity: WorkloadCapacity) -> go.Figure:
 def figure_total(figure: go.Figure, column: Any) -> float:
     """Sum of the stacked bar segments in one column (GiB) — for tests and sanity checks."""
     return sum(trace.y[0] for trace in figure.data if trace.type == "bar" and trace.x[0] == column)
+
+
+def kv_per_token_figure(rows: Sequence[tuple[str, float]]) -> go.Figure:
+    """KV bytes per token under different attention layouts (MHA, the model's GQA, MLA, fp8)."""
+    figure = go.Figure(go.Bar(x=[name for name, _ in rows], y=[size / 1024 for _, size in rows],
+                              marker_color=["#94a3b8", "#2563eb", "#16a34a", "#f59e0b"][: len(rows)],
+                              text=[f"{size / 1024:,.1f} KiB" for _, size in rows], textposition="outside",
+                              hovertemplate="%{x}: %{y:,.1f} KiB per token<extra></extra>"))
+    figure.update_layout(title="KV cache per token (all layers, K and V)", yaxis_title="KiB per token", **_LAYOUT)
+    return figure
+
+
+def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_prefix_tokens: int = 0) -> go.Figure:
+    """Each request's blocks as a row of cells: full, partly filled (the only waste) and shared prefix blocks."""
+    shared_blocks = shared_prefix_tokens // block_size
+    width = max(-(-tokens // block_size) for tokens in request_tokens)
+    z, text = [], []
+    for tokens in request_tokens:
+        blocks = -(-tokens // block_size)
+        row, labels = [], []
+        for index in range(width):
+            filled = min(block_size, max(0, tokens - index * block_size))
+            if index >= blocks:
+                row.append(None)
+                labels.append("")
+            elif index < shared_blocks:
+                row.append(2)
+                labels.append(f"shared prefix block {index}: {block_size}/{block_size}")
+            else:
+                row.append(1 if filled == block_size else 0)
+                labels.append(f"block {index}: {filled}/{block_size} tokens")
+        z.append(row)
+        text.append(labels)
+    figure = go.Figure(go.Heatmap(
+        z=z, text=text, hoverinfo="text", xgap=2, ygap=2, showscale=False, zmin=0, zmax=2,
+        colorscale=[[0, "#fde68a"], [0.5, "#2563eb"], [1, "#16a34a"]],
+        y=[f"request {i + 1} ({t} tokens)" for i, t in enumerate(request_tokens)]))
+    figure.update_layout(title=f"Paged KV cache: {block_size}-token blocks (yellow = partly filled, green = shared)",
+                         xaxis_title="block index", **_LAYOUT)
+    figure.update_yaxes(autorange="reversed")
+    return figure
