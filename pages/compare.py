@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from calculator import CalculatorError, Scenario, estimate, gpu_catalog, preset_ids
+from calculator import CalculatorError, Scenario, estimate, find_gpu, gpu_catalog, preset_ids
 from calculator.charts import compare_memory_figure
 from calculator.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.url_state import from_query_params, to_query_params
@@ -56,6 +56,7 @@ def read_link() -> list[str]:
 def scenario_editor(letter: str, column) -> Scenario | str:
     key = f"{PREFIX}_{letter}"
     presets, catalog = preset_ids(), [g.key for g in gpu_catalog()]
+    names = {g.key: g.name for g in gpu_catalog()}
     if st.session_state.get(f"{key}_quantization") is None:
         st.session_state[f"{key}_quantization"] = FROM_CHECKPOINT
     for field, options in (("model", presets), ("gpu", catalog), ("quantization", QUANTIZATIONS),
@@ -66,7 +67,7 @@ def scenario_editor(letter: str, column) -> Scenario | str:
         st.markdown(f"**Scenario {letter.upper()}**")
         values = {
             "model": st.selectbox("Model", presets, key=f"{key}_model"),
-            "gpu": st.selectbox("GPU", catalog, key=f"{key}_gpu"),
+            "gpu": st.selectbox("GPU", catalog, key=f"{key}_gpu", format_func=lambda k: names[k]),
             "tensor_parallel_size": st.number_input("TP", 1, 1024, key=f"{key}_tensor_parallel_size"),
             "quantization": st.selectbox("Quantization", QUANTIZATIONS, key=f"{key}_quantization"),
             "kv_cache_dtype": st.selectbox("KV cache dtype", SUPPORTED_KV_CACHE_DTYPES, key=f"{key}_kv_cache_dtype"),
@@ -96,7 +97,8 @@ for letter, column in zip(LETTERS[:count], columns):
     params.update({f"{letter}.{k}": v for k, v in to_query_params(scenario).items()})
     column.link_button("Open in Plan", plan_link(scenario))
     try:
-        results.append((f"{letter.upper()}: {scenario.model.split('/')[-1]} on {scenario.gpu}",
+        results.append((f"{letter.upper()}: {scenario.model.split('/')[-1]} on {scenario.tensor_parallel_size}× "
+                        f"{find_gpu(scenario.gpu).name}",
                         estimate(scenario, cached_model_spec(MODEL_SOURCES[0], scenario.model))))
     except CalculatorError as exc:
         column.error(str(exc))

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from calculator import Scenario, Workload, estimate, workload_capacity
 from calculator.architecture import build_model_spec
 from calculator.serve_command import parse_serve_command
-from tests.support.local_hub import LocalHub
+from support.local_hub import LocalHub
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
