@@ -60,13 +60,10 @@ def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
                                       "pooling model, which this planner does not size")
     known = is_known_architecture(config)
     warnings: list[str] = []
-    try:
-        hidden = _required_int(text, "hidden_size", model_id, aliases=("d_model", "n_embd"))
-        num_layers = _required_int(text, "num_hidden_layers", model_id, aliases=("n_layer", "num_layers"))
-        num_heads = _required_int(text, "num_attention_heads", model_id, aliases=("n_head", "num_heads"))
-        vocab = _required_int(text, "vocab_size", model_id)
-    except InvalidConfig:
-        raise
+    hidden = _required_int(text, "hidden_size", model_id, aliases=("d_model", "n_embd"))
+    num_layers = _required_int(text, "num_hidden_layers", model_id, aliases=("n_layer", "num_layers"))
+    num_heads = _required_int(text, "num_attention_heads", model_id, aliases=("n_head", "num_heads"))
+    vocab = _required_int(text, "vocab_size", model_id)
     num_kv_heads = next((int(text[k]) for k in _KV_HEAD_KEYS if text.get(k)), num_heads)
     head_dim = int(text.get("head_dim") or hidden // num_heads)
     intermediate = int(text.get("intermediate_size") or text.get("ffn_dim") or text.get("n_inner") or 4 * hidden)
