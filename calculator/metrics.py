@@ -1,0 +1,212 @@
+"""Parse a vLLM server's Prometheus ``/metrics`` into per-engine numbers (pure; internals notes §4).
+
+Uses prometheus_client's own text parser. Handles both metric generations (``vllm:kv_cache_usage_perc`` since
+0.9.2, ``vllm:gpu_cache_usage_perc`` before 0.12), engines (``engine`` label, data parallel; absent in 0.7)
+and several served models. NaN and Inf samples are dropped with a warning rather than trusted.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from .errors import CalculatorError
+
+USAGE_METRICS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+_GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:num_requests_swapped": "swapped",
+}
+_COUNTERS = {  # sample name -> field (exposed names end in _total)
+    "vllm:num_preemptions_total": "preemptions_total",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits_total",
+    "vllm:gpu_prefix_cache_queries_total": "prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_hits_total": "prefix_cache_hits_total",
+    "vllm:prompt_tokens_total": "prompt_tokens_total",
+    "vllm:generation_tokens_total": "generation_tokens_total",
+}
+_HISTOGRAMS = {
+    "vllm:request_prompt_tokens": "prompt_tokens",
+    "vllm:request_generation_tokens": "generation_tokens",
+    "vllm:request_params_n": "params_n",
+}
+
+
+class NotVllmMetrics(CalculatorError):
+    """The text is not Prometheus exposition from a vLLM server."""
+
+
+class Histogram(BaseModel):
+    """A Prometheus histogram: cumulative bucket counts by upper bound, plus sum and count."""
+
+    model_config = ConfigDict(frozen=True)
+    buckets: tuple[tuple[float, float], ...]  # (le, cumulative count), ascending, +Inf last
+    sum: float
+    count: float
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean(self) -> float | None:
+        return self.sum / self.count if self.count else None
+
+    def quantile(self, q: float) -> float | None:
+        """Like PromQL's histogram_quantile: linear interpolation inside the bucket holding the q-th value."""
+        if not self.count or not self.buckets:
+            return None
+        rank, lower, below = q * self.count, 0.0, 0.0
+        for upper, cumulative in self.buckets:
+            if cumulative >= rank:
+                if math.isinf(upper):
+                    return lower  # the best a histogram can say: at least the last finite bound
+                inside = cumulative - below
+                return lower + (upper - lower) * ((rank - below) / inside if inside else 1.0)
+            lower, below = upper, cumulative
+        return lower
+
+
+class EngineMetrics(BaseModel):
+    """One engine (one ``model_name``/``engine`` label pair) at one scrape."""
+
+    model_config = ConfigDict(frozen=True)
+    model_name: str
+    engine: str
+    running: float | None = None
+    waiting: float | None = None
+    swapped: float | None = None
+    kv_cache_usage: float | None = None  # 0..1
+    usage_metric: str | None = None  # which of USAGE_METRICS the server exposes
+    preemptions_total: float | None = None
+    prefix_cache_queries_total: float | None = None
+    prefix_cache_hits_total: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    cache_config: dict[str, str] | None = None
+    histograms: dict[str, Histogram] = {}
+
+    def config_int(self, key: str) -> int | None:
+        """An integer label of ``vllm:cache_config_info`` (``"None"`` and garbage give None)."""
+        value = (self.cache_config or {}).get(key)
+        try:
+            return int(float(value)) if value not in (None, "None", "") else None
+        except ValueError:
+            return None
+
+    def config_float(self, key: str) -> float | None:
+        value = (self.cache_config or {}).get(key)
+        try:
+            parsed = float(value) if value not in (None, "None", "") else None
+        except ValueError:
+            return None
+        return parsed if parsed is not None and math.isfinite(parsed) else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def used_blocks(self) -> float | None:
+        """Blocks in use: the gauge is 1 - free / (num_gpu_blocks - 1) (block 0 is the null block)."""
+        blocks = self.config_int("num_gpu_blocks")
+        if self.kv_cache_usage is None or not blocks:
+            return None
+        return self.kv_cache_usage * (blocks - 1)
+
+
+class MetricsSnapshot(BaseModel):
+    """Every engine of one scrape, plus what looked wrong in it."""
+
+    model_config = ConfigDict(frozen=True)
+    scraped_at: float
+    engines: tuple[EngineMetrics, ...]
+    warnings: tuple[str, ...] = ()
+
+    def engine(self, model_name: str | None = None, engine: str | None = None) -> EngineMetrics | None:
+        for candidate in self.engines:
+            if (model_name is None or candidate.model_name == model_name) and (engine is None or candidate.engine == engine):
+                return candidate
+        return None
+
+
+def _key(labels: dict[str, str]) -> tuple[str, str]:
+    return labels.get("model_name", ""), labels.get("engine", "0")
+
+
+def parse_metrics(text: str, scraped_at: float = 0.0) -> MetricsSnapshot:
+    """Parse ``/metrics`` text; raises ``NotVllmMetrics`` for anything that is not vLLM's exposition."""
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise NotVllmMetrics(f"the response is not Prometheus metrics text ({exc})") from exc
+    if not any(family.name.startswith("vllm:") for family in families):
+        raise NotVllmMetrics("the response has no vllm:* metrics: this does not look like a vLLM server")
+    fields: dict[tuple[str, str], dict] = {}
+    cache_configs: dict[str, dict[str, str]] = {}  # by engine: cache_config_info carries no model_name
+    buckets: dict[tuple[tuple[str, str], str], dict[str, object]] = {}
+    warnings: list[str] = []
+
+    def put(labels: dict[str, str], name: str, value: object) -> None:
+        fields.setdefault(_key(labels), {})[name] = value
+
+    for family in families:
+        for sample in family.samples:
+            name, labels, value = sample.name, sample.labels, sample.value
+            if name == "vllm:cache_config_info":
+                cache_configs[labels.get("engine", "0")] = {k: v for k, v in labels.items() if k != "engine"}
+                continue
+            if not math.isfinite(value):
+                warnings.append(f"{name}{{{','.join(f'{k}={v}' for k, v in sorted(labels.items()))}}} is {value}; ignored")
+                continue
+            if name in _GAUGES:
+                put(labels, _GAUGES[name], value)
+            elif name in USAGE_METRICS:
+                put(labels, "kv_cache_usage", value)
+                put(labels, "usage_metric", name)
+            elif name in _COUNTERS:
+                put(labels, _COUNTERS[name], value)
+            else:
+                base, _, part = name.rpartition("_")
+                if base in _HISTOGRAMS and part in ("bucket", "sum", "count"):
+                    slot = buckets.setdefault((_key(labels), _HISTOGRAMS[base]), {"buckets": []})
+                    if part == "bucket":
+                        slot["buckets"].append((float(labels["le"]), value))  # type: ignore[union-attr]
+                    else:
+                        slot[part] = value
+    for (key, name), slot in buckets.items():
+        if "sum" in slot and "count" in slot:
+            histogram = Histogram(buckets=tuple(sorted(slot["buckets"])), sum=slot["sum"], count=slot["count"])
+            fields.setdefault(key, {}).setdefault("histograms", {})[name] = histogram
+    engines = tuple(EngineMetrics(model_name=model, engine=engine, cache_config=cache_configs.get(engine), **values)
+                    for (model, engine), values in sorted(fields.items()) if model)
+    return MetricsSnapshot(scraped_at=scraped_at, engines=engines, warnings=tuple(warnings))
+
+
+class Rates(BaseModel):
+    """What changed between two scrapes of one engine, per second (None when a counter went down)."""
+
+    model_config = ConfigDict(frozen=True)
+    interval_s: float
+    preemptions_per_s: float | None
+    prompt_tokens_per_s: float | None
+    generation_tokens_per_s: float | None
+    prefix_cache_hit_rate: float | None  # hits / queries over the interval
+    restarted: bool  # a counter decreased: the server restarted between the scrapes
+
+
+def rates(previous: EngineMetrics, current: EngineMetrics, interval_s: float) -> Rates:
+    """Counter deltas over ``interval_s``; a decrease means the server restarted and that interval is void."""
+    def delta(name: str) -> float | None:
+        before, after = getattr(previous, name), getattr(current, name)
+        if before is None or after is None or after < before:
+            return None
+        return after - before
+
+    restarted = any(getattr(current, n) is not None and getattr(previous, n) is not None
+                    and getattr(current, n) < getattr(previous, n) for n in set(_COUNTERS.values()))
+    per_second = (lambda value: None if value is None or interval_s <= 0 or restarted else value / interval_s)
+    queries, hits = delta("prefix_cache_queries_total"), delta("prefix_cache_hits_total")
+    return Rates(interval_s=interval_s, preemptions_per_s=per_second(delta("preemptions_total")),
+                 prompt_tokens_per_s=per_second(delta("prompt_tokens_total")),
+                 generation_tokens_per_s=per_second(delta("generation_tokens_total")),
+                 prefix_cache_hit_rate=None if restarted or not queries else (hits or 0.0) / queries,
+                 restarted=restarted)
