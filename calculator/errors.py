@@ -40,3 +40,7 @@ class UnknownGpu(CalculatorError):
 
 class UnsupportedVllmVersion(CalculatorError):
     """A vLLM version string that cannot be parsed or predates the V0 engine we model."""
+
+
+class NvmlUnavailable(CalculatorError):
+    """NVML cannot read the GPUs: nvidia-ml-py missing, no NVIDIA driver, or an NVML error."""

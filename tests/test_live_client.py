@@ -1,0 +1,185 @@
+"""The live client against local HTTP servers that misbehave: hang, HTML, garbage, 401, huge bodies, redirects."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from calculator.live_client import (
+    AuthenticationRequired, HostNotAllowed, LiveClient, LiveServerError, NotAVllmServer, ServerTimeout,
+    ServerUnreachable, check_host_allowed, normalise_base_url,
+)
+from calculator.metrics import NotVllmMetrics
+
+METRICS = (Path(__file__).parent / "data" / "vllm-metrics" / "vllm-0.32.0-cpu-saturated.txt").read_bytes()
+SECRET = "sk-very-secret-key"
+
+
+class Server:
+    """A local HTTP server whose behaviour per path is a function (status, headers, body or a callable)."""
+
+    def __init__(self, routes):
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                seen.append((self.path, self.headers.get("Authorization")))
+                route = routes.get(self.path.split("?")[0])
+                if route is None:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                if callable(route):
+                    return route(self)
+                status, headers, body = route
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def serve():
+    servers = []
+
+    def start(routes):
+        servers.append(Server(routes))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def vllm_routes(**overrides):
+    routes = {
+        "/metrics": (200, {"Content-Type": "text/plain"}, METRICS),
+        "/v1/models": (200, {}, json.dumps({"object": "list", "data": [
+            {"id": "tiny", "object": "model", "root": "/models/tiny", "max_model_len": 1024}]}).encode()),
+        "/version": (200, {}, b'{"version": "0.32.0"}'),
+        "/health": (200, {}, b""),
+    }
+    routes.update(overrides)
+    return routes
+
+
+def test_reads_a_vllm_like_server_and_sends_the_key_only_in_a_header(serve):
+    server = serve(vllm_routes())
+    with LiveClient(server.url, api_key=SECRET) as client:
+        report = client.read()
+    assert report.version == "0.32.0" and report.healthy
+    assert report.models[0].id == "tiny" and report.models[0].max_model_len == 1024
+    assert report.metrics.engine("tiny").preemptions_total == 8.0
+    assert report.server_info is None  # 404 without VLLM_SERVER_DEV_MODE
+    assert all(auth == f"Bearer {SECRET}" for _, auth in server.seen)
+    assert all(SECRET not in path for path, _ in server.seen)
+
+
+def test_401_asks_for_the_api_key_without_echoing_it(serve):
+    server = serve(vllm_routes(**{"/metrics": (401, {}, b'{"error": "Unauthorized"}')}))
+    with pytest.raises(AuthenticationRequired, match="API key") as caught, LiveClient(server.url, SECRET) as client:
+        client.metrics()
+    assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(("body", "error"), [
+    (b"<!doctype html><html><body>Grafana login</body></html>", NotVllmMetrics),
+    (b"\x89PNG\r\n\x1a\n\x00\x00garbage", NotVllmMetrics),
+    (b"", NotVllmMetrics),
+])
+def test_not_a_vllm_server(serve, body, error):
+    server = serve(vllm_routes(**{"/metrics": (200, {"Content-Type": "text/html"}, body)}))
+    with pytest.raises(error), LiveClient(server.url) as client:
+        client.metrics()
+
+
+def test_models_endpoint_returning_html(serve):
+    server = serve(vllm_routes(**{"/v1/models": (200, {}, b"<html>hi</html>")}))
+    with pytest.raises(NotAVllmServer, match="did not return JSON"), LiveClient(server.url) as client:
+        client.models()
+
+
+def test_a_hanging_server_times_out_quickly(serve):
+    def hang(handler):
+        time.sleep(5)
+
+    server = serve(vllm_routes(**{"/metrics": hang}))
+    started = time.monotonic()
+    with pytest.raises(ServerTimeout), LiveClient(server.url, read_timeout_s=0.5, connect_timeout_s=0.5) as client:
+        client.metrics()
+    assert time.monotonic() - started < 3
+
+
+def test_a_huge_body_is_cut_off(serve):
+    def flood(handler):
+        handler.send_response(200)
+        handler.end_headers()
+        chunk = b"# " + b"x" * 65_534 + b"\n"
+        for _ in range(200):  # 12.5 MiB, past the 8 MiB cap
+            try:
+                handler.wfile.write(chunk)
+            except OSError:
+                return
+
+    server = serve(vllm_routes(**{"/metrics": flood}))
+    with pytest.raises(NotAVllmServer, match="more than 8 MiB"), LiveClient(server.url) as client:
+        client.metrics()
+
+
+def test_redirects_are_not_followed(serve):
+    server = serve(vllm_routes(**{"/metrics": (302, {"Location": "http://169.254.169.254/latest"}, b"")}))
+    with pytest.raises(NotAVllmServer, match="redirects"), LiveClient(server.url) as client:
+        client.metrics()
+    assert [path for path, _ in server.seen] == ["/metrics"]
+
+
+def test_refused_connection():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ServerUnreachable, match="Is vLLM running"), LiveClient(f"127.0.0.1:{port}") as client:
+        client.metrics()
+
+
+def test_unhealthy_engine_reports_503(serve):
+    server = serve(vllm_routes(**{"/health": (503, {}, b"")}))
+    with LiveClient(server.url) as client:
+        assert client.healthy() is False
+
+
+def test_address_validation():
+    assert normalise_base_url("localhost:8000/") == "http://localhost:8000"
+    for bad in ("ftp://host", "http://user:pass@host:8000", "http://host:8000/?x=1", "://"):
+        with pytest.raises(LiveServerError):
+            normalise_base_url(bad)
+
+
+def test_allowed_hosts_guard(monkeypatch):
+    check_host_allowed("http://10.1.2.3:8000", allowed="")
+    check_host_allowed("http://127.0.0.1:8000", allowed="127.0.0.0/8")
+    check_host_allowed("http://vllm.internal:8000", allowed="vllm.internal:8000,other")
+    with pytest.raises(HostNotAllowed):
+        check_host_allowed("http://127.0.0.1:8000", allowed="10.0.0.0/8")
+    monkeypatch.setenv("VLLM_PLANNER_ALLOWED_HOSTS", "vllm.internal")
+    with pytest.raises(HostNotAllowed):
+        LiveClient("http://localhost:8000")
