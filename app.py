@@ -6,6 +6,7 @@ st.set_page_config(page_title="vLLM capacity planner", page_icon="🧮", layout=
 st.navigation([
     st.Page("pages/plan.py", title="Plan", icon="🧮", default=True),
     st.Page("pages/compare.py", title="Compare", icon="⚖️"),
+    st.Page("pages/live.py", title="Live server", icon="📡"),
     st.Page("pages/learn.py", title="Learn", icon="🎓"),
     st.Page("pages/gpu.py", title="GPUs", icon="🖥️"),
 ]).run()

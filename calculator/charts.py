@@ -16,7 +16,7 @@ from .workload import WorkloadCapacity
 SEGMENT_COLORS = {
     "weights": "#1d4ed8", "activation": "#f59e0b", "non_torch": "#a855f7", "cudagraph": "#ec4899",
     "extensible_reserve": "#94a3b8", "kv_cache": "#16a34a", "kv_used": "#15803d", "context": "#64748b",
-    "other": "#ef4444", "unused": "#e2e8f0",
+    "other": "#ef4444", "unused": "#e2e8f0", "calibration": "#0ea5e9",
 }
 # NOTE: no plotly template: building one costs ~70 ms per figure, and Streamlit applies its own theme anyway.
 _LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15),
@@ -162,4 +162,36 @@ def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_pre
     figure.update_layout(title=f"Paged KV cache: {block_size}-token blocks (yellow = partly filled, green = shared)",
                          xaxis_title="block index", **_LAYOUT)
     figure.update_yaxes(autorange="reversed")
+    return figure
+
+
+def live_history_figure(times: Sequence[float], used_tokens: Sequence[float], capacity_tokens: float,
+                        running: Sequence[float], waiting: Sequence[float]) -> go.Figure:
+    """KV usage over time in tokens against the pool's capacity, with running and waiting requests."""
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=list(times), y=list(used_tokens), name="KV tokens in use", fill="tozeroy",
+                                line_color=SEGMENT_COLORS["kv_used"],
+                                hovertemplate="%{y:,.0f} tokens in use<extra></extra>"))
+    figure.add_trace(go.Scatter(x=list(times), y=list(running), name="running requests", yaxis="y2",
+                                line=dict(color="#2563eb", dash="dot")))
+    figure.add_trace(go.Scatter(x=list(times), y=list(waiting), name="waiting requests", yaxis="y2",
+                                line=dict(color="#dc2626", dash="dot")))
+    figure.update_layout(title="KV cache usage over time", yaxis_title="tokens",
+                         yaxis2=dict(title="requests", overlaying="y", side="right", rangemode="tozero"),
+                         **{**_LAYOUT, "yaxis": dict(gridcolor="#e2e8f0", rangemode="tozero")},
+                         **_reference_line("y", capacity_tokens, f"capacity {capacity_tokens:,.0f} tokens", "#0f172a"))
+    return figure
+
+
+def histogram_figure(title: str, buckets: Sequence[tuple[float, float]]) -> go.Figure:
+    """A Prometheus histogram (cumulative buckets) as per-bucket counts."""
+    labels, counts, previous, lower = [], [], 0.0, 0.0
+    for upper, cumulative in buckets:
+        labels.append(f"{lower:g}–{upper:g}" if upper != float("inf") else f"> {lower:g}")
+        counts.append(cumulative - previous)
+        previous, lower = cumulative, upper
+    figure = go.Figure(go.Bar(x=labels, y=counts, marker_color="#2563eb",
+                              hovertemplate="%{x} tokens: %{y:,.0f} requests<extra></extra>"))
+    figure.update_layout(title=title, xaxis_title="tokens", yaxis_title="requests", **_LAYOUT)
+    figure.update_xaxes(type="category")
     return figure

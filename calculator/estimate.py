@@ -202,6 +202,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             has_startup_check=rules.has_startup_free_memory_check,
             platform=device,
             kv_cache_memory_bytes=kv_given,
+            adjustment_bytes=int(scenario.overhead_adjustment_gib * GIB),
         ))
     return budgets
 

@@ -50,6 +50,7 @@ class MemoryBudget(BaseModel):
     cudagraph_bytes: int
     cudagraph_in_budget: bool  # subtracted from the KV budget (0.20+) or living in the headroom (older)
     extensible_reserve_bytes: int = 0  # 0.34: margin + transient headroom kept outside the KV cache
+    adjustment_bytes: int = 0  # calibration: overhead the model missed on a real server (may be negative)
     kv_cache_bytes: int  # memory handed to the KV cache (may be negative: it does not fit)
     kv_cache_memory_bytes_given: bool = False
     startup_error: str | None = None
@@ -72,6 +73,8 @@ class MemoryBudget(BaseModel):
                           inside_budget=self.cudagraph_in_budget),
             MemorySegment(key="extensible_reserve", label="Extensible-cache margin", bytes=self.extensible_reserve_bytes,
                           inside_budget=True),
+            MemorySegment(key="calibration", label="Calibrated extra overhead", bytes=max(self.adjustment_bytes, 0),
+                          inside_budget=True),
             MemorySegment(key="kv_cache", label="KV cache", bytes=kv, inside_budget=True),
             MemorySegment(key="context", label="CUDA context", bytes=self.context_bytes, inside_budget=False),
             MemorySegment(key="other", label="Other processes", bytes=self.other_processes_bytes,
@@ -92,7 +95,7 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
                   other_processes_bytes: int, context_bytes: int, weights_bytes: int, activation_bytes: int,
                   non_torch_bytes: int, cudagraph_bytes: int, subtracts_cudagraph: bool,
                   has_startup_check: bool, platform: str, kv_cache_memory_bytes: int | None = None,
-                  device_label: str = "cuda:0") -> MemoryBudget:
+                  adjustment_bytes: int = 0, device_label: str = "cuda:0") -> MemoryBudget:
     """The KV-cache budget of one GPU under the version's formula (§1.2-1.9)."""
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
     free_at_start = total_bytes - other_processes_bytes - context_bytes
@@ -114,18 +117,19 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
         headroom = free_at_start - non_kv_used
         margin = max(EXTENSIBLE_MARGIN_FLOOR_BYTES.get(platform, 1 << 30),
                      int(activation_bytes * EXTENSIBLE_MARGIN_FRACTION))
-        kv = min(requested - non_kv_used, headroom - margin) - activation_bytes
-        reserve = max(0, min(margin, headroom - max(kv, 0) - activation_bytes))
+        kv = min(requested - non_kv_used, headroom - margin) - activation_bytes - adjustment_bytes
+        reserve = max(0, min(margin, headroom - max(kv, 0) - activation_bytes - max(adjustment_bytes, 0)))
     else:
         non_kv = weights_bytes + activation_bytes + non_torch_bytes
         if formula == "v1_global":
             # NOTE: V1 0.7-0.9.0 charged every process's memory (and the context) against total x util.
             non_kv += other_processes_bytes + context_bytes
-        kv = requested - non_kv - (cudagraph_bytes if subtracts_cudagraph else 0)
+        kv = requested - non_kv - (cudagraph_bytes if subtracts_cudagraph else 0) - adjustment_bytes
     return MemoryBudget(
         formula=formula, total_bytes=total_bytes, requested_bytes=requested,
         gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
         context_bytes=context_bytes, weights_bytes=weights_bytes, activation_bytes=activation_bytes,
         non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, cudagraph_in_budget=cudagraph_in_budget,
-        extensible_reserve_bytes=reserve, kv_cache_bytes=kv,
+        extensible_reserve_bytes=reserve, adjustment_bytes=adjustment_bytes if kv_cache_memory_bytes is None else 0,
+        kv_cache_bytes=kv,
         kv_cache_memory_bytes_given=kv_cache_memory_bytes is not None, startup_error=startup_error)

@@ -36,6 +36,8 @@ class Scenario(BaseModel):
     async_scheduling: bool | None = None
     vllm_version: str = LATEST_VERSION
     other_processes_memory_gib: float = Field(0.0, ge=0, le=10_000)
+    # Overhead the estimate missed, back-solved from a running server (live page "Calibrate"); may be negative.
+    overhead_adjustment_gib: float = Field(0.0, ge=-1000, le=1000)
 
     @model_validator(mode="after")
     def _has_memory(self) -> Scenario:

@@ -20,7 +20,7 @@ SCENARIO_KEYS: dict[str, str] = {
     "max_num_batched_tokens": "mbt", "block_size": "bs", "dtype": "dt", "kv_cache_dtype": "kv", "quantization": "q",
     "kv_cache_memory_bytes": "kvb", "num_gpu_blocks_override": "blocks", "enforce_eager": "eager",
     "enable_extensible_kv_cache": "ext", "async_scheduling": "async", "vllm_version": "v",
-    "other_processes_memory_gib": "other",
+    "other_processes_memory_gib": "other", "overhead_adjustment_gib": "adj",
 }
 WORKLOAD_KEYS: dict[str, str] = {
     "prompt_tokens_mean": "in", "output_tokens_mean": "out", "prompt_tokens_p95": "in95",

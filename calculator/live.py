@@ -1,0 +1,167 @@
+"""Estimate vs reality for a running server (pure): its settings as a Scenario, predicted vs actual capacity,
+live usage in tokens and bytes, a back-solved calibration, the workload it really sees, and advice."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from .errors import CalculatorError
+from .estimate import Estimate
+from .kv_cache import capacity_figures, in_flight_tokens
+from .live_client import ServerModel
+from .metrics import EngineMetrics, Rates
+from .scenario import Scenario
+from .units import GIB
+from .vllm_versions import LATEST_VERSION, VllmVersion
+from .workload import Workload
+
+FULL_USAGE = 0.95  # "near 100 %": vLLM preempts when a step cannot get a block
+
+
+def scenario_from_server(engine: EngineMetrics, model: ServerModel | None, version: str | None,
+                         base: Scenario) -> Scenario:
+    """``base`` (model, GPU, device chosen by the user) with every setting the server reports about itself."""
+    changes: dict[str, object] = {}
+    try:
+        changes["vllm_version"] = str(VllmVersion.parse(version)) if version else base.vllm_version
+    except CalculatorError:
+        changes["vllm_version"] = LATEST_VERSION
+    if (block := engine.config_int("block_size")) is not None:
+        changes["block_size"] = block
+    dtype = (engine.cache_config or {}).get("cache_dtype")
+    if dtype and dtype != "None":
+        changes["kv_cache_dtype"] = dtype
+    if (utilization := engine.config_float("gpu_memory_utilization")) is not None and 0 < utilization <= 1:
+        changes["gpu_memory_utilization"] = utilization
+    if (memory := engine.config_int("kv_cache_memory_bytes")) is not None:
+        changes["kv_cache_memory_bytes"] = memory
+    if (override := engine.config_int("num_gpu_blocks_override")) is not None:
+        changes["num_gpu_blocks_override"] = override
+    if model is not None and model.max_model_len:
+        changes["max_model_len"] = model.max_model_len
+    return base.replace(**changes)
+
+
+class ComparisonRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    quantity: str
+    predicted: float
+    actual: float | None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def error_percent(self) -> float | None:
+        if self.actual is None or self.actual == 0:
+            return None
+        return 100 * (self.predicted - self.actual) / self.actual
+
+
+def actual_capacity(engine: EngineMetrics, max_model_len: int | None) -> tuple[float | None, float | None]:
+    """(tokens, concurrency) as the server reports them; derived from blocks on servers older than 0.24."""
+    tokens, concurrency = engine.config_int("kv_cache_size_tokens"), engine.config_float("kv_cache_max_concurrency")
+    blocks, block = engine.config_int("num_gpu_blocks"), engine.config_int("block_size")
+    if tokens is None and blocks and block:
+        tokens = blocks * block
+    if concurrency is None and blocks and block and max_model_len:
+        concurrency = blocks * block / max_model_len
+    return (float(tokens) if tokens is not None else None), concurrency
+
+
+def compare(result: Estimate, engine: EngineMetrics) -> list[ComparisonRow]:
+    """Predicted vs actual blocks, token capacity and concurrency."""
+    tokens, concurrency = actual_capacity(engine, result.settings.max_model_len)
+    blocks = engine.config_int("num_gpu_blocks")
+    return [
+        ComparisonRow(quantity="num_gpu_blocks", predicted=result.capacity.num_gpu_blocks,
+                      actual=float(blocks) if blocks is not None else None),
+        ComparisonRow(quantity="KV cache tokens", predicted=result.capacity.kv_cache_tokens, actual=tokens),
+        ComparisonRow(quantity="max concurrency", predicted=result.capacity.max_concurrency, actual=concurrency),
+    ]
+
+
+def with_actual_blocks(result: Estimate, num_gpu_blocks: int) -> Estimate:
+    """The estimate with the server's real block count: what its token and concurrency figures must then be."""
+    settings = result.settings
+    in_flight = in_flight_tokens(result.rules, max_num_batched_tokens=settings.max_num_batched_tokens,
+                                 pipeline_parallel_size=settings.pipeline_parallel_size,
+                                 async_scheduling=settings.async_scheduling)
+    capacity = capacity_figures(result.layout, result.rules, num_gpu_blocks=num_gpu_blocks,
+                                max_model_len=settings.max_model_len, in_flight=in_flight)
+    budget = result.budget.model_copy(update={"kv_cache_bytes": num_gpu_blocks * result.layout.bytes_per_block})
+    return result.model_copy(update={"capacity": capacity, "budget": budget})
+
+
+def calibration_gib(result: Estimate, num_gpu_blocks: int) -> float:
+    """Overhead the estimate missed (GiB per GPU): predicted KV pool minus the server's, whose true size lies
+    within one block above ``blocks x bytes_per_block`` (so the middle of that block is the best guess)."""
+    actual = (num_gpu_blocks + 0.5) * result.layout.bytes_per_block
+    return round((result.budget.kv_cache_bytes - actual) / GIB, 3)
+
+
+class LiveUsage(BaseModel):
+    """KV usage in blocks, tokens and bytes, not just a percentage."""
+
+    model_config = ConfigDict(frozen=True)
+    usage_fraction: float
+    used_blocks: float
+    usable_blocks: int
+    used_tokens: float
+    capacity_tokens: int
+    used_bytes: float
+    pool_bytes: int
+
+
+def live_usage(engine: EngineMetrics, result: Estimate) -> LiveUsage | None:
+    """Usage of the real pool; tokens count block slots (a hybrid model's blocks hold one group's tokens)."""
+    blocks, usage = engine.config_int("num_gpu_blocks"), engine.kv_cache_usage
+    if not blocks or usage is None:
+        return None
+    block_size = engine.config_int("block_size") or result.layout.block_size
+    groups = max(1, len(result.layout.groups))
+    usable = blocks - 1
+    used = usage * usable
+    return LiveUsage(usage_fraction=usage, used_blocks=used, usable_blocks=usable,
+                     used_tokens=used * block_size / groups, capacity_tokens=usable * block_size // groups,
+                     used_bytes=used * result.layout.bytes_per_block, pool_bytes=blocks * result.layout.bytes_per_block)
+
+
+def workload_from_server(engine: EngineMetrics, rates_now: Rates | None, target: int = 1) -> Workload | None:
+    """The workload the server really sees: length histograms (mean, p95), prefix hits, parallel samples."""
+    histograms = engine.histograms
+    prompt, output = histograms.get("prompt_tokens"), histograms.get("generation_tokens")
+    if prompt is None or output is None or not prompt.count or not output.count:
+        return None
+    prompt_mean = max(1, round(prompt.mean or 1))
+    hit_rate = rates_now.prefix_cache_hit_rate if rates_now and rates_now.prefix_cache_hit_rate is not None else (
+        (engine.prefix_cache_hits_total or 0) / engine.prefix_cache_queries_total
+        if engine.prefix_cache_queries_total else 0.0)
+    samples = histograms.get("params_n")
+    return Workload(
+        prompt_tokens_mean=prompt_mean,
+        output_tokens_mean=max(0, round(output.mean or 0)),
+        prompt_tokens_p95=max(1, math.ceil(prompt.quantile(0.95) or prompt_mean)),
+        output_tokens_p95=max(0, math.ceil(output.quantile(0.95) or 0)),
+        shared_prefix_tokens=min(prompt_mean, round(hit_rate * prompt_mean)),
+        parallel_samples=max(1, round(samples.mean)) if samples and samples.mean else 1,
+        target_concurrent_requests=target)
+
+
+def advice(engine: EngineMetrics, rates_now: Rates | None, preemptions_rising: bool) -> list[str]:
+    """Warnings about saturation, each naming the knob that would help."""
+    notes: list[str] = []
+    usage, waiting, running = engine.kv_cache_usage or 0.0, engine.waiting or 0.0, engine.running or 0.0
+    if usage >= FULL_USAGE and waiting > 0:
+        notes.append(f"The KV cache is {usage:.0%} full with {waiting:.0f} request(s) waiting: the cache is the "
+                     "bottleneck. More KV memory helps: raise gpu_memory_utilization, use --kv-cache-dtype fp8, "
+                     "lower max_model_len, or add tensor parallelism / replicas.")
+    elif waiting > 0 and usage < 0.5:
+        notes.append(f"{waiting:.0f} request(s) wait although the KV cache is only {usage:.0%} full: the scheduler "
+                     f"limit binds ({running:.0f} running). Raise --max-num-seqs or --max-num-batched-tokens.")
+    if preemptions_rising or (rates_now is not None and (rates_now.preemptions_per_s or 0) > 0):
+        notes.append("Preemptions are rising: running requests lose their KV blocks and are recomputed. Lower "
+                     "--max-num-seqs, or give the KV cache more memory (fp8 KV, higher gpu_memory_utilization).")
+    if rates_now is not None and rates_now.restarted:
+        notes.append("A counter went down: the server restarted between two reads; rates restart from here.")
+    return notes

@@ -1,0 +1,117 @@
+"""The Live page against a REAL vLLM 0.32.0 CPU server (tiny random Llama, 16-block KV cache).
+
+Concurrent long generations drive the cache to 100 %, queue requests and cause preemptions; a repeated long
+prompt produces prefix-cache hits. The page must show exactly what the server exposes, and the engine's
+prediction for the server's own settings must equal its ``vllm:cache_config_info``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from calculator.metrics import parse_metrics
+from support.vllm_server import VllmCpuServer
+
+pytestmark = pytest.mark.vllm_server
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "live.py")
+PROMPT_360 = " ".join(f"word{i}" for i in range(200))  # well over two 128-token blocks
+
+
+def post(url: str, payload: dict, timeout: float = 180) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def scrape(base_url: str):
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=10) as response:
+        return parse_metrics(response.read().decode()).engine("tiny")
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_factory):
+    model = tiny_model_factory("tiny-llama")
+    with VllmCpuServer(model, extra_args=("--max-model-len", "1024", "--num-gpu-blocks-override", "16")) as running:
+        yield running
+
+
+def run_page(base_url: str) -> AppTest:
+    st.cache_data.clear()
+    app = AppTest.from_file(PAGE, default_timeout=120)
+    app.session_state["live_url"] = base_url
+    app.session_state["live_gpu"] = "cpu"
+    app.session_state["live_dtype"] = "float32"
+    app.session_state["live_interval"] = "off"
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert not app.error, [e.value for e in app.error]
+    return app
+
+
+def metrics(app: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in app.metric}
+
+
+def comparison(app: AppTest) -> list[dict]:
+    table = next(df.value for df in app.dataframe if "predicted" in df.value.columns)
+    return table.to_dict("records")
+
+
+def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
+    completions = f"{server.base_url}/v1/completions"
+    for _ in range(2):  # the same long prompt twice: its full blocks hit the prefix cache the second time
+        post(completions, {"model": "tiny", "prompt": PROMPT_360, "max_tokens": 4, "temperature": 0})
+    threads = [threading.Thread(target=post, args=(completions, {
+        "model": "tiny", "prompt": f"hello world {i}", "max_tokens": 1000, "ignore_eos": True}), daemon=True)
+        for i in range(6)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 120
+    while (scrape(server.base_url).waiting or 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+    busy = run_page(server.base_url)
+    shown = metrics(busy)
+    assert float(shown["Running"]) + float(shown["Waiting"]) >= 1
+    warnings = " ".join(w.value for w in busy.warning)
+    assert "full" in warnings or "Preemptions" in warnings or "wait" in warnings
+
+    for thread in threads:
+        thread.join(timeout=300)
+    time.sleep(1)
+    truth = scrape(server.base_url)
+    idle = run_page(server.base_url)
+    shown = metrics(idle)
+    assert truth.preemptions_total > 0 and truth.prefix_cache_hits_total > 0
+    assert shown["KV cache usage"] == f"{truth.kv_cache_usage * 100:.1f}%"
+    assert shown["Running"] == f"{truth.running:,.0f}" and shown["Waiting"] == f"{truth.waiting:,.0f}"
+    assert shown["Preemptions (total)"] == f"{truth.preemptions_total:,.0f}"
+    assert shown["Prefix cache hits"] == f"{truth.prefix_cache_hits_total:,.0f} / {truth.prefix_cache_queries_total:,.0f} tokens"
+    assert shown["Blocks in use"] == f"{truth.kv_cache_usage * 15:,.1f} / 15"
+    assert shown["vLLM version"] == "0.32.0"
+
+
+def test_prediction_for_the_servers_settings_equals_its_cache_config(server):
+    truth = scrape(server.base_url)
+    rows = {row["quantity"]: row for row in comparison(run_page(server.base_url))}
+    assert rows["num_gpu_blocks"]["predicted"] == rows["num_gpu_blocks"]["actual"] == truth.config_int("num_gpu_blocks")
+    assert rows["KV cache tokens"]["predicted"] == truth.config_int("kv_cache_size_tokens") == 2048
+    assert rows["max concurrency"]["predicted"] == truth.config_float("kv_cache_max_concurrency") == 2.0
+    assert all(row["error %"] == 0 for row in rows.values())
+
+
+def test_unreachable_and_wrong_servers_are_clear_states(server):
+    app = AppTest.from_file(PAGE, default_timeout=60)
+    app.session_state["live_url"] = "http://127.0.0.1:9"
+    app.session_state["live_interval"] = "off"
+    app.run()
+    assert not app.exception and "cannot connect" in app.error[0].value
