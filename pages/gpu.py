@@ -31,11 +31,13 @@ def gpu_section(status: nvml.GpuStatus) -> None:
     used.metric("Memory used", f"{gib(status.memory_used_bytes):.2f} GiB")
     free.metric("Memory free", f"{gib(status.memory_free_bytes):.2f} GiB")
     total.metric("Memory total", f"{gib(status.memory_total_bytes):.2f} GiB")
-    load.metric("Utilization", "n/a" if status.utilization_gpu_percent is None else f"{status.utilization_gpu_percent} %")
-    heat.metric("Temperature", "n/a" if status.temperature_c is None else f"{status.temperature_c} °C")
-    power.metric("Power / limit", f"{_watts(status.power_w)} / {_watts(status.power_limit_w)}")
+    load.metric("Utilization", _or_na(status.utilization_gpu_percent, "{} %"))
+    heat.metric("Temperature", _or_na(status.temperature_c, "{} °C"))
+    watts = (_or_na(value, "{:.0f} W") for value in (status.power_w, status.power_limit_w))
+    power.metric("Power / limit", " / ".join(watts))
     if status.mig_mode == "enabled":
-        st.warning("MIG is on: a vLLM on one MIG instance sees only that slice's memory; the plan uses the whole card.")
+        st.warning("MIG is on: a vLLM on one MIG instance sees only that slice's memory; "
+                   "the plan below uses the whole card.")
     if status.processes is None:
         st.caption("This GPU does not list the processes holding its memory.")
     elif not status.processes:
@@ -48,8 +50,8 @@ def gpu_section(status: nvml.GpuStatus) -> None:
                    help="Opens Plan with this GPU's memory, less what other processes already hold.")
 
 
-def _watts(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0f} W"
+def _or_na(value: float | None, template: str) -> str:
+    return "n/a" if value is None else template.format(value)
 
 
 page_setup("GPUs")

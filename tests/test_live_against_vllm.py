@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -22,14 +23,27 @@ from support.vllm_server import VllmCpuServer
 
 pytestmark = pytest.mark.vllm_server
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "live.py")
-PROMPT_360 = " ".join(f"word{i}" for i in range(200))  # well over two 128-token blocks
+PREFIX_BLOCKS_WANTED = 2  # full 128-token blocks the repeated prompt must span
 
 
 def post(url: str, payload: dict, timeout: float = 180) -> dict:
     request = urllib.request.Request(url, data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(f"{url} answered {exc.code}: {exc.read()[:500]!r}") from exc
+
+
+def prompt_of_at_least(base_url: str, tokens: int) -> str:
+    """A prompt the server's own tokenizer counts as at least ``tokens`` (and not far beyond)."""
+    words = []
+    while True:
+        words.append(f"the quick brown fox {len(words)}")
+        prompt = " ".join(words)
+        if post(f"{base_url}/tokenize", {"model": "tiny", "prompt": prompt})["count"] >= tokens:
+            return prompt
 
 
 def scrape(base_url: str):
@@ -68,8 +82,9 @@ def comparison(app: AppTest) -> list[dict]:
 
 def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
     completions = f"{server.base_url}/v1/completions"
+    prompt = prompt_of_at_least(server.base_url, PREFIX_BLOCKS_WANTED * 128 + 10)
     for _ in range(2):  # the same long prompt twice: its full blocks hit the prefix cache the second time
-        post(completions, {"model": "tiny", "prompt": PROMPT_360, "max_tokens": 4, "temperature": 0})
+        post(completions, {"model": "tiny", "prompt": prompt, "max_tokens": 4, "temperature": 0})
     threads = [threading.Thread(target=post, args=(completions, {
         "model": "tiny", "prompt": f"hello world {i}", "max_tokens": 1000, "ignore_eos": True}), daemon=True)
         for i in range(6)]
