@@ -17,7 +17,9 @@ from .units import GIB
 from .vllm_versions import LATEST_VERSION, VllmVersion
 from .workload import Workload
 
-FULL_USAGE = 0.95  # "near 100 %": vLLM preempts when a step cannot get a block
+# "Near 100 %": with requests queued and the pool this full, the next prompt's blocks do not fit, so the
+# KV cache (not the scheduler's max_num_seqs) is what holds them back.
+NEARLY_FULL_USAGE = 0.8
 
 
 def scenario_from_server(engine: EngineMetrics, model: ServerModel | None, version: str | None,
@@ -152,7 +154,7 @@ def advice(engine: EngineMetrics, rates_now: Rates | None, preemptions_rising: b
     """Warnings about saturation, each naming the knob that would help."""
     notes: list[str] = []
     usage, waiting, running = engine.kv_cache_usage or 0.0, engine.waiting or 0.0, engine.running or 0.0
-    if usage >= FULL_USAGE and waiting > 0:
+    if usage >= NEARLY_FULL_USAGE and waiting > 0:
         notes.append(f"The KV cache is {usage:.0%} full with {waiting:.0f} request(s) waiting: the cache is the "
                      "bottleneck. More KV memory helps: raise gpu_memory_utilization, use --kv-cache-dtype fp8, "
                      "lower max_model_len, or add tensor parallelism / replicas.")

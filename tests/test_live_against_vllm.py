@@ -85,9 +85,11 @@ def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
     prompt = prompt_of_at_least(server.base_url, PREFIX_BLOCKS_WANTED * 128 + 10)
     for _ in range(2):  # the same long prompt twice: its full blocks hit the prefix cache the second time
         post(completions, {"model": "tiny", "prompt": prompt, "max_tokens": 4, "temperature": 0})
+    run_page(server.base_url)  # warm imports so the busy read below happens while the cache is still full
+    # 16 x 1000 tokens on a 16-block (2,048-token) cache: about 10 s of saturation with a queue and preemptions.
     threads = [threading.Thread(target=post, args=(completions, {
         "model": "tiny", "prompt": f"hello world {i}", "max_tokens": 1000, "ignore_eos": True}), daemon=True)
-        for i in range(6)]
+        for i in range(16)]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + 120
@@ -95,6 +97,8 @@ def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
         time.sleep(0.2)
 
     busy = run_page(server.base_url)
+    time.sleep(1)
+    busy.run()  # a second read in the same session: rates and the preemption trend need two points
     shown = metrics(busy)
     assert float(shown["Running"]) + float(shown["Waiting"]) >= 1
     warnings = " ".join(w.value for w in busy.warning)
