@@ -132,10 +132,27 @@ def _key(labels: dict[str, str]) -> tuple[str, str]:
     return labels.get("model_name", ""), labels.get("engine", "0")
 
 
+_WANTED_FAMILIES = ("vllm:cache_config_info", *USAGE_METRICS, *_GAUGES,
+                    *(name.removesuffix("_total") for name in _COUNTERS), *_HISTOGRAMS)
+
+
+def _wanted_lines(text: str) -> str:
+    """Only the families we read (latency histograms and HTTP metrics are most of the text), so the parser —
+    pure Python — has a fraction of the work: a 60 KB /metrics parses several times faster."""
+    kept = []
+    for line in text.splitlines():
+        name = line[7:] if line.startswith("# TYPE ") else line
+        if name.startswith(_WANTED_FAMILIES):
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
 def parse_metrics(text: str, scraped_at: float = 0.0) -> MetricsSnapshot:
     """Parse ``/metrics`` text; raises ``NotVllmMetrics`` for anything that is not vLLM's exposition."""
+    if "vllm:" not in text:
+        raise NotVllmMetrics("the response has no vllm:* metrics: this does not look like a vLLM server")
     try:
-        families = list(text_string_to_metric_families(text))
+        families = list(text_string_to_metric_families(_wanted_lines(text)))
     except (ValueError, TypeError, IndexError) as exc:
         raise NotVllmMetrics(f"the response is not Prometheus metrics text ({exc})") from exc
     if not any(family.name.startswith("vllm:") for family in families):
