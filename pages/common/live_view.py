@@ -78,8 +78,9 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
     hits, queries = engine.prefix_cache_hits_total or 0, engine.prefix_cache_queries_total or 0
     cols[4].metric("Prefix cache hits", f"{hits:,.0f} / {queries:,.0f} tokens",
                    help="hit rate " + (f"{hits / queries:.1%}" if queries else "n/a"))
-    cols[5].metric("Generation throughput", "–" if change is None or change.generation_tokens_per_s is None
-                   else f"{change.generation_tokens_per_s:,.1f} tok/s")
+    cols[5].metric("Throughput (prompt / generation)",
+                   "–" if change is None or change.generation_tokens_per_s is None
+                   else f"{change.prompt_tokens_per_s or 0:,.0f} / {change.generation_tokens_per_s:,.0f} tok/s")
     model = next((m for m in report.models if m.id == engine.model_name), report.models[0] if report.models else None)
     if spec is None:
         st.info("Choose the served model's config (sidebar) to compare with the estimate.")
