@@ -158,16 +158,46 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
     chunk = text.get("attention_chunk_size")
     layer_types = text.get("layer_types") if isinstance(text.get("layer_types"), list) else None
     full = LayerAttention(kind="full", num_kv_heads=num_kv_heads, head_size=head_dim, head_size_v=head_dim)
+    recurrent = _recurrent_state(text)
     result: list[LayerAttention] = []
     for index, sliding in enumerate(_sliding_flags(text, model_type, num_layers)):
         kind = str(layer_types[index]) if layer_types and index < len(layer_types) else ""
-        if kind == "chunked_attention" and chunk:
+        if kind in _RECURRENT_LAYER_TYPES:
+            if recurrent is None:
+                raise InvalidConfig(f"layer {index} is {kind!r} but the config lacks the fields of its state "
+                                    "(linear_num_value_heads, ... or mamba_n_heads, ...)")
+            result.append(recurrent)
+        elif kind == "chunked_attention" and chunk:
             result.append(full.model_copy(update={"kind": "chunked_local", "attention_chunk_size": int(chunk)}))
         elif sliding and window:
             result.append(full.model_copy(update={"kind": "sliding_window", "sliding_window": int(window)}))
         else:
             result.append(full)
     return tuple(result)
+
+
+_RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "mamba", "mamba2"})
+
+
+def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
+    """The per-request state of a linear-attention or Mamba2 layer (vLLM's MambaStateShapeCalculator)."""
+    if text.get("linear_num_value_heads"):  # gated delta net (Qwen3-Next style)
+        k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
+        k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
+        return LayerAttention(kind="mamba", num_kv_heads=0, head_size=0, head_size_v=0,
+                              mamba_conv_dim=k_dim * k_heads * 2 + v_dim * v_heads,
+                              mamba_conv_len=int(text.get("linear_conv_kernel_dim") or 4) - 1,
+                              mamba_temporal_shape=(v_heads, v_dim, k_dim))
+    if text.get("mamba_n_heads") or text.get("mamba_num_heads"):  # Mamba2 mixers (Nemotron-H, Bamba, ...)
+        heads = int(text.get("mamba_n_heads") or text["mamba_num_heads"])
+        head_dim = int(text.get("mamba_d_head") or text.get("mamba_head_dim") or 64)
+        state = int(text.get("ssm_state_size") or text.get("mamba_d_state") or 128)
+        groups = int(text.get("n_groups") or text.get("mamba_n_groups") or 1)
+        return LayerAttention(kind="mamba", num_kv_heads=0, head_size=0, head_size_v=0,
+                              mamba_conv_dim=heads * head_dim + 2 * groups * state,
+                              mamba_conv_len=int(text.get("conv_kernel") or text.get("mamba_d_conv") or 4) - 1,
+                              mamba_temporal_shape=(heads, head_dim, state))
+    return None
 
 
 def _moe_spec(text: Mapping[str, Any], num_layers: int, intermediate: int) -> MoeSpec | None:

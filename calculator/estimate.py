@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from .gpus import GpuSpec, custom_gpu, find_gpu
 from .kv_cache import (
-    CapacityFigures, KvCacheLayout, capacity_figures, in_flight_tokens,
+    KERNEL_BLOCK_ALIGNMENT, CapacityFigures, KvCacheLayout, capacity_figures, in_flight_tokens,
     kv_bytes_needed_for_one_request, largest_fitting_model_len, plan_kv_cache,
 )
 from .memory import NO_MEMORY_ERROR, MemoryBudget, memory_budget
@@ -139,7 +139,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     layout = plan_kv_cache(spec, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
-                           pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager)
+                           pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
+                           kernel_block_alignment=KERNEL_BLOCK_ALIGNMENT[settings.device])
     weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, quantization)
     budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block

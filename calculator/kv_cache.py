@@ -32,7 +32,10 @@ PER_TOKEN_HEAD_FORMATS: dict[str, tuple[float, int]] = {
 }
 SUPPORTED_KV_CACHE_DTYPES = (*KV_CACHE_DTYPE_BYTES, "fp8_ds_mla", "nvfp4_ds_mla", "nvfp4", *PER_TOKEN_HEAD_FORMATS)
 
-GroupKind = Literal["full", "sliding_window", "chunked_local", "mla"]
+GroupKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
+# The smallest kernel block the attention backend supports, which hybrid Mamba models align their attention
+# block to (FLASH_ATTN: MultipleOf(16); CPU_ATTN: MultipleOf(32)) — Platform._align_hybrid_block_size.
+KERNEL_BLOCK_ALIGNMENT = {"cuda": 16, "rocm": 16, "cpu": 32}
 
 
 class KvGroup(BaseModel):
@@ -111,6 +114,20 @@ def kv_page_bytes_per_token(layer: LayerAttention, *, kv_cache_dtype: str, model
     return heads * content * element
 
 
+def mamba_state_bytes(layer: LayerAttention, *, tensor_parallel_size: int, model_dtype_bytes: int,
+                      ssm_dtype_bytes: int | None = None) -> int:
+    """One request's recurrent state in one layer on one TP rank (MambaSpec.page_size_bytes before padding).
+
+    The conv state is kept in the model dtype; the temporal state in ``mamba_ssm_cache_dtype`` ("auto" = the
+    conv dtype). Both are split by TP along their head/channel dimension.
+    """
+    if layer.mamba_conv_dim is None or layer.mamba_temporal_shape is None:
+        raise InvalidInput("a recurrent layer without its state shape")
+    heads, first, second = layer.mamba_temporal_shape
+    conv = layer.mamba_conv_dim // tensor_parallel_size * (layer.mamba_conv_len or 0) * model_dtype_bytes
+    return conv + heads // tensor_parallel_size * first * second * (ssm_dtype_bytes or model_dtype_bytes)
+
+
 def pp_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> tuple[tuple[int, int], ...]:
     """Decoder layers per PP stage exactly as ``vllm.distributed.utils.get_pp_indices`` splits them."""
     if pipeline_parallel_size > num_layers:
@@ -129,21 +146,32 @@ def pp_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> tuple[tuple
 @lru_cache(maxsize=512)
 def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, model_dtype_bytes: int,
                   tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
-                  hybrid_kv_cache_manager: bool = True) -> KvCacheLayout:
-    """Group the attention layers and price a block, as ``get_kv_cache_groups`` + ``get_kv_cache_config`` do."""
+                  hybrid_kv_cache_manager: bool = True, kernel_block_alignment: int = 16) -> KvCacheLayout:
+    """Group the layers and price a block, as ``get_kv_cache_groups`` + ``get_kv_cache_config`` do."""
     if block_size < 1:
         raise InvalidInput("block_size must be at least 1")
-    layers = [(i, layer) for i, layer in enumerate(spec.layers) if layer.kind != "mamba"]
-    if not layers:
-        raise InvalidInput(f"{spec.model_id} has no attention layers; attention-free models are not sized here")
+    layers = list(enumerate(spec.layers))
+    attention = [(i, layer) for i, layer in layers if layer.kind != "mamba"]
+    recurrent = [(i, layer) for i, layer in layers if layer.kind == "mamba"]
     page_per_token = {i: kv_page_bytes_per_token(layer, kv_cache_dtype=kv_cache_dtype,
                                                  model_dtype_bytes=model_dtype_bytes,
-                                                 tensor_parallel_size=tensor_parallel_size) for i, layer in layers}
+                                                 tensor_parallel_size=tensor_parallel_size) for i, layer in attention}
+    if recurrent:
+        state = max(mamba_state_bytes(layer, tensor_parallel_size=tensor_parallel_size,
+                                      model_dtype_bytes=model_dtype_bytes) for _, layer in recurrent)
+        if attention:
+            # NOTE: _align_hybrid_block_size raises the attention block until its page holds a whole state,
+            # then pads the state page to exactly the attention page, so every layer shares one page size.
+            per_token = max(page_per_token[i] for i, _ in attention)
+            alignment = max(kernel_block_alignment, block_size)
+            block_size = max(block_size, alignment * math.ceil(state / (alignment * per_token)))
+            state = math.ceil(block_size * per_token)
+        page_per_token.update({i: state / block_size for i, _ in recurrent})
 
     def kind_of(layer: LayerAttention) -> GroupKind:
         if not hybrid_kv_cache_manager and layer.kind in ("sliding_window", "chunked_local"):
             return "full"  # NOTE: unify_hybrid_kv_cache_specs promotes windows to full attention
-        return "mla" if layer.kind == "mla" else layer.kind  # type: ignore[return-value]
+        return layer.kind
 
     def bucket_key(i: int, layer: LayerAttention) -> tuple:
         kind = kind_of(layer)
@@ -168,7 +196,7 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
                         layers_per_stage=_count_per_stage(indices, stages))
         per_stage = tuple(sum(math.ceil(block_size * page_per_token[i]) for i in indices if lo <= i < hi)
                           for lo, hi in stages)
-        per_token = tuple(sum(page_per_token[i] for i in indices if lo <= i < hi) for lo, hi in stages)
+        per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
         return KvCacheLayout(groups=(group,), block_size=block_size, group_size=len(indices), padding_layers=0,
                              bytes_per_block_per_stage=per_stage, kv_bytes_per_token_per_stage=per_token)
 
@@ -192,7 +220,7 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
                                   sliding_window=window, attention_chunk_size=chunk,
                                   layers_per_stage=_count_per_stage(indices[j::num_groups], stages)))
     per_stage = tuple(max(g.layers_per_stage[s] * g.page_size_bytes for g in groups) for s in range(len(stages)))
-    per_token = tuple(sum(page_per_token[i] for i, _ in layers if lo <= i < hi) for lo, hi in stages)
+    per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
     return KvCacheLayout(groups=tuple(groups), block_size=block_size, group_size=group_size, padding_layers=padding,
                          bytes_per_block_per_stage=per_stage, kv_bytes_per_token_per_stage=per_token)
 
@@ -211,6 +239,8 @@ def in_flight_tokens(rules: VersionRules, *, max_num_batched_tokens: int, pipeli
 
 def group_blocks_per_request(group: KvGroup, max_model_len: int, in_flight: int) -> int:
     """Block ids one request at ``max_model_len`` needs in one group (``max_memory_usage_bytes`` / page)."""
+    if group.kind == "mamba":
+        return 1  # NOTE: one state block per request (mamba_cache_mode "none"; "align" keeps 2)
     if group.kind == "sliding_window" and group.sliding_window:
         return math.ceil(min(group.sliding_window - 1 + in_flight, max_model_len) / group.block_size) + 1
     if group.kind == "chunked_local" and group.attention_chunk_size:

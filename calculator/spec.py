@@ -32,7 +32,11 @@ class LayerAttention(_Frozen):
     head_size_v: int = Field(ge=0)  # V; 0 for MLA, whose latent serves both
     sliding_window: int | None = Field(None, ge=1)
     attention_chunk_size: int | None = Field(None, ge=1)
-    mamba_state_bytes: int | None = Field(None, ge=0)  # per request, per layer, for kind == "mamba"
+    # kind == "mamba" (Mamba2 and gated-delta-net linear attention): the recurrent state, whole model, before TP.
+    # conv state: conv_dim x conv_len in the model dtype; temporal state: heads x a x b (MambaStateShapeCalculator).
+    mamba_conv_dim: int | None = Field(None, ge=1)
+    mamba_conv_len: int | None = Field(None, ge=0)
+    mamba_temporal_shape: tuple[int, int, int] | None = None
 
 
 class MlaSpec(_Frozen):

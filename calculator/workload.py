@@ -75,6 +75,9 @@ def _footprint(result: Estimate, workload: Workload, prompt: int, output: int) -
     private = prefix_blocks = stored = 0
     for group in layout.groups:
         block = group.block_size
+        if group.kind == "mamba":
+            private += workload.parallel_samples  # one recurrent state per sample, whatever the length
+            continue
         if group.kind == "sliding_window":
             # A window keeps only its last tokens, so it shares nothing for long and needs the same per sample.
             per_sample = group_blocks_per_request(group, total, in_flight)

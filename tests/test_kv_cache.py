@@ -132,3 +132,42 @@ def test_pipeline_stages_each_price_their_own_layers():
     # Llama-3.1-70B PP=3: the first two stages hold 27 layers, so their blocks cost the most.
     seventy = layout("meta-llama/Llama-3.1-70B-Instruct", pp=3)
     assert seventy.bytes_per_block_per_stage == tuple(n * 16 * 8 * 256 * 2 for n in (27, 27, 26))
+
+
+class TestRecurrentLayers:
+    """Gated-delta-net linear attention (Qwen3-Next shape): a fixed state per request, aligned to attention pages."""
+
+    CONFIG = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 2048,
+              "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+              "vocab_size": 151936, "intermediate_size": 5120, "max_position_embeddings": 262144,
+              "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+              "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16",
+              "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 12}
+
+    def spec(self):
+        from calculator.architecture import build_model_spec
+
+        return build_model_spec(self.CONFIG, "qwen3-next-like")
+
+    def test_attention_block_grows_until_a_page_holds_a_state(self):
+        # State per layer: conv (16*128*2 + 32*128) x 3 x 2 B = 49,152 + temporal 32 x 128 x 128 x 2 B = 1,048,576.
+        # Attention: 2 KV heads x 512 x 2 B = 2,048 B per token; 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens.
+        layout = plan_kv_cache(self.spec(), block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.block_size == 544
+        assert [g.kind for g in layout.groups] == ["mamba", "mamba", "mamba", "full"]  # 36 + 12 -> groups of 12
+        assert layout.bytes_per_block == 12 * 544 * 2048
+        assert layout.kv_bytes_per_token == 12 * 2048  # only attention layers grow with the context
+
+    def test_tp4_halves_the_state_and_the_block(self):
+        # TP 4: conv 8192/4 x 3 x 2 = 12,288 + 8 x 128 x 128 x 2 = 262,144; 1 KV head -> 1,024 B per token
+        # -> 16 x cdiv(274,432, 16,384) = 272 tokens.
+        layout = plan_kv_cache(self.spec(), block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2,
+                               tensor_parallel_size=4)
+        assert layout.block_size == 272
+
+    def test_a_request_needs_one_state_block_per_recurrent_group(self):
+        result = estimate(Scenario(model="qwen3-next-like", kv_cache_memory_bytes=10 * GIB, vllm_version="0.32.0",
+                                   max_model_len=32768), self.spec())
+        # 10 GiB / 13,369,344 B = 803 blocks; per request cdiv(32768, 544) = 61 + 3 state blocks = 64.
+        assert (result.capacity.num_gpu_blocks, result.capacity.blocks_per_request) == (803, 64)
+        assert result.capacity.max_concurrency == 803 / 64
