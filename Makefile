@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: dashboard test setup setup-test setup-browser provision-vllm benchmark
+.PHONY: dashboard test setup setup-test setup-browser setup-prometheus provision-vllm benchmark
 
 $(VENV)/.installed-app: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,12 @@ provision-vllm:
 setup-browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
-## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium).
-test: setup-test provision-vllm setup-browser
+## Debian's Prometheus for the fleet tests (started by the test fixture on 127.0.0.1; the service is not used).
+setup-prometheus:
+	@command -v prometheus >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus)
+
+## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium, real Prometheus).
+test: setup-test provision-vllm setup-browser setup-prometheus
 	$(PY) -m pytest -q
 
 benchmark: setup

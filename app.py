@@ -7,6 +7,7 @@ st.navigation([
     st.Page("pages/plan.py", title="Plan", icon="🧮", default=True),
     st.Page("pages/compare.py", title="Compare", icon="⚖️"),
     st.Page("pages/live.py", title="Live server", icon="📡"),
+    st.Page("pages/fleet.py", title="Fleet", icon="🛰️"),
     st.Page("pages/learn.py", title="Learn", icon="🎓"),
     st.Page("pages/gpu.py", title="GPUs", icon="🖥️"),
 ]).run()

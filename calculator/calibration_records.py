@@ -30,6 +30,8 @@ DEFAULT_VERSION_BY_ENGINE = {"v0": "0.6.6", "v1": "0.11.0"}
 FAILED_OUTCOME_WORDS = ("oom", "failed")  # README: six failed start-ups, two of them after the KV pool was printed
 
 Engine = Literal["v0", "v1"]
+_VERSION_FIRST = re.compile(r"^\s*v?\d+\.\d+")
+_APPROXIMATE_VERSION = re.compile(r"~\s*v?(\d+\.\d+(?:\.\d+)?)")  # "main@73c8d677 (~0.4.1+)"
 
 
 class Observed(BaseModel):
@@ -42,7 +44,10 @@ class Observed(BaseModel):
     num_gpu_blocks: int | None = None
     max_concurrency: float | None = None
     max_concurrency_tokens_per_request: int | None = None
-    started: bool = True
+    started: bool | None = True  # None: the source does not say how the start-up ended
+    activation_peak_gib: float | None = None
+    non_torch_gib: float | None = None
+    cudagraph_gib: float | None = None
 
 
 class CalibrationCase(BaseModel):
@@ -96,13 +101,16 @@ def modelled_version(printed: str | None, engine: Engine) -> tuple[str, str | No
     default = DEFAULT_VERSION_BY_ENGINE[engine]
     if not printed:
         return default, f"version not printed; {engine.upper()} log format -> modelled as {default}"
+    approximate = _APPROXIMATE_VERSION.search(printed)
     try:
-        version = VllmVersion.parse(printed)
+        version = VllmVersion.parse(approximate[1] if approximate and not _VERSION_FIRST.match(printed) else printed)
     except CalculatorError:
         return default, f"version {printed!r} is not one we model; {engine.upper()} log -> modelled as {default}"
     if rules_for(version).engine != engine:
         return default, (f"{printed} printed a {engine.upper()}-engine log (not that version's default engine) "
                          f"-> modelled as {default}")
+    if approximate and not _VERSION_FIRST.match(printed):
+        return str(version), f"approximate version {printed!r} -> modelled as {version}"
     return str(version), None
 
 
@@ -123,13 +131,19 @@ def observed_figures(record: dict[str, Any]) -> Observed:
     if tokens is None and seen.get("num_gpu_blocks") and block_size:
         tokens = int(seen["num_gpu_blocks"] * block_size)  # V0: "# GPU blocks" x block_size (README caveat 3)
     outcome = str(seen.get("startup_outcome") or "").lower()
-    started = bool((record.get("annotations") or {}).get("startup_ok", True)) and not any(
+    started: bool | None = bool((record.get("annotations") or {}).get("startup_ok", True)) and not any(
         word in outcome for word in FAILED_OUTCOME_WORDS)
+    if not outcome and started:
+        started = None  # NOTE: blocks were printed but not whether the server then came up
+    activation = seen.get("activation_peak_gib")
+    if activation is None and other.get("peak_torch_memory_gib") is not None and seen.get("model_loading_gib"):
+        activation = round(other["peak_torch_memory_gib"] - seen["model_loading_gib"], 4)  # V0 0.6.4: peak - weights
     return Observed(weights_gib=seen.get("model_loading_gib"), available_kv_gib=seen.get("available_kv_cache_gib"),
                     kv_cache_tokens=tokens, num_gpu_blocks=seen.get("num_gpu_blocks"),
                     max_concurrency=seen.get("max_concurrency"),
                     max_concurrency_tokens_per_request=seen.get("max_concurrency_tokens_per_request"),
-                    started=started)
+                    started=started, activation_peak_gib=activation, non_torch_gib=seen.get("non_torch_memory_gib"),
+                    cudagraph_gib=seen.get("cudagraph_gib"))
 
 
 def _gpu_fields(record: dict[str, Any], assumptions: list[str]) -> dict[str, Any]:

@@ -77,6 +77,9 @@ class Estimate(BaseModel):
 
     def summary(self) -> dict[str, object]:
         """The CLI's stable JSON contract (per GPU/rank unless the name says otherwise)."""
+        from .uncertainty import kv_band, verdict  # NOTE: uncertainty reads Estimate; imported late to avoid a cycle
+
+        kv_low, kv_high, tokens_low, tokens_high = kv_band(self)
         return {
             "model": self.model.model_id,
             "num_params": self.model.num_params,
@@ -95,18 +98,23 @@ class Estimate(BaseModel):
             "cudagraph_bytes": self.budget.cudagraph_bytes,
             "cuda_context_bytes": self.budget.context_bytes,
             "kv_cache_bytes": self.kv_cache_bytes,
+            "kv_cache_bytes_low": kv_low,
+            "kv_cache_bytes_high": kv_high,
             "kv_bytes_per_token": self.layout.kv_bytes_per_token,
             "bytes_per_block": self.layout.bytes_per_block,
             "block_size": self.layout.block_size,
             "num_kv_cache_groups": len(self.layout.groups),
             "num_gpu_blocks": self.capacity.num_gpu_blocks,
             "kv_cache_tokens": self.capacity.kv_cache_tokens,
+            "kv_cache_tokens_low": tokens_low,
+            "kv_cache_tokens_high": tokens_high,
             "max_concurrency": self.capacity.max_concurrency,
             "max_model_len": self.settings.max_model_len,
             "max_num_seqs": self.settings.max_num_seqs,
             "max_num_batched_tokens": self.settings.max_num_batched_tokens,
             "max_fitting_model_len": self.max_fitting_model_len,
             "fits": self.fits,
+            "verdict": verdict(self),
             "error": self.error,
             "vllm_version": str(self.rules.version),
             "vllm_era": self.rules.era,
@@ -194,11 +202,13 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             weights_bytes=stage_weights,
             activation_bytes=activation_peak_bytes(
                 spec, max_num_batched_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs,
-                activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1),
-            non_torch_bytes=non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device),
+                activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
+                rules=rules),
+            non_torch_bytes=non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
+                                            rules=rules),
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=settings.max_num_seqs,
-                                            activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
-                                            enforce_eager=settings.enforce_eager, rules=rules, device=device),
+                                            enforce_eager=settings.enforce_eager, rules=rules, device=device,
+                                            max_num_batched_tokens=settings.max_num_batched_tokens),
             subtracts_cudagraph=rules.subtracts_cudagraph_estimate and settings.memory_formula != "v1_extensible",
             has_startup_check=rules.has_startup_free_memory_check,
             platform=device,

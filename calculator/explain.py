@@ -5,7 +5,7 @@ from __future__ import annotations
 from .estimate import Estimate
 from .kv_cache import group_blocks_per_request, in_flight_tokens
 from .overheads import (
-    FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS, SAMPLER_FP32_LOGITS_COPIES, cudagraph_capture_sizes,
+    FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS, cudagraph_capture_sizes, sampler_logits_copies,
 )
 from .units import GIB
 
@@ -36,11 +36,11 @@ def explanation(result: Estimate) -> list[tuple[str, str]]:
                else f"{s.max_num_batched_tokens:,} tokens × ({FORWARD_HIDDEN_TENSORS} × hidden + "
                     f"{FORWARD_INTERMEDIATE_TENSORS} × top-k expert rows per rank) × {s.dtype_bytes} B")
     rows = min(s.max_num_seqs, s.max_num_batched_tokens)
-    steps.append(("Activation peak", f"forward pass = {forward}; sampler = {SAMPLER_FP32_LOGITS_COPIES} × "
+    steps.append(("Activation peak", f"forward pass = {forward}; sampler = {sampler_logits_copies(result.rules)} × "
                   f"{rows:,} rows × {spec.vocab_size:,} vocab × 4 B; they run one after the other, so the peak is "
                   f"the larger: **{_g(b.activation_bytes)}**."))
     steps.append(("Non-torch memory", f"cuBLAS workspaces and NCCL buffers that grow with TP: **{_g(b.non_torch_bytes)}**."))
-    sizes = cudagraph_capture_sizes(s.max_num_seqs)
+    sizes = cudagraph_capture_sizes(s.max_num_seqs, result.rules, s.max_num_batched_tokens)
     where = "subtracted from the KV budget (vLLM ≥ 0.20)" if b.cudagraph_in_budget else "paid from the (1 − util) headroom"
     steps.append(("CUDA graphs", "none (enforce-eager)" if s.enforce_eager else
                   f"{len(sizes)} capture sizes up to {max(sizes)}: **{_g(b.cudagraph_bytes)}**, {where}."))

@@ -1,49 +1,117 @@
 """The empirical terms of the budget: activation peak, non-torch memory, CUDA graphs, CUDA context.
 
 A config cannot give these exactly; vLLM measures them at start-up. Each constant carries its source (the
-calibration records in ``shared/data/vllm-startup-logs/calibration.jsonl``, cited by record id) and each form
-is physically motivated, so that it extrapolates to models and GPUs that are not in the records.
+calibration records in ``shared/data/vllm-startup-logs/calibration.jsonl``, copied to ``benchmarks/data/``, cited
+by record id) and each form is physically motivated, so that it extrapolates to models and GPUs that are not in the
+records. The constants change with the version era (``VersionRules.overhead_era``); ``docs/accuracy.md`` shows the
+residuals they leave.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .spec import ModelSpec
-from .units import GIB, KIB
-from .vllm_versions import Device, VersionRules
+from .units import GIB
+from .vllm_versions import Device, OverheadEra, VersionRules
 
 # --- Activation peak (profile_run, §1.4) -------------------------------------------------------------------
-# The sampler's fp32 logits pipeline for min(max_num_seqs, max_num_batched_tokens) rows x vocab. The peak is a
-# fixed multiple of one fp32 logits copy: 9.6-9.9x in every record that prints it (llmd-h100-llama31-8b 4.76 GiB,
-# llmd-h100-qwen3-0.6b-16k 5.56, llmd-h100-qwen3-32b-tp1-16k 5.64, llmd-h100-gpt-oss-20b 7.38 at 1024 seqs;
-# file-a100-40g-phi4-mini-ft-v073 1.83 at 256 seqs).
-SAMPLER_FP32_LOGITS_COPIES = 9.7
+# The sampler's fp32 logits pipeline for min(max_num_seqs, max_num_batched_tokens) rows x vocab; its peak is a
+# fixed multiple of one fp32 logits copy, per era (``EraConstants.sampler_logits_copies``).
 LOGITS_BYTES_PER_ELEMENT = 4
 # The forward pass over max_num_batched_tokens keeps the residual stream and a few hidden-size tensors
 # (~4 x hidden) and, in the MLP, the gate_up output plus the activation (~3 x intermediate per rank).
-# Checked on file-80gb-llava16-mistral-7b-v0102 (1.97 GiB at 16,384 tokens) and file-uitars-7b-24gb-v066 (1.16 GiB).
+# Checked on file-80gb-llava16-mistral-7b-v0102 (1.97 GiB at 16,384 tokens; 1.81 predicted before the vision
+# encoder) and, in the V0 era, file-uitars-7b-24gb-v066 (1.16 GiB at 8,192 tokens; 1.09 predicted).
 FORWARD_HIDDEN_TENSORS = 4
 FORWARD_INTERMEDIATE_TENSORS = 3
 
-# --- Non-torch memory growth after the start-up snapshot (NCCL buffers, cuBLAS workspaces) --------------------
-NON_TORCH_TP1_BYTES = int(0.13 * GIB)  # llmd-h100-* TP=1 records: 0.13-0.14 GiB
-NCCL_FIRST_PEER_BYTES = int(0.41 * GIB)  # llmd-h100-qwen3-32b-tp2-16k 0.54 GiB at TP=2
-NCCL_EXTRA_PEER_BYTES = int(0.20 * GIB)  # file-8xh200-glm53-flash-tp8 1.74 GiB at TP=8
-PIPELINE_P2P_BYTES = int(0.20 * GIB)  # assumption: one more communicator for PP send/recv
+
+class EraConstants(NamedTuple):
+    """The measured overhead constants of one era (``VersionRules.overhead_era``)."""
+
+    sampler_logits_copies: float
+    non_torch_tp1_bytes: int  # cuBLAS workspaces and allocations made after the snapshot, one GPU
+    nccl_first_peer_bytes: int  # NCCL/all-reduce buffers that grow after the snapshot, TP = 2
+    nccl_extra_peer_bytes: int  # each TP peer past the second
+    pipeline_p2p_bytes: int  # PP send/recv buffers
+    cudagraph_bytes_per_hidden: float  # graph pool per (layer x capture size x hidden unit)
+    held_after_profile_bytes: int = 0  # <= 0.6.3: memory in use after profiling that later versions leave out
+
+
+# V0 worker (0.6.4+). Sampler 9.6-10x one fp32 logits copy: file-a100-40g-phi4-mini-ft-v073 1.83 GiB (256 seqs x
+# 200,064 vocab), file-rocm-24gb-opt125m-serverlessllm 0.49, file-h200-rho-1b-v064 0.33 (peak 2.38 - weights 2.05).
+# Non-torch at TP=1: file-uitars-7b-24gb-v066 0.28, file-80gb-phi4-bnb-lora-util070 0.09,
+# file-a100-40g-phi4-mini-ft-v073 0.01 (mean 0.13). NCCL communicators are built before the V0 baseline, so only
+# their growth counts: vllm-16570-4xa100-40g-qwen25-vl-72b-tp4 0.34-0.43 at TP=4 (0.25 above TP=1).
+# Graph pools (V0 full graphs, 35 sizes): file-uitars 1.92 GiB, file-80gb-phi4 1.12, file-a100-40g-phi4-mini 0.41,
+# file-rocm-opt125m 0.13 -> 128-587 B per hidden unit per layer per size; the middle two average 300.
+_V0 = EraConstants(sampler_logits_copies=9.7, non_torch_tp1_bytes=int(0.13 * GIB),
+                   nccl_first_peer_bytes=int(0.25 * GIB), nccl_extra_peer_bytes=0,
+                   pipeline_p2p_bytes=int(0.20 * GIB), cudagraph_bytes_per_hidden=300.0)
+
+ERA_CONSTANTS: dict[OverheadEra, EraConstants] = {
+    # V0 up to 0.6.3: peak = free at the init snapshot - free after profiling, with no empty_cache in between (§1.2
+    # table), so the allocator's cached activation blocks and the NCCL communicator that the warm-up all-reduce
+    # builds after the snapshot (even at TP=1) count too. vllm-pr4454-a6000-opt-125m,
+    # vllm-pr4454-a6000-meta-llama-3-8b-instruct and vllm-pr4454-a6000-zephyr-7b-beta-awq (~0.4.1) hold 0.65, 1.03
+    # and 1.11 GiB beyond the 0.6.4+ terms: 0.9 GiB.
+    "v0_used_memory": _V0._replace(held_after_profile_bytes=int(0.9 * GIB)),
+    "v0": _V0,
+    # V1 before 0.17. Sampler 9.6-9.9x: llmd-h100-llama31-8b 4.76 GiB, llmd-h100-qwen3-0.6b-16k 5.56,
+    # llmd-h100-qwen3-32b-tp1-16k 5.64, llmd-h100-gpt-oss-20b 7.38 at 1024 seqs (llmd-h100-mistral-small-3.2-24b-v0110
+    # prints 2.12, 4.2x: the one V1 < 0.17 record off this line, left as a residual). Non-torch: llmd TP=1 0.13-0.14,
+    # llmd-h100-qwen3-32b-tp2-16k 0.54 and llmd-h100-llama33-70b-fp8-tp2 0.55 at TP=2, file-8xh200-glm53-flash-tp8
+    # 1.74 at TP=8; PP: assumption (one more communicator). Graph pools (V1 piecewise, measured after the KV cache):
+    # llmd-h100-qwen3-0.6b-16k 0.10 GiB, file-80gb-llava16-mistral-7b-v0102 0.67, llmd-h100-gpt-oss-20b 0.39
+    # -> 73-119 B per hidden unit per layer per size (median 82).
+    "v1": EraConstants(sampler_logits_copies=9.7, non_torch_tp1_bytes=int(0.13 * GIB),
+                       nccl_first_peer_bytes=int(0.41 * GIB), nccl_extra_peer_bytes=int(0.20 * GIB),
+                       pipeline_p2p_bytes=int(0.20 * GIB), cudagraph_bytes_per_hidden=80.0),
+    # V1 0.17+ (no record of ours prints a breakdown this late). The sampler warm-up peak fell ~60% at 0.17: llm-d's
+    # v0.19.0 accuracy report on H100 (competitors.md §3) prints Llama-3.1-8B 1.89 GiB, Qwen3-8B 2.21, phi-4 1.52 at
+    # 1024 seqs (3.8-4.0 copies); file-l4-gemma4-e2b-v0210 (0.21) leaves ~4.7 and file-mi300x-gemma4-e2b-v0291 5.6
+    # (262,144 vocab) -> 4.5. Non-torch from the same report: 0.24-0.27 GiB at TP=1, 2.07 at TP=2, 2.13 at TP=4 (NCCL
+    # buffers now allocated after the snapshot), 0.07 at PP=2 (we keep the TP=1 figure there).
+    "v1_0_17": EraConstants(sampler_logits_copies=4.5, non_torch_tp1_bytes=int(0.26 * GIB),
+                            nccl_first_peer_bytes=int(1.81 * GIB), nccl_extra_peer_bytes=int(0.03 * GIB),
+                            pipeline_p2p_bytes=0, cudagraph_bytes_per_hidden=80.0),
+}
+# ROCm's hipBLASLt/rocBLAS workspaces: file-rocm-24gb-opt125m-serverlessllm prints 0.53 GiB non-torch at TP=1,
+# 0.40 above the CUDA records of the same era (file-mi300x-gemma4-e2b-v0291, without a config, suggests more).
+ROCM_EXTRA_NON_TORCH_BYTES = int(0.40 * GIB)
 
 # --- CUDA context, NCCL communicators and cuBLAS handles made before the snapshot (outside the budget) ------------
 CUDA_CONTEXT_BYTES = int(0.50 * GIB)  # a bare torch CUDA context on Hopper/Ampere (nvidia-smi of an idle process)
 DISTRIBUTED_CONTEXT_BYTES = int(0.25 * GIB)  # assumption: NCCL communicators set up before the snapshot
 
-# --- CUDA graphs (§1.5): one pooled graph per capture size ------------------------------------------------------
-CUDAGRAPH_BYTES_PER_LAYER_PER_CAPTURE = 256 * KIB  # assumption: pooled per-layer buffers and graph nodes
+# --- CUDA graphs (§1.5) --------------------------------------------------------------------------------------------
 CUDAGRAPH_MAX_CAPTURE_SIZE = 512
+V0_MAX_CAPTURE_SIZE = 256
 
 
-def cudagraph_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
-    """vLLM's default capture sizes: [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)."""
-    largest = min(max_num_seqs * 2, CUDAGRAPH_MAX_CAPTURE_SIZE)
-    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, largest + 1, 16)]
-    return tuple(size for size in sizes if size <= largest)
+def cudagraph_capture_sizes(max_num_seqs: int, rules: VersionRules | None = None,
+                            max_num_batched_tokens: int | None = None) -> tuple[int, ...]:
+    """vLLM's default capture sizes for the version (``VersionRules.cudagraph_capture_rule``)."""
+    rule = rules.cudagraph_capture_rule if rules else "v1_twice_max_num_seqs"
+    if rule == "v0":
+        # NOTE: V0 pads max_num_seqs up to the next capture size and captures every size up to it (max 256).
+        aligned = [1, 2, 4, *range(8, V0_MAX_CAPTURE_SIZE + 1, 8)]
+        largest = next((size for size in aligned if size >= max_num_seqs), V0_MAX_CAPTURE_SIZE)
+        sizes = [size for size in aligned if size <= largest]
+    elif rule == "v1_fixed_512":
+        sizes = [1, 2, 4, *range(8, CUDAGRAPH_MAX_CAPTURE_SIZE + 1, 8)]
+    else:
+        largest = min(max_num_seqs * 2, CUDAGRAPH_MAX_CAPTURE_SIZE)
+        sizes = [size for size in (1, 2, 4, *range(8, 256, 8), *range(256, largest + 1, 16)) if size <= largest]
+    if max_num_batched_tokens is not None and rule != "v0":
+        sizes = [size for size in sizes if size <= max_num_batched_tokens] or [1]
+    return tuple(sizes)
+
+
+def sampler_logits_copies(rules: VersionRules | None) -> float:
+    """How many fp32 logits copies the sampler warm-up holds at its peak in this version."""
+    return ERA_CONSTANTS[rules.overhead_era if rules else "v1"].sampler_logits_copies
 
 
 def _mlp_intermediate_per_rank(spec: ModelSpec, tensor_parallel_size: int) -> float:
@@ -63,14 +131,16 @@ def forward_activation_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, ac
     return int(max_num_batched_tokens * per_token * activation_dtype_bytes)
 
 
-def sampler_activation_bytes(spec: ModelSpec, *, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+def sampler_activation_bytes(spec: ModelSpec, *, max_num_seqs: int, max_num_batched_tokens: int,
+                             rules: VersionRules | None = None) -> int:
     """Peak of the sampler warm-up: a few fp32 copies of [min(seqs, tokens), vocab] logits."""
     rows = min(max_num_seqs, max_num_batched_tokens)
-    return int(SAMPLER_FP32_LOGITS_COPIES * rows * spec.vocab_size * LOGITS_BYTES_PER_ELEMENT)
+    return int(sampler_logits_copies(rules) * rows * spec.vocab_size * LOGITS_BYTES_PER_ELEMENT)
 
 
 def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_num_seqs: int,
-                          activation_dtype_bytes: int, tensor_parallel_size: int, is_last_stage: bool) -> int:
+                          activation_dtype_bytes: int, tensor_parallel_size: int, is_last_stage: bool,
+                          rules: VersionRules | None = None) -> int:
     """The profiled peak: the forward pass and the sampler run one after the other, so the larger one counts."""
     forward = forward_activation_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
                                        activation_dtype_bytes=activation_dtype_bytes,
@@ -78,18 +148,21 @@ def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_n
     if not is_last_stage:
         return forward
     return max(forward, sampler_activation_bytes(spec, max_num_seqs=max_num_seqs,
-                                                 max_num_batched_tokens=max_num_batched_tokens))
+                                                 max_num_batched_tokens=max_num_batched_tokens, rules=rules))
 
 
-def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device) -> int:
+def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
+                    rules: VersionRules | None = None) -> int:
     """Non-torch growth during profiling: cuBLAS workspaces, plus NCCL buffers that grow with the peers."""
     if device == "cpu":
         return 0
-    total = NON_TORCH_TP1_BYTES
+    era = ERA_CONSTANTS[rules.overhead_era if rules else "v1"]
+    total = (era.non_torch_tp1_bytes + era.held_after_profile_bytes
+             + (ROCM_EXTRA_NON_TORCH_BYTES if device == "rocm" else 0))
     if tensor_parallel_size > 1:
-        total += NCCL_FIRST_PEER_BYTES + NCCL_EXTRA_PEER_BYTES * (tensor_parallel_size - 2)
+        total += era.nccl_first_peer_bytes + era.nccl_extra_peer_bytes * (tensor_parallel_size - 2)
     if pipeline_parallel_size > 1:
-        total += PIPELINE_P2P_BYTES
+        total += era.pipeline_p2p_bytes
     return total
 
 
@@ -101,15 +174,14 @@ def cuda_context_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int
     return CUDA_CONTEXT_BYTES + (DISTRIBUTED_CONTEXT_BYTES if distributed else 0)
 
 
-def cudagraph_bytes(spec: ModelSpec, *, layers_on_rank: int, max_num_seqs: int, activation_dtype_bytes: int,
-                    tensor_parallel_size: int, enforce_eager: bool, rules: VersionRules, device: Device) -> int:
-    """CUDA-graph pool: per-capture graph memory for every layer plus the largest captured batch's buffers."""
-    del rules  # NOTE: graphs exist in every version; *where* they are paid for is the budget's business
+def cudagraph_bytes(spec: ModelSpec, *, layers_on_rank: int, max_num_seqs: int, enforce_eager: bool,
+                    rules: VersionRules, device: Device, max_num_batched_tokens: int | None = None) -> int:
+    """CUDA-graph pool: per captured size and layer, buffers that scale with the hidden size.
+
+    NOTE: the hidden size, not its TP shard: the residual stream between the pieces is whole on every rank.
+    """
     if enforce_eager or device == "cpu":
         return 0
-    sizes = cudagraph_capture_sizes(max_num_seqs)
-    graphs = len(sizes) * layers_on_rank * CUDAGRAPH_BYTES_PER_LAYER_PER_CAPTURE
-    buffers = forward_activation_bytes(spec, max_num_batched_tokens=max(sizes),
-                                       activation_dtype_bytes=activation_dtype_bytes,
-                                       tensor_parallel_size=tensor_parallel_size)
-    return graphs + buffers
+    sizes = cudagraph_capture_sizes(max_num_seqs, rules, max_num_batched_tokens)
+    per_hidden = ERA_CONSTANTS[rules.overhead_era].cudagraph_bytes_per_hidden
+    return int(len(sizes) * layers_on_rank * spec.hidden_size * per_hidden)

@@ -17,6 +17,14 @@ from .errors import UnsupportedVllmVersion
 Device = Literal["cuda", "rocm", "cpu"]
 MemoryFormula = Literal["v0", "v1_global", "v1_sum_of_parts", "v1_free_drop", "v1_extensible"]
 TokenSemantics = Literal["blocks_times_block_size", "blocks_per_group", "concurrency_times_len"]
+# Which calibration of the empirical overheads applies (``overheads.py``): the V0 worker up to 0.6.3 (which counted
+# the memory in use after profiling, §1.2 table), the later V0 worker, V1 before 0.17, and V1 from 0.17, where the
+# sampler warm-up peak fell ~60% and NCCL buffers moved after the snapshot (competitors.md §3, llm-d's v0.19.0
+# accuracy report).
+OverheadEra = Literal["v0_used_memory", "v0", "v1", "v1_0_17"]
+# Default CUDA-graph capture sizes (§1.5): V0 [1, 2, 4] + 8..256 up to max_num_seqs; V1 0.8-0.10 [1, 2, 4] + 8..512;
+# V1 0.11+ [1, 2, 4] + 8..248 + 256..min(2 x max_num_seqs, 512) step 16.
+CudagraphCaptureRule = Literal["v0", "v1_fixed_512", "v1_twice_max_num_seqs"]
 
 LATEST_VERSION = "0.34.0"
 _VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
@@ -78,6 +86,8 @@ class VersionRules(BaseModel):
     fp32_auto_dtype: Literal["float16", "bfloat16"]  # §2.9: dtype=auto for an fp32 checkpoint on sm80+
     kv_cache_dtypes: tuple[str, ...]  # §2.9 CacheDType history
     max_len_error_template: str
+    overhead_era: OverheadEra = "v1"
+    cudagraph_capture_rule: CudagraphCaptureRule = "v1_twice_max_num_seqs"
 
 
 _KV_DTYPES_BY_MINOR: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
@@ -172,6 +182,10 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         fp32_auto_dtype="bfloat16" if v.at_least(9) else "float16",
         kv_cache_dtypes=tuple(kv_dtypes),
         max_len_error_template=_MAX_LEN_ERRORS[template_minor],
+        overhead_era=("v1_0_17" if v.at_least(17) else "v1" if engine == "v1"
+                      else "v0" if v.at_least(6, 4) else "v0_used_memory"),
+        cudagraph_capture_rule=("v0" if engine == "v0" else "v1_twice_max_num_seqs" if v.at_least(11)
+                                else "v1_fixed_512"),
     )
 
 

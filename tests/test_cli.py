@@ -13,7 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CONTRACT_KEYS = {"num_params", "weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes",
                  "kv_cache_bytes", "kv_bytes_per_token", "block_size", "num_gpu_blocks", "kv_cache_tokens",
-                 "max_concurrency", "max_model_len", "max_fitting_model_len", "fits", "vllm_version", "warnings"}
+                 "max_concurrency", "max_model_len", "max_fitting_model_len", "fits", "vllm_version", "warnings",
+                 "kv_cache_bytes_low", "kv_cache_bytes_high", "kv_cache_tokens_low", "kv_cache_tokens_high", "verdict"}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,117 @@
+"""How far off the estimate may be: bands from the residuals on real start-ups, per budget term and version era.
+
+``calculator/data/uncertainty.json`` holds the 90th percentile of |predicted - printed| per term (weights and the
+activation peak relative, non-torch in GiB) and of the available KV memory itself, per overhead era, written by
+``python benchmarks/accuracy.py`` from ``benchmarks/data/calibration.jsonl``. An era with fewer than three residuals
+for a term uses the pooled value of all eras.
+
+The KV band is the larger of the terms' root-sum-square (independent errors) and the era's end-to-end KV residual:
+the terms dominate when the pool is a thin remainder of large terms, the end-to-end residual when settings we do not
+model (draft models, encoders, other tenants) move the pool. CUDA graphs have no reliable printed counterpart in the
+records, so their part is carried by the end-to-end term.
+
+Verdict: "fits with margin" when the deployment starts at the low end of the band; "borderline" when it starts at the
+nominal estimate but not at the low end, or fails at the nominal estimate but would start at the high end; "does not
+fit" when it fails even at the high end (or vLLM refuses the settings before sizing memory).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+from .estimate import NULL_BLOCK_CHECK_SINCE_MINOR, Estimate
+from .kv_cache import capacity_figures, in_flight_tokens, kv_bytes_needed_for_one_request
+from .memory import MemoryBudget
+from .units import GIB
+
+Verdict = Literal["fits with margin", "borderline", "does not fit"]
+BANDS_FILE = "uncertainty.json"
+
+
+@cache
+def band_table() -> dict:
+    """The bands file as written by the accuracy benchmark (loaded once from package data)."""
+    return json.loads((resources.files("calculator") / "data" / BANDS_FILE).read_text(encoding="utf-8"))
+
+
+def term_band(term: str, era: str) -> float:
+    """The band of one term (``weights_rel``, ``activation_rel``, ``non_torch_gib``, ``kv_rel``) in one era."""
+    entry = band_table()["terms"].get(term)
+    if entry is None:
+        return 0.0
+    era_entry = entry["eras"].get(era)
+    return float(era_entry["band"] if era_entry else entry["pooled"])
+
+
+def kv_uncertainty_bytes(budget: MemoryBudget, era: str) -> int:
+    """Half-width of the KV band of one GPU's budget (0 when the pool was given with --kv-cache-memory-bytes)."""
+    if budget.kv_cache_memory_bytes_given:
+        return 0
+    terms = math.sqrt((budget.weights_bytes * term_band("weights_rel", era)) ** 2
+                      + (budget.activation_bytes * term_band("activation_rel", era)) ** 2
+                      + (term_band("non_torch_gib", era) * GIB) ** 2)
+    end_to_end = abs(budget.kv_cache_bytes) * term_band("kv_rel", era)
+    return int(max(terms, end_to_end))
+
+
+def kv_band(result: Estimate) -> tuple[int, int, int, int]:
+    """(low_kv_bytes, high_kv_bytes, low_tokens, high_tokens) on the busiest GPU; tokens per engine."""
+    low, high = _stage_pools(result, -1), _stage_pools(result, +1)
+    busiest = result.budgets_per_stage.index(result.budget)
+    return (max(low[busiest], 0), max(high[busiest], 0), _tokens(result, low), _tokens(result, high))
+
+
+def verdict(result: Estimate) -> Verdict:
+    """Whether the deployment starts across the uncertainty band (see the module docstring)."""
+    if result.settings.error or any(b.startup_error for b in result.budgets_per_stage):
+        return "does not fit"
+    if _pool_is_fixed(result):
+        return "fits with margin" if result.fits else "does not fit"
+    if result.fits:
+        return "fits with margin" if _starts(result, _stage_pools(result, -1)) else "borderline"
+    return "borderline" if _starts(result, _stage_pools(result, +1)) else "does not fit"
+
+
+def _pool_is_fixed(result: Estimate) -> bool:
+    """No band: the user fixed the pool (--kv-cache-memory-bytes, --num-gpu-blocks-override) or it is the CPU's."""
+    return bool(result.scenario.num_gpu_blocks_override or result.budget.kv_cache_memory_bytes_given)
+
+
+def _stage_pools(result: Estimate, sign: int) -> list[int]:
+    if _pool_is_fixed(result):
+        return [b.kv_cache_bytes for b in result.budgets_per_stage]
+    era = result.rules.overhead_era
+    return [b.kv_cache_bytes + sign * kv_uncertainty_bytes(b, era) for b in result.budgets_per_stage]
+
+
+def _num_blocks(result: Estimate, pools: list[int]) -> int:
+    if result.scenario.num_gpu_blocks_override:
+        return result.scenario.num_gpu_blocks_override
+    return min(max(pool, 0) // per_block for pool, per_block in zip(pools, result.layout.bytes_per_block_per_stage))
+
+
+def _tokens(result: Estimate, pools: list[int]) -> int:
+    s = result.settings
+    in_flight = in_flight_tokens(result.rules, max_num_batched_tokens=s.max_num_batched_tokens,
+                                 pipeline_parallel_size=s.pipeline_parallel_size, async_scheduling=s.async_scheduling)
+    return capacity_figures(result.layout, result.rules, num_gpu_blocks=_num_blocks(result, pools),
+                            max_model_len=s.max_model_len, in_flight=in_flight).kv_cache_tokens
+
+
+def _starts(result: Estimate, pools: list[int]) -> bool:
+    """vLLM's two KV checks at these pools: some memory, and room for one request of max_model_len per stage."""
+    if any(pool <= 0 for pool in pools):
+        return False
+    s, layout = result.settings, result.layout
+    in_flight = in_flight_tokens(result.rules, max_num_batched_tokens=s.max_num_batched_tokens,
+                                 pipeline_parallel_size=s.pipeline_parallel_size, async_scheduling=s.async_scheduling)
+    null_block = result.rules.version.at_least(NULL_BLOCK_CHECK_SINCE_MINOR)
+    for stage, (pool, per_block) in enumerate(zip(pools, layout.bytes_per_block_per_stage)):
+        usable = pool - (per_block if null_block else 0)
+        if kv_bytes_needed_for_one_request(layout, s.max_model_len, in_flight, stage) > usable:
+            return False
+    return True

@@ -1,0 +1,47 @@
+"""Fleet: many vLLM replicas, read from Prometheus, as one capacity picture."""
+
+import sys
+from pathlib import Path
+
+# NOTE: a deep link or AppTest may run this page without app.py; the repo root must still be importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import streamlit as st
+
+from calculator import CalculatorError
+from calculator.fleet import MODEL_LABEL, group_replicas, groupable_labels, replicas_from_reading
+from calculator.fleet_client import PrometheusClient, read_fleet
+from calculator.promql import parse_filters, series_match, time_range
+from pages.common import page_setup
+from pages.common.fleet_view import (
+    connection_section, estimate_section, fleet_summary, group_panel, model_specs, plan_section, range_section,
+)
+
+page_setup("Fleet")
+with st.sidebar:
+    url, credentials, filter_text = connection_section()
+    end_s, duration_s = range_section()
+    base = estimate_section()
+    target, headroom, changes = plan_section()
+
+try:
+    matchers = parse_filters(filter_text)
+    window = time_range(end_s, duration_s)
+    with st.spinner("Querying Prometheus"), PrometheusClient(url, **credentials) as client:
+        reading = read_fleet(client, window, matchers)
+        seen = client.series(series_match(matchers), window.start_s, window.end_s)
+except CalculatorError as exc:
+    st.error(str(exc), icon="🔌")
+    st.stop()
+
+replicas = replicas_from_reading(reading)
+if not replicas:
+    st.info("Prometheus has no vllm:* series for this filter at the end of the range. Is it scraping the vLLM "
+            "servers' /metrics? (Check Status → Targets in Prometheus.)")
+    st.stop()
+labels = st.multiselect("Group replicas by served model and", groupable_labels(replicas), key="fleet_group_by")
+groups = group_replicas(replicas, reading.over_range, labels)
+fleet_summary(reading, replicas, groups, len(seen))
+specs = model_specs(sorted({group.key[MODEL_LABEL] for group in groups}))
+for group in groups:
+    group_panel(group, specs[group.key[MODEL_LABEL]], base, target, headroom, changes, labels)

@@ -1,0 +1,122 @@
+"""The accuracy benchmark on real vLLM start-ups: issue 5's targets hold, the record mapping is right, and the
+stored uncertainty bands are the ones the benchmark computes (regenerate with ``python benchmarks/accuracy.py``)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from benchmarks.accuracy import RECORDS, bands, check_targets, evaluate, summary
+from benchmarks.baselines import llm_d, seed_article
+from calculator import Scenario, estimate
+from calculator.calibration_records import calibration_case, load_cases, modelled_version, preset_for
+from calculator.units import GIB
+
+
+@pytest.fixture(scope="module")
+def report():
+    return evaluate(RECORDS)
+
+
+def test_issue_5_targets_hold_on_the_calibration_records(report):
+    targets = check_targets(report)
+    failed = [f"{what}: {value:.2f} > {limit}" for what, value, limit, holds in targets if not holds]
+    assert len(targets) == 7 and not failed, "; ".join(failed) + " (run python benchmarks/accuracy.py)"
+
+
+def test_every_failed_start_with_a_config_is_predicted_as_not_fitting(report):
+    failed = [row for row in report.scored() if row.case.observed.started is False]
+    assert {row.case.record_id for row in failed} == {
+        "vllm-16570-4xa100-40g-qwen25-vl-72b-tp4", "llmd-h100-llama33-70b-fp8-tp1-failed",
+        "llmd-h100-qwen3-32b-tp1-32k-failed"}
+    assert not any(row.result.fits for row in failed)
+
+
+def test_we_beat_both_baselines_on_available_kv_memory_and_tokens(report):
+    for metric in ("available_kv_gib", "kv_cache_tokens"):
+        ours = summary(report.errors("ours", metric))
+        for baseline in ("seed article", "llm-d"):
+            theirs = summary(report.errors(baseline, metric))
+            assert ours["median"] < theirs["median"] and ours["p90"] < theirs["p90"]
+
+
+def test_records_without_a_config_are_listed_not_scored(report):
+    skipped = [row for row in report.rows if row.result is None]
+    assert len(skipped) + len(report.scored()) == 47
+    assert all(row.problem.startswith("no config") for row in skipped)
+    assert "vllm-pr4454-a6000-openhermes-2.5-mistral-7b" in {row.case.record_id for row in skipped}
+
+
+def test_stored_bands_are_what_the_benchmark_computes(report):
+    stored = json.loads((resources.files("calculator") / "data" / "uncertainty.json").read_text(encoding="utf-8"))
+    assert stored == json.loads(json.dumps(bands(report)))
+
+
+class TestRecordMapping:
+    def test_a_local_path_names_its_preset_and_prose_names_none(self):
+        assert preset_for("microsoft/phi-4 (local path /opt/tiger/test0/Phi-4)") == "microsoft/phi-4"
+        assert preset_for("Llama-2-7B (meta-llama; exact repo not stated)") is None
+        assert preset_for("fine-tune of microsoft/phi-4-mini-instruct (local merged model)") is None
+
+    def test_versions_unknown_approximate_or_of_the_other_engine(self):
+        assert modelled_version("0.9.1.dev705+g01220ce89", "v1") == ("0.9.1", None)
+        assert modelled_version(None, "v1")[0] == "0.11.0"
+        assert modelled_version(None, "v0")[0] == "0.6.6"
+        assert modelled_version("main@73c8d677 (~0.4.1+)", "v0")[0] == "0.4.1"
+        assert modelled_version("0.11.2 (ROCm dev build, V0 engine)", "v0")[0] == "0.6.6"
+        assert modelled_version("0.2.4", "v0")[0] == "0.6.6"  # older than anything we model
+
+    def test_printed_memory_keeps_the_catalog_family_and_assumed_defaults_are_used(self):
+        cases = {case.record_id: case for case in load_cases(RECORDS)}
+        case = cases["llmd-h100-mistral-small-3.2-24b-v0110"]
+        assert (case.scenario.gpu, case.scenario.gpu_memory_gib) == ("h100-sxm-80gb", 79.19)
+        assert estimate(case.scenario).gpu.family == "hopper"
+        llava = cases["file-80gb-llava16-mistral-7b-v0102"]
+        assert llava.scenario.gpu is None and llava.scenario.gpu_memory_gib == 79.19  # name not printed
+        opt = cases["vllm-pr4454-a6000-opt-125m"]
+        assert (opt.scenario.gpu_memory_utilization, opt.scenario.block_size) == (0.9, 16)
+        assert opt.observed.kv_cache_tokens == 75_937 * 16  # V0: "# GPU blocks" x block_size
+
+    def test_an_oom_after_the_pool_was_printed_is_a_failed_start_and_no_outcome_is_unknown(self):
+        cases = {case.record_id: case for case in load_cases(RECORDS)}
+        assert cases["vllm-16570-4xa100-40g-qwen25-vl-72b-tp4"].observed.started is False
+        assert cases["vllm-5248-2xt4-deepseek-coder-6.7b-tp2"].observed.started is None
+
+    def test_a_record_is_mapped_field_by_field(self):
+        record = {"id": "x", "engine": "v1", "vllm_version": "0.28.0", "model": "Qwen/Qwen3-14B-AWQ",
+                  "dtype": None, "quantization": "awq (checkpoint)", "kv_cache_dtype": "fp8 (flag elided)",
+                  "gpu_name": "NVIDIA L40S", "gpu_total_memory_gib": None, "tensor_parallel_size": 1,
+                  "pipeline_parallel_size": 2, "gpu_memory_utilization": 0.95, "max_model_len": 1024,
+                  "max_num_seqs": 8, "max_num_batched_tokens": 8192, "block_size": 16, "enforce_eager": True,
+                  "observed": {"available_kv_cache_gib": 31.02, "startup_outcome": "started"},
+                  "annotations": {"startup_ok": True}}
+        scenario = calibration_case(record).scenario
+        assert scenario == Scenario(model="Qwen/Qwen3-14B-AWQ", gpu="l40s-48gb", vllm_version="0.28.0",
+                                    pipeline_parallel_size=2, gpu_memory_utilization=0.95, max_model_len=1024,
+                                    max_num_seqs=8, max_num_batched_tokens=8192, block_size=16,
+                                    kv_cache_dtype="fp8", enforce_eager=True)
+
+
+class TestBaselines:
+    def test_seed_article_counts_every_head_and_leaves_the_rest_to_the_kv_cache(self):
+        # Llama-2-7B fp16 on 80 GiB at 0.9: 72 GiB - 2 B x params; 2 x 32 layers x 4096 x 2 B = 512 KiB a token.
+        result = estimate(Scenario(model="meta-llama/Llama-2-7b-chat-hf", gpu_memory_gib=80, gpu=None,
+                                   gpu_memory_utilization=0.9, max_model_len=4096, vllm_version="0.11.0"))
+        seed = seed_article(result, 0.9)
+        weights = result.model.num_params * 2
+        assert seed.available_kv_gib == pytest.approx((80 * 0.9 * GIB - weights) / GIB)
+        assert seed.kv_cache_tokens == int((80 * 0.9 * GIB - weights) // (512 * 1024))
+
+    def test_llm_d_takes_its_constants_once_per_engine_and_floors_concurrency(self):
+        # Qwen3-32B on 2 x 79.18 GiB: 2 x 0.9 x 79.18 - weights - 5.6 (Qwen3 profile) - 2 x 0.6 non-torch.
+        result = estimate(Scenario(model="Qwen/Qwen3-32B", gpu=None, gpu_memory_gib=79.18, tensor_parallel_size=2,
+                                   gpu_memory_utilization=0.9, max_model_len=16000, vllm_version="0.11.0"))
+        prediction = llm_d(result, 0.9)
+        per_token = 64 * 2 * 8 * 128 * 2  # every layer, 8 KV heads x 128, bf16, not split by TP
+        allocatable = prediction.available_kv_gib * 2 * GIB
+        assert allocatable == pytest.approx(2 * 0.9 * 79.18 * GIB - prediction.weights_gib * 2 * GIB
+                                            - 5.6 * GIB - 2 * 0.6 * GIB)
+        assert prediction.kv_cache_tokens == int(allocatable // per_token)
+        assert prediction.max_concurrency == int(allocatable // (per_token * 16000))

@@ -1,0 +1,168 @@
+"""The Fleet page (AppTest) against a local fake Prometheus serving the hand-made reading of
+tests/support/fleet_reading.py; the real Prometheus + vLLM run is tests/test_fleet_against_prometheus.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from calculator.url_state import from_query_params
+from support.fleet_reading import AT_END, AT_START, OVER_RANGE
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "fleet.py")
+END_S = 1100.0
+SECRET = "prom-secret-token"
+
+
+def vector(samples) -> dict:
+    return {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": s.labels, "value": [END_S, repr(s.value)]} for s in samples]}}
+
+
+class FakePrometheus:
+    """Answers the fleet page's four requests from the hand-made reading; ``error`` makes every query fail."""
+
+    def __init__(self, error: dict | None = None):
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                url = urlsplit(self.path)
+                params = parse_qs(url.query)
+                seen.append((url.path, params, self.headers.get("Authorization")))
+                if error is not None:
+                    status, payload = 400, error
+                elif url.path == "/api/v1/query":
+                    at_end = abs(float(params["time"][0]) - END_S) < 1e-3
+                    status, payload = 200, vector(AT_END if at_end else AT_START)
+                elif url.path == "/api/v1/query_range":
+                    status, payload = 200, {"status": "success", "data": {"resultType": "matrix", "result": [
+                        {"metric": s.labels, "values": [[t, repr(v)] for t, v in s.points]} for s in OVER_RANGE]}}
+                elif url.path == "/api/v1/series":
+                    status, payload = 200, {"status": "success", "data": [
+                        s.labels for s in OVER_RANGE if s.labels["__name__"] == "vllm:num_requests_running"]}
+                else:
+                    status, payload = 404, {}
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def prometheus():
+    server = FakePrometheus()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def clear_caches():
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def run_page(url: str, **state) -> AppTest:
+    app = AppTest.from_file(PAGE, default_timeout=60)
+    app.session_state["fleet_url"] = url
+    app.session_state["fleet_freeze"] = True
+    app.session_state["fleet_end_s"] = END_S
+    for key, value in state.items():
+        app.session_state[key] = value
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def tables(app: AppTest, first_column: str) -> list[list[dict]]:
+    return [df.value.to_dict("records") for df in app.dataframe if df.value.columns[0] == first_column]
+
+
+def metric_values(app: AppTest, label: str) -> list[str]:
+    return [m.value for m in app.metric if m.label == label]
+
+
+def test_replicas_grouped_by_model_with_their_numbers_flags_and_plan(prometheus):
+    app = run_page(prometheus.url)
+    assert not app.error, [e.value for e in app.error]
+    assert [h.value for h in app.subheader if h.value in ("llama", "qwen")] == ["llama", "qwen"]
+    llama, qwen = tables(app, "replica")
+    a, b = llama
+    assert (a["replica"], a["num_gpu_blocks"], a["block_size"], a["KV tokens"]) == ("a:8000", 101, 16, 1616)
+    assert (a["KV usage %"], a["running"], a["waiting"], a["peak waiting"]) == (90.0, 2, 3, 4)
+    assert (a["preemptions"], a["prompt tokens"], a["generation tokens"]) == (3, 4000, 6000)
+    assert a["generation tok/s"] == 6000 / 900 and a["prefix hit rate %"] == 20.0  # the 15 min default range
+    assert (a["p95 requests that fit"], b["p95 requests that fit"]) == (2, 4)
+    assert qwen[0]["replica"] == "c:8000"
+    assert metric_values(app, "Replicas now") == ["3"] and metric_values(app, "Served models") == ["2"]
+    # llama: observed peak 7 requests, +20 % -> 9; 2 + 4 = 6 held by 2 replicas -> ceil(9 x 2 / 6) = 3
+    assert metric_values(app, "Target concurrent requests") == ["7"]
+    assert metric_values(app, "With 20 % headroom") == ["9"]
+    assert metric_values(app, "Replicas needed") == ["3"]
+    warnings, infos = [w.value for w in app.warning], [i.value for i in app.info]
+    assert any(w.startswith("a:8000 is saturated") for w in warnings)
+    assert "c:8000 served nothing in the range" in infos
+    assert not any("b:8000" in w for w in warnings)
+
+
+def test_grouping_by_a_chosen_label_and_a_given_target(prometheus):
+    app = run_page(prometheus.url, fleet_group_by=["namespace"], fleet_target=30, fleet_headroom=0)
+    titles = [h.value for h in app.subheader if "·" in h.value]
+    assert titles == ["llama · namespace=prod", "llama · namespace=staging", "qwen · namespace=prod"]
+    assert [[row["namespace"] for row in table] for table in tables(app, "replica")] == [["prod"], ["staging"],
+                                                                                        ["prod"]]
+    # prod holds 2 requests per replica (A alone saw prompts p95 455, prefix 43 tokens): 30 / 2 = 15 replicas
+    assert metric_values(app, "Replicas needed")[0] == "15"
+
+
+def test_what_ifs_ask_the_engine_and_link_to_the_plan_page(prometheus):
+    app = run_page(prometheus.url, fleet_gpu="a100-sxm-80gb", fleet_whatif_max_model_len=256,
+                   **{"fleet_model__llama": "meta-llama/Llama-3.1-8B-Instruct"})
+    (what_ifs,) = tables(app, "deployment")
+    assert [row["deployment"] for row in what_ifs] == ["as deployed, KV cache sized from memory", "max_model_len 256"]
+    assert what_ifs[0]["p95 requests per replica"] > 0 and "exceed max_model_len 256" in what_ifs[1]["note"]
+    scenario, workload, _, warnings = from_query_params(parse_qs(urlsplit(what_ifs[1]["Plan page"]).query))
+    assert not warnings and (scenario.gpu, scenario.block_size, scenario.max_model_len) == ("a100-sxm-80gb", 16, 256)
+    assert (workload.prompt_tokens_p95, workload.output_tokens_p95) == (458, 190)
+    assert workload.target_concurrent_requests == 9  # the target with headroom, for the Plan page's own plan
+
+
+def test_the_token_goes_only_in_the_header(prometheus):
+    app = run_page(prometheus.url, fleet_auth="bearer token", fleet_token=SECRET)
+    assert {auth for _, _, auth in prometheus.seen} == {f"Bearer {SECRET}"}
+    assert all(SECRET not in json.dumps(params) for _, params, _ in prometheus.seen)
+    assert SECRET not in json.dumps(app.query_params.to_dict() if hasattr(app.query_params, "to_dict") else {})
+
+
+def test_prometheus_errors_and_bad_filters_are_clear_states():
+    bad = FakePrometheus(error={"status": "error", "errorType": "bad_data", "error": "1:1: parse error"})
+    try:
+        app = run_page(bad.url)
+        assert "Prometheus rejected the query: 1:1: parse error" in app.error[0].value
+    finally:
+        bad.close()
+    app = run_page("http://127.0.0.1:9")
+    assert "cannot connect to http://127.0.0.1:9" in app.error[0].value
+    app = run_page("http://127.0.0.1:9", fleet_filter="namespace")
+    assert "write label=value" in app.error[0].value

@@ -1,0 +1,212 @@
+"""The Prometheus client against local HTTP servers: Prometheus's error JSON, hangs, HTML, 401, redirects,
+huge bodies, nothing listening — and what a good answer becomes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from calculator import CalculatorError
+from calculator.fleet_client import (
+    NotPrometheus, PrometheusAuthRequired, PrometheusClient, PrometheusError, PrometheusQueryError,
+    PrometheusTimeout, PrometheusUnreachable, read_fleet,
+)
+from calculator.live_client import HostNotAllowed
+from calculator.promql import Matcher, time_range
+
+SECRET = "prom-very-secret-token"
+VECTOR = {"status": "success", "data": {"resultType": "vector", "result": [
+    {"metric": {"__name__": "vllm:num_requests_running", "instance": "a:8000"}, "value": [1700000000.5, "3"]},
+    {"metric": {"__name__": "vllm:kv_cache_usage_perc", "instance": "a:8000"}, "value": [1700000000.5, "NaN"]}]},
+    "warnings": ["some series were dropped"]}
+MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": [
+    {"metric": {"__name__": "vllm:num_requests_waiting"}, "values": [[100, "1"], [110, "+Inf"], [120, "2.5"]]}]}}
+
+
+def answer(status: int, payload: object, content_type: str = "application/json"):
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return status, {"Content-Type": content_type}, body
+
+
+class Server:
+    """A local HTTP server whose answer per path is (status, headers, body) or a callable."""
+
+    def __init__(self, routes):
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                seen.append((self.path, self.headers.get("Authorization")))
+                route = routes.get(urlsplit(self.path).path)
+                if callable(route):
+                    return route(self)
+                status, headers, body = route or answer(404, b"404 page not found", "text/plain")
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def params(self, index: int = -1) -> dict[str, list[str]]:
+        return parse_qs(urlsplit(self.seen[index][0]).query)
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def serve():
+    servers = []
+
+    def start(routes):
+        servers.append(Server(routes))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def test_a_vector_drops_non_finite_values_and_keeps_prometheus_warnings(serve):
+    server = serve({"/api/v1/query": answer(200, VECTOR)})
+    with PrometheusClient(server.url) as client:
+        samples = client.query("vllm:num_requests_running", at_s=1234.5)
+        assert [(s.labels["__name__"], s.value) for s in samples] == [("vllm:num_requests_running", 3.0)]
+        assert client.warnings[0] == "some series were dropped"
+        assert "vllm:kv_cache_usage_perc{instance=\"a:8000\"} is not a finite number" in client.warnings[1]
+    assert server.params() == {"query": ["vllm:num_requests_running"], "time": ["1234.500"], "timeout": ["15s"]}
+
+
+def test_a_matrix_and_series(serve):
+    server = serve({"/api/v1/query_range": answer(200, MATRIX),
+                    "/api/v1/series": answer(200, {"status": "success", "data": [{"__name__": "x", "pod": "p"}]})})
+    window = time_range(end_s=120.0, duration_s=20, max_points=3)
+    with PrometheusClient(server.url) as client:
+        (series,) = client.query_range("q", window)
+        assert series.points == ((100.0, 1.0), (120.0, 2.5))
+        assert server.params() == {"query": ["q"], "start": ["100.000"], "end": ["120.000"], "step": ["10s"],
+                                   "timeout": ["15s"]}
+        assert client.series("m", 1.0, 2.0) == ({"__name__": "x", "pod": "p"},)
+        assert server.params() == {"match[]": ["m"], "start": ["1.000"], "end": ["2.000"]}
+
+
+def test_read_fleet_asks_for_the_end_the_start_and_the_range(serve):
+    server = serve({"/api/v1/query": answer(200, VECTOR), "/api/v1/query_range": answer(200, MATRIX)})
+    window = time_range(end_s=1000.0, duration_s=300)
+    with PrometheusClient(server.url) as client:
+        reading = read_fleet(client, window, [Matcher(name="namespace", value="prod")])
+    assert [server.params(i).get("time") for i in range(3)] == [["1000.000"], ["700.000"], None]
+    assert all('namespace="prod"' in server.params(i)["query"][0] for i in range(3))
+    assert len(reading.at_end) == len(reading.at_start) == 1 and reading.over_range[0].points[-1] == (120.0, 2.5)
+    assert reading.warnings[0] == "some series were dropped"
+
+
+@pytest.mark.parametrize(("status", "error_type", "error", "expected", "says"), [
+    (400, "bad_data", 'invalid parameter "query": 1:9: parse error: unexpected "}"', PrometheusQueryError,
+     "Prometheus rejected the query: invalid parameter"),
+    (422, "execution", "query processing would load too many samples into memory", PrometheusQueryError,
+     "could not run the query: query processing would load too many samples"),
+    (503, "timeout", "query timed out in expression evaluation", PrometheusTimeout, "shorten the time range"),
+    (503, "canceled", "query was canceled", PrometheusTimeout, "canceled"),
+    (503, "unavailable", "TSDB not ready", PrometheusUnreachable, "TSDB not ready"),
+    (500, "internal", "boom", PrometheusQueryError, "internal: boom"),
+])
+def test_prometheus_error_json_becomes_a_clear_error(serve, status, error_type, error, expected, says):
+    server = serve({"/api/v1/query": answer(status, {"status": "error", "errorType": error_type, "error": error})})
+    with PrometheusClient(server.url) as client, pytest.raises(expected) as caught:
+        client.query("x")
+    assert says in str(caught.value) and isinstance(caught.value, CalculatorError)
+
+
+def test_a_hanging_server_times_out(serve):
+    def hang(handler):
+        time.sleep(5)
+
+    server = serve({"/api/v1/query": hang})
+    started = time.monotonic()
+    with PrometheusClient(server.url, connect_timeout_s=0.5, query_timeout_s=0.5) as client:
+        with pytest.raises(PrometheusTimeout, match="did not answer within"):
+            client.query("x")
+    assert time.monotonic() - started < 4.5
+
+
+def test_nothing_listening_is_unreachable():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with PrometheusClient(f"http://127.0.0.1:{port}") as client, pytest.raises(PrometheusUnreachable,
+                                                                              match="cannot connect"):
+        client.query("x")
+
+
+@pytest.mark.parametrize(("route", "expected", "says"), [
+    (answer(200, b"<html><body>Grafana</body></html>", "text/html"), NotPrometheus, "did not return JSON"),
+    (answer(200, {"hello": "world"}), NotPrometheus, "not Prometheus's API response"),
+    (answer(200, {"status": "success", "data": {"resultType": "matrix", "result": []}}), PrometheusQueryError,
+     "expected an instant vector"),
+    (answer(401, b"unauthorized", "text/plain"), PrometheusAuthRequired, "wants credentials"),
+    ((302, {"Location": "http://elsewhere/login"}, b""), NotPrometheus, "redirects are not followed"),
+    (answer(502, b"<html>bad gateway</html>", "text/html"), PrometheusUnreachable, "HTTP 502"),
+])
+def test_wrong_answers_are_clear_states(serve, route, expected, says):
+    server = serve({"/api/v1/query": route})
+    with PrometheusClient(server.url) as client, pytest.raises(expected, match=says):
+        client.query("x")
+
+
+def test_a_wrong_path_says_it_is_not_prometheus(serve):
+    server = serve({})
+    with PrometheusClient(server.url + "/grafana") as client, pytest.raises(NotPrometheus, match="404"):
+        client.query("x")
+    assert server.seen[0][0].startswith("/grafana/api/v1/query?")
+
+
+def test_a_huge_body_is_cut_off(serve, monkeypatch):
+    monkeypatch.setattr("calculator.fleet_client.MAX_RESPONSE_BYTES", 1000)
+    server = serve({"/api/v1/query": answer(200, b"[" + b"1," * 5000 + b"1]")})
+    with PrometheusClient(server.url) as client, pytest.raises(PrometheusQueryError, match="sent more than"):
+        client.query("x")
+
+
+def test_credentials_travel_only_in_the_authorization_header(serve):
+    server = serve({"/api/v1/query": answer(401, b"no", "text/plain")})
+    with PrometheusClient(server.url, bearer_token=SECRET) as client, pytest.raises(PrometheusAuthRequired) as caught:
+        client.query("x")
+    assert server.seen[-1][1] == f"Bearer {SECRET}" and SECRET not in server.seen[-1][0]
+    assert SECRET not in str(caught.value)
+    with PrometheusClient(server.url, basic_auth=("ops", SECRET)) as client, pytest.raises(PrometheusAuthRequired):
+        client.query("x")
+    assert server.seen[-1][1] == "Basic " + base64.b64encode(f"ops:{SECRET}".encode()).decode()
+
+
+def test_addresses_with_credentials_or_both_auth_kinds_are_refused():
+    with pytest.raises(PrometheusError, match="own field"):
+        PrometheusClient(f"http://ops:{SECRET}@prometheus:9090")
+    with pytest.raises(PrometheusError, match="not both"):
+        PrometheusClient("http://prometheus:9090", bearer_token="t", basic_auth=("u", "p"))
+    with pytest.raises(PrometheusError, match="localhost:9090"):
+        PrometheusClient("ftp://prometheus")
+
+
+def test_the_allowed_hosts_guard_applies(monkeypatch):
+    monkeypatch.setenv("VLLM_PLANNER_ALLOWED_HOSTS", "prometheus.internal:9090")
+    with pytest.raises(HostNotAllowed):
+        PrometheusClient("http://127.0.0.1:9090")
+    PrometheusClient("http://prometheus.internal:9090").close()

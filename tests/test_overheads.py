@@ -1,0 +1,48 @@
+"""The empirical overheads per version era, against the start-up figures their constants come from."""
+
+from __future__ import annotations
+
+import pytest
+
+from calculator import load_model_spec, rules_for
+from calculator.overheads import activation_peak_bytes, cudagraph_capture_sizes, non_torch_bytes
+from calculator.units import GIB
+
+
+class TestCaptureSizes:
+    def test_v0_captures_up_to_max_num_seqs_rounded_up_to_a_size(self):
+        assert cudagraph_capture_sizes(256, rules_for("0.6.6")) == (1, 2, 4, *range(8, 257, 8))
+        assert cudagraph_capture_sizes(100, rules_for("0.6.6"))[-1] == 104
+
+    def test_v1_before_0_11_always_captures_up_to_512(self):
+        assert cudagraph_capture_sizes(8, rules_for("0.10.2")) == (1, 2, 4, *range(8, 513, 8))
+
+    def test_v1_from_0_11_captures_up_to_twice_max_num_seqs(self):
+        assert len(cudagraph_capture_sizes(256, rules_for("0.11.0"))) == 3 + 31 + 17
+        assert cudagraph_capture_sizes(8, rules_for("0.28.0")) == (1, 2, 4, 8, 16)
+        assert cudagraph_capture_sizes(1024, rules_for("0.28.0"), max_num_batched_tokens=64)[-1] == 64
+
+
+def sampler_peak_gib(version: str, model: str = "meta-llama/Llama-3.1-8B-Instruct") -> float:
+    return activation_peak_bytes(load_model_spec(model), max_num_batched_tokens=8192, max_num_seqs=1024,
+                                 activation_dtype_bytes=2, tensor_parallel_size=1, is_last_stage=True,
+                                 rules=rules_for(version)) / GIB
+
+
+def test_the_sampler_peak_follows_the_era():
+    assert sampler_peak_gib("0.11.0") == pytest.approx(4.76, rel=0.01)  # llmd-h100-llama31-8b
+    assert sampler_peak_gib("0.19.0") == pytest.approx(1024 * 128_256 * 4 * 4.5 / GIB)  # 1.89 printed by llm-d
+
+
+@pytest.mark.parametrize(("version", "tp", "device", "expected_gib"), [
+    ("0.11.0", 1, "cuda", 0.13),  # llmd-h100-* TP=1
+    ("0.11.0", 2, "cuda", 0.54),  # llmd-h100-qwen3-32b-tp2-16k
+    ("0.11.0", 8, "cuda", 1.74),  # file-8xh200-glm53-flash-tp8
+    ("0.19.0", 2, "cuda", 2.07),  # llm-d v0.19.0 report, TP=2
+    ("0.6.6", 4, "cuda", 0.38),  # vllm-16570-4xa100-40g-qwen25-vl-72b-tp4 (0.34-0.43)
+    ("0.6.6", 1, "rocm", 0.53),  # file-rocm-24gb-opt125m-serverlessllm
+    ("0.4.1", 1, "cuda", 1.03),  # <= 0.6.3 counted what profiling left in use
+])
+def test_non_torch_memory_per_era(version, tp, device, expected_gib):
+    got = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=1, device=device, rules=rules_for(version))
+    assert got / GIB == pytest.approx(expected_gib, abs=0.01)
