@@ -53,13 +53,22 @@ def _stack_traces(budget: MemoryBudget, column: str, *, show_legend: bool,
     return traces
 
 
-def memory_stack_figure(result: Estimate, *, kv_used_fraction: float | None = None) -> go.Figure:
-    """Stacked bar of one GPU's memory per pipeline stage; the stack sums to the GPU's memory."""
+def memory_stack_figure(result: Estimate, *, kv_used_fraction: float | None = None,
+                        kv_band_bytes: tuple[int, int] | None = None) -> go.Figure:
+    """Stacked bar of one GPU's memory per pipeline stage; the stack sums to the GPU's memory.
+
+    ``kv_band_bytes`` (low, high) draws the calibrated uncertainty of the KV pool as an error bar on its top.
+    """
     figure = go.Figure()
     stages = result.budgets_per_stage
     for index, budget in enumerate(stages):
         column = "GPU" if len(stages) == 1 else f"PP stage {index}"
         for trace in _stack_traces(budget, column, show_legend=index == 0, kv_used_fraction=kv_used_fraction):
+            if kv_band_bytes is not None and trace.legendgroup == "kv_cache" and budget is result.budget:
+                nominal = max(budget.kv_cache_bytes, 0)
+                trace.error_y = dict(type="data", symmetric=False, color="#0f172a", thickness=2, width=12,
+                                     array=[max(kv_band_bytes[1] - nominal, 0) / GIB],
+                                     arrayminus=[max(nominal - kv_band_bytes[0], 0) / GIB])
             figure.add_trace(trace)
     budget = result.budget
     figure.update_layout(barmode="stack", title=f"Memory per GPU ({budget.total_bytes / GIB:.2f} GiB)",

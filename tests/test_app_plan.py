@@ -180,3 +180,16 @@ class TestHubErrors:
         app.text_input(key="plan_hub_id").set_value("acme/anything")
         app.run()
         assert "pick a bundled preset" in " ".join(w.value for w in app.warning)
+
+
+def test_borderline_verdict_shows_the_calibrated_band():
+    from calculator.uncertainty import kv_band, verdict
+
+    scenario = Scenario(model="meta-llama/Llama-3.1-70B-Instruct", tensor_parallel_size=2, max_model_len=20000)
+    result = estimate(scenario)
+    assert verdict(result) == "borderline" and result.fits
+    low_bytes, high_bytes, low_tokens, high_tokens = kv_band(result)
+    app = run_app({"m": "meta-llama/Llama-3.1-70B-Instruct", "tp": "2", "len": "20000"})
+    message = next(w.value for w in app.warning if "Borderline" in w.value)
+    assert f"{low_tokens:,}–{high_tokens:,} tokens" in message
+    assert f"{low_bytes / 2**30:,.2f}–{high_bytes / 2**30:,.2f} GiB" in message

@@ -62,3 +62,9 @@ def test_paged_vs_naive_bars():
     capacity = workload_capacity(LLAMA, Workload(prompt_tokens_mean=500, output_tokens_mean=200))
     figure = paged_vs_naive_figure(capacity)
     assert list(figure.data[0].y) == [capacity.naive_concurrency, capacity.concurrency_p95]
+
+
+def test_kv_band_is_an_error_bar_on_the_kv_segment():
+    figure = memory_stack_figure(LLAMA, kv_band_bytes=(LLAMA.kv_cache_bytes - GIB, LLAMA.kv_cache_bytes + 2 * GIB))
+    kv = next(t for t in figure.data if t.name == "KV cache")
+    assert kv.error_y.array[0] == pytest.approx(2.0) and kv.error_y.arrayminus[0] == pytest.approx(1.0)

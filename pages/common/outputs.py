@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from calculator import CalculatorError, Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity
+from calculator import CalculatorError, Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity, uncertainty
 from calculator.advice import capacity_plan, fixes
 from calculator.charts import memory_stack_figure, paged_vs_naive_figure, sweep_figure
 from calculator.explain import explanation
@@ -20,11 +20,23 @@ CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", 
 
 
 def verdict(result: Estimate) -> None:
-    """Fits / does not fit, with vLLM's own message and the single changes that would make it fit."""
-    if result.fits:
-        st.success(f"**Fits.** vLLM {result.rules.version} would log: `{' | '.join(result.log_lines())}`", icon="✅")
-    else:
-        st.error(f"**Does not fit.** vLLM {result.rules.version} would refuse to start:\n\n> {result.error}", icon="🛑")
+    """Fits with margin / borderline / does not fit, with vLLM's own message and the changes that would help."""
+    call = uncertainty.verdict(result)
+    low_bytes, high_bytes, low_tokens, high_tokens = uncertainty.kv_band(result)
+    band = (f"KV cache {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB, {low_tokens:,}–{high_tokens:,} tokens "
+            "within the calibrated error band")
+    if call == "fits with margin":
+        st.success(f"**Fits with margin.** vLLM {result.rules.version} would log: "
+                   f"`{' | '.join(result.log_lines())}` ({band}).", icon="✅")
+    elif call == "borderline":
+        outcome = "starts at the estimate but may not" if result.fits else "fails at the estimate but may start"
+        st.warning(f"**Borderline**: {outcome} once the measured overheads vary as much as on real start-ups "
+                   f"({band}). " + (f"vLLM would log: `{' | '.join(result.log_lines())}`" if result.fits
+                                    else f"vLLM's message:\n\n> {result.error}"), icon="⚖️")
+    if call == "does not fit" or (call == "borderline" and not result.fits):
+        if call == "does not fit":
+            st.error(f"**Does not fit.** vLLM {result.rules.version} would refuse to start:\n\n> {result.error}",
+                     icon="🛑")
         options = fixes(result)
         if options:
             st.markdown("**What would make it fit:**\n" + "\n".join(
@@ -36,14 +48,18 @@ def verdict(result: Estimate) -> None:
 
 def kpis(result: Estimate, capacity: WorkloadCapacity | None) -> None:
     cap, s = result.capacity, result.settings
+    low_bytes, high_bytes, low_tokens, high_tokens = uncertainty.kv_band(result)
     row = st.columns(5)
-    row[0].metric("KV cache tokens", f"{cap.kv_cache_tokens:,}", help="vLLM's 'GPU KV cache size'")
+    row[0].metric("KV cache tokens", f"{cap.kv_cache_tokens:,}",
+                  help=f"vLLM's 'GPU KV cache size'; calibrated range {low_tokens:,}–{high_tokens:,}")
     row[1].metric(f"Max concurrency @ {s.max_model_len:,}", f"{cap.max_concurrency:,.2f}x")
     row[2].metric("Concurrency for the workload (p95)", f"{capacity.concurrency_p95:,}" if capacity else "–")
     row[3].metric("Weights per GPU", f"{result.budget.weights_bytes / GIB:,.2f} GiB")
     row[4].metric("KV per token per GPU", f"{result.layout.kv_bytes_per_token / 1024:,.1f} KiB")
     row = st.columns(5)
-    row[0].metric("KV cache per GPU", f"{result.kv_cache_bytes / GIB:,.2f} GiB")
+    row[0].metric("KV cache per GPU", f"{result.kv_cache_bytes / GIB:,.2f} GiB",
+                  delta=f"± {(high_bytes - low_bytes) / 2 / GIB:,.2f} GiB", delta_color="off",
+                  help=f"calibrated range {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB")
     row[1].metric("GPU blocks", f"{cap.num_gpu_blocks:,}", help=f"{s.block_size} tokens each")
     row[2].metric("Largest max_model_len that fits", f"{result.max_fitting_model_len:,}")
     row[3].metric("Parameters", f"{result.model.num_params / 1e9:,.2f} B")
@@ -51,7 +67,9 @@ def kpis(result: Estimate, capacity: WorkloadCapacity | None) -> None:
 
 
 def memory_chart(result: Estimate) -> None:
-    st.plotly_chart(memory_stack_figure(result), config=CHART_CONFIG, key="memory_stack")
+    low_bytes, high_bytes, _, _ = uncertainty.kv_band(result)
+    st.plotly_chart(memory_stack_figure(result, kv_band_bytes=(low_bytes, high_bytes)), config=CHART_CONFIG,
+                    key="memory_stack")
 
 
 def how_calculated(result: Estimate) -> None:
