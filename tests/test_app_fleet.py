@@ -4,8 +4,6 @@ tests/support/fleet_reading.py; the real Prometheus + vLLM run is tests/test_fle
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -15,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from calculator.url_state import from_query_params
 from support.fleet_reading import AT_END, AT_START, OVER_RANGE
+from support.http_server import RouteServer, answer, send
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "fleet.py")
 END_S = 1100.0
@@ -26,53 +25,32 @@ def vector(samples) -> dict:
         {"metric": s.labels, "value": [END_S, repr(s.value)]} for s in samples]}}
 
 
-class FakePrometheus:
+def fake_prometheus(error: dict | None = None) -> RouteServer:
     """Answers the fleet page's four requests from the hand-made reading; ``error`` makes every query fail."""
+    def reply(payload_for):
+        def route(handler):
+            params = parse_qs(urlsplit(handler.path).query)
+            send(handler, answer(400, error) if error is not None else answer(200, payload_for(params)))
+        return route
 
-    def __init__(self, error: dict | None = None):
-        seen = self.seen = []
+    def instant(params):
+        return vector(AT_END if abs(float(params["time"][0]) - END_S) < 1e-3 else AT_START)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def over_range(params):
+        return {"status": "success", "data": {"resultType": "matrix", "result": [
+            {"metric": s.labels, "values": [[t, repr(v)] for t, v in s.points]} for s in OVER_RANGE]}}
 
-            def do_GET(self):  # noqa: N802
-                url = urlsplit(self.path)
-                params = parse_qs(url.query)
-                seen.append((url.path, params, self.headers.get("Authorization")))
-                if error is not None:
-                    status, payload = 400, error
-                elif url.path == "/api/v1/query":
-                    at_end = abs(float(params["time"][0]) - END_S) < 1e-3
-                    status, payload = 200, vector(AT_END if at_end else AT_START)
-                elif url.path == "/api/v1/query_range":
-                    status, payload = 200, {"status": "success", "data": {"resultType": "matrix", "result": [
-                        {"metric": s.labels, "values": [[t, repr(v)] for t, v in s.points]} for s in OVER_RANGE]}}
-                elif url.path == "/api/v1/series":
-                    status, payload = 200, {"status": "success", "data": [
-                        s.labels for s in OVER_RANGE if s.labels["__name__"] == "vllm:num_requests_running"]}
-                else:
-                    status, payload = 404, {}
-                body = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+    def series(params):
+        return {"status": "success", "data": [
+            s.labels for s in OVER_RANGE if s.labels["__name__"] == "vllm:num_requests_running"]}
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return RouteServer({"/api/v1/query": reply(instant), "/api/v1/query_range": reply(over_range),
+                        "/api/v1/series": reply(series)})
 
 
 @pytest.fixture()
 def prometheus():
-    server = FakePrometheus()
+    server = fake_prometheus()
     yield server
     server.close()
 
@@ -150,13 +128,13 @@ def test_what_ifs_ask_the_engine_and_link_to_the_plan_page(prometheus):
 
 def test_the_token_goes_only_in_the_header(prometheus):
     app = run_page(prometheus.url, fleet_auth="bearer token", fleet_token=SECRET)
-    assert {auth for _, _, auth in prometheus.seen} == {f"Bearer {SECRET}"}
-    assert all(SECRET not in json.dumps(params) for _, params, _ in prometheus.seen)
+    assert {auth for _, auth in prometheus.seen} == {f"Bearer {SECRET}"}
+    assert all(SECRET not in path for path, _ in prometheus.seen)
     assert SECRET not in json.dumps(app.query_params.to_dict() if hasattr(app.query_params, "to_dict") else {})
 
 
 def test_prometheus_errors_and_bad_filters_are_clear_states():
-    bad = FakePrometheus(error={"status": "error", "errorType": "bad_data", "error": "1:1: parse error"})
+    bad = fake_prometheus(error={"status": "error", "errorType": "bad_data", "error": "1:1: parse error"})
     try:
         app = run_page(bad.url)
         assert "Prometheus rejected the query: 1:1: parse error" in app.error[0].value

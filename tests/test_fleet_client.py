@@ -6,10 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -20,6 +17,7 @@ from calculator.fleet_client import (
 )
 from calculator.live_client import HostNotAllowed
 from calculator.promql import Matcher, time_range
+from support.http_server import RouteServer, answer
 
 SECRET = "prom-very-secret-token"
 VECTOR = {"status": "success", "data": {"resultType": "vector", "result": [
@@ -30,53 +28,12 @@ MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": [
     {"metric": {"__name__": "vllm:num_requests_waiting"}, "values": [[100, "1"], [110, "+Inf"], [120, "2.5"]]}]}}
 
 
-def answer(status: int, payload: object, content_type: str = "application/json"):
-    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    return status, {"Content-Type": content_type}, body
-
-
-class Server:
-    """A local HTTP server whose answer per path is (status, headers, body) or a callable."""
-
-    def __init__(self, routes):
-        seen = self.seen = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):  # noqa: N802
-                seen.append((self.path, self.headers.get("Authorization")))
-                route = routes.get(urlsplit(self.path).path)
-                if callable(route):
-                    return route(self)
-                status, headers, body = route or answer(404, b"404 page not found", "text/plain")
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def params(self, index: int = -1) -> dict[str, list[str]]:
-        return parse_qs(urlsplit(self.seen[index][0]).query)
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture()
 def serve():
     servers = []
 
     def start(routes):
-        servers.append(Server(routes))
+        servers.append(RouteServer(routes))
         return servers[-1]
 
     yield start

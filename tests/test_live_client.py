@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,46 +14,10 @@ from calculator.live_client import (
     ServerUnreachable, check_host_allowed, normalise_base_url,
 )
 from calculator.metrics import NotVllmMetrics
+from support.http_server import RouteServer
 
 METRICS = (Path(__file__).parent / "data" / "vllm-metrics" / "vllm-0.32.0-cpu-saturated.txt").read_bytes()
 SECRET = "sk-very-secret-key"
-
-
-class Server:
-    """A local HTTP server whose behaviour per path is a function (status, headers, body or a callable)."""
-
-    def __init__(self, routes):
-        seen = self.seen = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):  # noqa: N802
-                seen.append((self.path, self.headers.get("Authorization")))
-                route = routes.get(self.path.split("?")[0])
-                if route is None:
-                    self.send_response(404)
-                    self.end_headers()
-                    return
-                if callable(route):
-                    return route(self)
-                status, headers, body = route
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture()
@@ -63,7 +25,7 @@ def serve():
     servers = []
 
     def start(routes):
-        servers.append(Server(routes))
+        servers.append(RouteServer(routes))
         return servers[-1]
 
     yield start
