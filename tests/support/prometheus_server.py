@@ -19,11 +19,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections import deque
 from pathlib import Path
 from types import TracebackType
 
-from support.vllm_server import free_port
+from support.vllm_server import free_port, log_tail
 
 SCRAPE_INTERVAL_S = 1
 STARTUP_TIMEOUT_S = 60.0  # measured 1-3 s
@@ -121,11 +120,7 @@ class PrometheusServer:
                                     f"log {self.log_path}:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            with open(self.log_path, errors="replace") as log:
-                return "".join(deque(log, maxlen=lines))
-        except FileNotFoundError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after a grace period; idempotent. The TSDB folder is removed."""

@@ -93,6 +93,15 @@ def host_cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a server log, for failure messages."""
+    try:
+        with open(path, errors="replace") as log:
+            return "".join(deque(log, maxlen=lines))
+    except FileNotFoundError:
+        return "(no log)"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -254,11 +263,7 @@ class VllmCpuServer:
         raise VllmServerError(where)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            with open(self.log_path, errors="replace") as log:
-                return "".join(deque(log, maxlen=lines))
-        except FileNotFoundError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         """Stop the server and every process it started; idempotent.
