@@ -200,7 +200,7 @@ def test_fleet_page_agrees_with_each_servers_metrics_and_plans_from_them(fleet):
         if t.prefix_cache_queries_total:
             assert row["prefix hit rate %"] == pytest.approx(100 * t.prefix_cache_hits_total
                                                              / t.prefix_cache_queries_total)
-    for namespace, server in servers.items():  # peaks over the range: what Prometheus itself answers
+    for server in servers.values():  # peaks over the range: what Prometheus itself answers
         row, instance = by_instance[f"127.0.0.1:{server.port}"], f'{{instance="127.0.0.1:{server.port}"}}'
         assert row["peak running"] == range_max(prometheus, f"vllm:num_requests_running{instance}", end_s)
         assert row["peak waiting"] == range_max(prometheus, f"vllm:num_requests_waiting{instance}", end_s)

@@ -4,7 +4,6 @@ huge bodies, nothing listening — and what a good answer becomes."""
 from __future__ import annotations
 
 import base64
-import json
 import socket
 import time
 
