@@ -126,3 +126,8 @@ def workload_capacity(result: Estimate, workload: Workload) -> WorkloadCapacity:
                             naive_concurrency=naive_concurrency, paged_waste_fraction=paged_waste,
                             naive_waste_fraction=naive_waste, meets_target=concurrency_p95 >= target,
                             replicas_for_target=replicas)
+
+
+def paged_slots(request_tokens: list[int], block_size: int) -> int:
+    """Token slots PagedAttention allocates for these requests: each rounds up to whole blocks."""
+    return sum(math.ceil(tokens / block_size) * block_size for tokens in request_tokens)

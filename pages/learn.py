@@ -14,6 +14,7 @@ from calculator.kv_cache import plan_kv_cache
 from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
 from calculator.spec import LayerAttention
 from calculator.units import GIB
+from calculator.workload import paged_slots
 from pages.common import page_setup
 from pages.common.inputs import MODEL_SOURCES, cached_model_spec
 from pages.common.outputs import CHART_CONFIG
@@ -64,7 +65,7 @@ block = st.select_slider("Block size (tokens)", [8, 16, 32, 64, 128], value=16, 
 lengths = [int(x) for x in st.text_input("Request lengths (tokens)", "70, 33, 120, 18", key="learn_lengths")
            .replace(" ", "").split(",") if x.isdigit() and int(x) > 0][:8] or [70]
 st.plotly_chart(block_grid_figure(lengths, block), config=CHART_CONFIG, key="learn_blocks")
-allocated = sum(-(-n // block) * block for n in lengths)
+allocated = paged_slots(lengths, block)
 st.markdown(
     f"Paged: {len(lengths)} requests hold {allocated:,} token slots for {sum(lengths):,} tokens — only the last block "
     f"of each is partly empty ({100 * (1 - sum(lengths) / allocated):.1f}% waste). A contiguous allocator reserves "

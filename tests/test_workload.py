@@ -58,3 +58,9 @@ def test_p95_lengths_decide_the_plan_and_the_replicas():
 def test_a_prefix_longer_than_the_prompt_is_refused():
     with pytest.raises(ValueError):
         Workload(prompt_tokens_mean=100, shared_prefix_tokens=200)
+
+
+def test_paged_slots_round_each_request_up_to_whole_blocks():
+    from calculator.workload import paged_slots
+
+    assert paged_slots([70, 33, 120, 18], 16) == (5 + 3 + 8 + 2) * 16 == 288

@@ -57,8 +57,8 @@ def kpis(result: Estimate, capacity: WorkloadCapacity | None) -> None:
     row[3].metric("Weights per GPU", f"{result.budget.weights_bytes / GIB:,.2f} GiB")
     row[4].metric("KV per token per GPU", f"{result.layout.kv_bytes_per_token / 1024:,.1f} KiB")
     row = st.columns(5)
-    row[0].metric("KV cache per GPU", f"{result.kv_cache_bytes / GIB:,.2f} GiB",
-                  delta=f"± {(high_bytes - low_bytes) / 2 / GIB:,.2f} GiB", delta_color="off",
+    row[0].metric("KV cache per GPU",
+                  f"{result.kv_cache_bytes / GIB:,.2f} ± {(high_bytes - low_bytes) / 2 / GIB:,.2f} GiB",
                   help=f"calibrated range {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB")
     row[1].metric("GPU blocks", f"{cap.num_gpu_blocks:,}", help=f"{s.block_size} tokens each")
     row[2].metric("Largest max_model_len that fits", f"{result.max_fitting_model_len:,}")
