@@ -28,3 +28,19 @@ def tiny_model_factory(vllm_cpu_venv: Path, tmp_path_factory: pytest.TempPathFac
     from support.tiny_models import TinyModelFactory
 
     return TinyModelFactory(vllm_cpu_venv, tmp_path_factory.mktemp("tiny-models"))
+
+
+@pytest.fixture()
+def serve():
+    """``serve(routes) -> RouteServer``: local HTTP servers for client tests, closed after the test."""
+    from support.http_server import RouteServer
+
+    servers = []
+
+    def start(routes):
+        servers.append(RouteServer(routes))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()

@@ -16,7 +16,7 @@ from calculator.fleet_client import (
 )
 from calculator.live_client import HostNotAllowed
 from calculator.promql import Matcher, time_range
-from support.http_server import RouteServer, answer
+from support.http_server import answer
 
 SECRET = "prom-very-secret-token"
 VECTOR = {"status": "success", "data": {"resultType": "vector", "result": [
@@ -25,19 +25,6 @@ VECTOR = {"status": "success", "data": {"resultType": "vector", "result": [
     "warnings": ["some series were dropped"]}
 MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": [
     {"metric": {"__name__": "vllm:num_requests_waiting"}, "values": [[100, "1"], [110, "+Inf"], [120, "2.5"]]}]}}
-
-
-@pytest.fixture()
-def serve():
-    servers = []
-
-    def start(routes):
-        servers.append(RouteServer(routes))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def test_a_vector_drops_non_finite_values_and_keeps_prometheus_warnings(serve):

@@ -14,23 +14,9 @@ from calculator.live_client import (
     ServerUnreachable, check_host_allowed, normalise_base_url,
 )
 from calculator.metrics import NotVllmMetrics
-from support.http_server import RouteServer
 
 METRICS = (Path(__file__).parent / "data" / "vllm-metrics" / "vllm-0.32.0-cpu-saturated.txt").read_bytes()
 SECRET = "sk-very-secret-key"
-
-
-@pytest.fixture()
-def serve():
-    servers = []
-
-    def start(routes):
-        servers.append(RouteServer(routes))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def vllm_routes(**overrides):
