@@ -52,6 +52,9 @@ def server_panel(report: ServerReport) -> None:
     cols[3].metric("Read in", f"{report.elapsed_s * 1e3:.0f} ms")
     for warning in report.metrics.warnings:
         st.warning(f"/metrics: {warning}")
+    if report.server_info is not None:
+        with st.expander("Server configuration (/server_info, VLLM_SERVER_DEV_MODE)"):
+            st.json(report.server_info, expanded=False)
 
 
 def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | None, base: Scenario) -> None:
