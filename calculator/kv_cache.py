@@ -296,6 +296,34 @@ def largest_fitting_model_len(layout: KvCacheLayout, *, available_bytes_per_stag
     return lo
 
 
+class AttentionLayoutComparison(BaseModel):
+    """KV bytes per token as the model is built, against the same model with one KV head per query head."""
+
+    model_config = ConfigDict(frozen=True)
+    as_mha_bytes: float
+    as_built_bytes: float
+    as_built_fp8_bytes: float
+    mha_key_size: int
+    mha_value_size: int
+
+
+def compare_with_mha(spec: ModelSpec, *, model_dtype_bytes: int = 2) -> AttentionLayoutComparison:
+    """What GQA or MLA saves: per-token KV bytes as built vs expanded to plain multi-head attention."""
+    # NOTE: an MLA model expanded to plain MHA would cache K = nope + rope and V = v_head_dim per head.
+    key = spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim if spec.mla else spec.head_dim
+    value = spec.mla.v_head_dim if spec.mla else spec.head_dim
+    mha = spec.model_copy(update={"layers": tuple(
+        LayerAttention(kind="full", num_kv_heads=spec.num_attention_heads, head_size=key, head_size_v=value)
+        for _ in spec.layers)})
+
+    def per_token(model: ModelSpec, kv_cache_dtype: str) -> float:
+        return plan_kv_cache(model, block_size=16, kv_cache_dtype=kv_cache_dtype,
+                             model_dtype_bytes=model_dtype_bytes).kv_bytes_per_token
+
+    return AttentionLayoutComparison(as_mha_bytes=per_token(mha, "auto"), as_built_bytes=per_token(spec, "auto"),
+                                     as_built_fp8_bytes=per_token(spec, "fp8"), mha_key_size=key, mha_value_size=value)
+
+
 def layer_kind_counts(spec: ModelSpec) -> dict[str, int]:
     """How many layers of each attention kind, e.g. ``{"sliding_window": 52, "full": 10}``."""
     return dict(Counter(layer.kind for layer in spec.layers))

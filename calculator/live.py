@@ -167,3 +167,15 @@ def advice(engine: EngineMetrics, rates_now: Rates | None, preemptions_rising: b
     if rates_now is not None and rates_now.restarted:
         notes.append("A counter went down: the server restarted between two reads; rates restart from here.")
     return notes
+
+
+def usage_history(points: list[tuple[float, EngineMetrics]], capacity_tokens: int) -> dict[str, list[float]]:
+    """A session's scrapes as chart series: times, KV tokens in use, running and waiting requests."""
+    return {"times": [t for t, _ in points],
+            "used_tokens": [(e.kv_cache_usage or 0) * capacity_tokens for _, e in points],
+            "running": [e.running or 0 for _, e in points], "waiting": [e.waiting or 0 for _, e in points]}
+
+
+def preemptions_rising(points: list[tuple[float, EngineMetrics]]) -> bool:
+    """Whether the preemption counter grew over the session's history."""
+    return len(points) > 1 and (points[-1][1].preemptions_total or 0) > (points[0][1].preemptions_total or 0)

@@ -10,9 +10,8 @@ import streamlit as st
 
 from calculator import Scenario, Workload, estimate, gpu_catalog, preset_ids, workload_capacity
 from calculator.charts import block_grid_figure, kv_per_token_figure, memory_stack_figure
-from calculator.kv_cache import plan_kv_cache
+from calculator.kv_cache import compare_with_mha
 from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
-from calculator.spec import LayerAttention
 from calculator.units import GIB
 from calculator.workload import paged_slots
 from pages.common import page_setup
@@ -42,15 +41,9 @@ st.plotly_chart(memory_stack_figure(result), config=CHART_CONFIG, key="learn_sta
 
 st.header("2. Why GQA and MLA shrink the KV cache")
 layer = next(x for x in spec.layers if x.kind != "mamba")
-# NOTE: an MLA model expanded to plain MHA would cache K = nope + rope and V = v_head_dim per head.
-key_size = spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim if spec.mla else spec.head_dim
-value_size = spec.mla.v_head_dim if spec.mla else spec.head_dim
-mha = spec.model_copy(update={"layers": tuple(
-    LayerAttention(kind="full", num_kv_heads=spec.num_attention_heads, head_size=key_size, head_size_v=value_size)
-    for _ in spec.layers)})
-as_mha = plan_kv_cache(mha, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2).kv_bytes_per_token
-actual = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2).kv_bytes_per_token
-fp8 = plan_kv_cache(spec, block_size=16, kv_cache_dtype="fp8", model_dtype_bytes=2).kv_bytes_per_token
+saving = compare_with_mha(spec)
+as_mha, actual, fp8 = saving.as_mha_bytes, saving.as_built_bytes, saving.as_built_fp8_bytes
+key_size, value_size = saving.mha_key_size, saving.mha_value_size
 kind = "MLA latent" if layer.kind == "mla" else f"GQA: {layer.num_kv_heads} KV heads"
 st.markdown(
     f"Every token stores a key and a value per layer. With one KV head per query head (MHA) this model would need "

@@ -10,7 +10,8 @@ import streamlit as st
 from calculator import CalculatorError, ModelSpec, Scenario, estimate, preset_ids, workload_capacity
 from calculator.charts import histogram_figure, live_history_figure, memory_stack_figure
 from calculator.live import (
-    advice, calibration_gib, compare, live_usage, scenario_from_server, with_actual_blocks, workload_from_server,
+    advice, calibration_gib, compare, live_usage, preemptions_rising, scenario_from_server, usage_history,
+    with_actual_blocks, workload_from_server,
 )
 from calculator.live_client import ServerModel, ServerReport
 from calculator.metrics import EngineMetrics, rates
@@ -101,13 +102,11 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
         cols[0].metric("KV tokens in use", f"{usage.used_tokens:,.0f} / {usage.capacity_tokens:,}")
         cols[1].metric("KV memory in use", f"{usage.used_bytes / GIB:,.3f} / {usage.pool_bytes / GIB:,.3f} GiB")
         cols[2].metric("Blocks in use", f"{usage.used_blocks:,.1f} / {usage.usable_blocks:,}")
-        series = [(t, e) for t, e in points]
-        st.plotly_chart(live_history_figure(
-            [t for t, _ in series], [(e.kv_cache_usage or 0) * usage.capacity_tokens for _, e in series],
-            usage.capacity_tokens, [e.running or 0 for _, e in series], [e.waiting or 0 for _, e in series]),
-            config=CHART_CONFIG, key=f"history_{key}")
-    preempting = len(points) > 1 and (points[-1][1].preemptions_total or 0) > (points[0][1].preemptions_total or 0)
-    for note in advice(engine, change, preempting):
+        series = usage_history(list(points), usage.capacity_tokens)
+        st.plotly_chart(live_history_figure(series["times"], series["used_tokens"], usage.capacity_tokens,
+                                            series["running"], series["waiting"]),
+                        config=CHART_CONFIG, key=f"history_{key}")
+    for note in advice(engine, change, preemptions_rising(list(points))):
         st.warning(note, icon="⚠️")
     st.markdown("#### Estimate vs reality")
     st.dataframe([{"quantity": r.quantity, "predicted": round(r.predicted, 4),
