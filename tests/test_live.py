@@ -1,0 +1,68 @@
+"""Estimate vs reality on the real saturated capture (vLLM 0.32.0 CPU, tiny Llama, 16-block override)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from calculator import Scenario, estimate
+from calculator.live import (
+    advice, compare, live_usage, preemptions_rising, scenario_from_server, usage_history, with_actual_blocks,
+    workload_from_server,
+)
+from calculator.live_client import ServerModel
+from calculator.metrics import parse_metrics
+
+DATA = Path(__file__).parent / "data"
+ENGINE = parse_metrics((DATA / "vllm-metrics" / "vllm-0.32.0-cpu-saturated.txt").read_text()).engine("tiny")
+BASE = Scenario(model=str(DATA / "tiny-configs" / "tiny-llama.config.json"), gpu=None, device="cpu",
+                dtype="float32")
+
+
+def server_estimate():
+    scenario = scenario_from_server(ENGINE, ServerModel(id="tiny", max_model_len=1024), "0.32.0", BASE)
+    return scenario, estimate(scenario)
+
+
+def test_the_servers_own_settings_become_the_scenario():
+    scenario, _ = server_estimate()
+    assert (scenario.block_size, scenario.kv_cache_memory_bytes, scenario.num_gpu_blocks_override) == (128, 2**30, 16)
+    assert (scenario.max_model_len, scenario.vllm_version, scenario.gpu_memory_utilization) == (1024, "0.32.0", 0.92)
+
+
+def test_prediction_equals_the_cache_config_of_the_capture():
+    _, result = server_estimate()
+    rows = {row.quantity: row for row in compare(result, ENGINE)}
+    assert (rows["num_gpu_blocks"].actual, rows["KV cache tokens"].actual, rows["max concurrency"].actual) == \
+        (16.0, 2048.0, 2.0)
+    assert all(row.error_percent == 0 for row in rows.values())
+
+
+def test_usage_in_tokens_and_bytes():
+    _, result = server_estimate()
+    usage = live_usage(ENGINE.model_copy(update={"kv_cache_usage": 0.5}), with_actual_blocks(result, 16))
+    # 15 usable blocks (block 0 is the null block) x 128 tokens; a block is 2 layers x 128 x 2 heads x 64 x 4 B.
+    assert (usage.used_blocks, usage.capacity_tokens, usage.used_tokens) == (7.5, 1920, 960.0)
+    assert usage.used_bytes == 7.5 * 131_072 and usage.pool_bytes == 16 * 131_072
+
+
+def test_the_workload_the_server_saw():
+    workload = workload_from_server(ENGINE, None)
+    # 9 requests: 36 prompt tokens (mean 4), 6048 generated (mean 672); no prefix hits; n = 1.
+    assert (workload.prompt_tokens_mean, workload.output_tokens_mean) == (4, 672)
+    assert (workload.shared_prefix_tokens, workload.parallel_samples) == (0, 1)
+
+
+def test_advice_names_the_knobs():
+    full = ENGINE.model_copy(update={"kv_cache_usage": 0.9, "waiting": 3.0, "running": 2.0})
+    assert "gpu_memory_utilization" in advice(full, None, False)[0]
+    idle_queue = ENGINE.model_copy(update={"kv_cache_usage": 0.1, "waiting": 3.0, "running": 256.0})
+    assert "--max-num-seqs" in advice(idle_queue, None, False)[0]
+    assert any("Preemptions are rising" in note for note in advice(ENGINE, None, True))
+
+
+def test_history_series_and_preemption_trend():
+    later = ENGINE.model_copy(update={"preemptions_total": 9.0, "kv_cache_usage": 0.25, "running": 2.0})
+    points = [(10.0, ENGINE), (15.0, later)]
+    assert usage_history(points, 1920) == {"times": [10.0, 15.0], "used_tokens": [0.0, 480.0],
+                                          "running": [0.0, 2.0], "waiting": [0.0, 0.0]}
+    assert preemptions_rising(points) and not preemptions_rising(points[:1]) and not preemptions_rising([])
