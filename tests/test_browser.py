@@ -14,8 +14,10 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from playwright.sync_api import expect
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOTS = REPO / "docs" / "screenshots"
@@ -80,6 +82,10 @@ def metric(page, label: str) -> str:
     return card.locator('[data-testid="stMetricValue"]').first.inner_text(timeout=60_000).strip()
 
 
+def query(url: str) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(url).query)
+
+
 def wait_idle(page) -> None:
     """Wait until Streamlit has finished the current run (the status widget disappears)."""
     page.wait_for_timeout(300)
@@ -106,18 +112,23 @@ def test_plan_page_reacts_and_its_link_reproduces_the_view(dashboard, browser):
     assert qwen_tokens != first_tokens
 
     # Take over gpu_memory_utilization and move the slider down with the keyboard.
+    # The slider is enabled only once the rerun that the checkbox started has finished; keys pressed on the
+    # still-disabled slider are lost, so wait for it (and for the explicit u=1 in the address) first.
     page.get_by_text("Default gpu_memory_utilization").click()
+    page.wait_for_url(lambda url: query(url).get("u") == ["1"], timeout=60_000)
     wait_idle(page)
     slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
+    expect(slider).to_be_enabled(timeout=60_000)
     slider.focus()
     for _ in range(10):
         page.keyboard.press("ArrowLeft")
+    page.wait_for_url(lambda url: query(url).get("u") == ["0.9"], timeout=60_000)
     wait_idle(page)
     page.wait_for_function("(old) => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
                            ".every(e => e.innerText.trim() !== old)", arg=qwen_tokens, timeout=60_000)
     tokens, concurrency = metric(page, "KV cache tokens"), metric(page, "Max concurrency")
     assert tokens != qwen_tokens
-    assert "u=0.9" in page.url and "m=Qwen%2FQwen3-8B" in page.url or "m=Qwen/Qwen3-8B" in page.url
+    assert query(page.url)["m"] == ["Qwen/Qwen3-8B"] and query(page.url)["u"] == ["0.9"]
     page.screenshot(path=str(SCREENSHOTS / "plan-after-changes.png"), full_page=True)
 
     # The address bar is the share link: a fresh page shows the same numbers.
