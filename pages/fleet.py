@@ -1,6 +1,7 @@
 """Fleet: many vLLM replicas, read from Prometheus, as one capacity picture."""
 
 import sys
+import time
 from pathlib import Path
 
 # NOTE: a deep link or AppTest may run this page without app.py; the repo root must still be importable.
@@ -20,28 +21,35 @@ from pages.common.fleet_view import (
 page_setup("Fleet")
 with st.sidebar:
     url, credentials, filter_text = connection_section()
-    end_s, duration_s = range_section()
+    frozen_end_s, duration_s, refresh_s = range_section()
     base = estimate_section()
     target, headroom, changes = plan_section()
 
-try:
-    matchers = parse_filters(filter_text)
-    window = time_range(end_s, duration_s)
-    with st.spinner("Querying Prometheus"), PrometheusClient(url, **credentials) as client:
-        reading = read_fleet(client, window, matchers)
-        seen = client.series(series_match(matchers), window.start_s, window.end_s)
-except CalculatorError as exc:
-    st.error(str(exc), icon="🔌")
-    st.stop()
 
-replicas = replicas_from_reading(reading)
-if not replicas:
-    st.info("Prometheus has no vllm:* series for this filter at the end of the range. Is it scraping the vLLM "
-            "servers' /metrics? (Check Status → Targets in Prometheus.)")
-    st.stop()
-labels = st.multiselect("Group replicas by served model and", groupable_labels(replicas), key="fleet_group_by")
-groups = group_replicas(replicas, reading.over_range, labels)
-fleet_summary(reading, replicas, groups, len(seen))
-specs = model_specs(sorted({group.key[MODEL_LABEL] for group in groups}))
-for group in groups:
-    group_panel(group, specs[group.key[MODEL_LABEL]], base, target, headroom, changes, labels)
+
+@st.fragment(run_every=refresh_s)
+def fleet_panel() -> None:
+    """Reads Prometheus and draws the fleet; reruns alone on the auto-refresh, the sidebar stays as it is."""
+    try:
+        matchers = parse_filters(filter_text)
+        window = time_range(frozen_end_s or time.time(), duration_s)
+        with st.spinner("Querying Prometheus"), PrometheusClient(url, **credentials) as client:
+            reading = read_fleet(client, window, matchers)
+            seen = client.series(series_match(matchers), window.start_s, window.end_s)
+    except CalculatorError as exc:
+        st.error(str(exc), icon="🔌")
+        return
+    replicas = replicas_from_reading(reading)
+    if not replicas:
+        st.info("Prometheus has no vllm:* series for this filter at the end of the range. Is it scraping the vLLM "
+                "servers' /metrics? (Check Status → Targets in Prometheus.)")
+        return
+    labels = st.multiselect("Group replicas by served model and", groupable_labels(replicas), key="fleet_group_by")
+    groups = group_replicas(replicas, reading.over_range, labels)
+    fleet_summary(reading, replicas, groups, len(seen))
+    specs = model_specs(sorted({group.key[MODEL_LABEL] for group in groups}))
+    for group in groups:
+        group_panel(group, specs[group.key[MODEL_LABEL]], base, target, headroom, changes, labels)
+
+
+fleet_panel()

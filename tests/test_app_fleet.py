@@ -144,3 +144,14 @@ def test_prometheus_errors_and_bad_filters_are_clear_states():
     assert "cannot connect to http://127.0.0.1:9" in app.error[0].value
     app = run_page("http://127.0.0.1:9", fleet_filter="namespace")
     assert "write label=value" in app.error[0].value
+
+
+def test_auto_refresh_reads_up_to_now_and_the_button_reads_again(prometheus):
+    app = run_page(prometheus.url, fleet_freeze=False, fleet_refresh_every="30 s")
+    assert not app.error, [e.value for e in app.error]
+    queried = len(prometheus.seen)
+    times = [float(parse_qs(urlsplit(path).query)["time"][0]) for path, _ in prometheus.seen
+             if path.startswith("/api/v1/query?")]
+    assert times and min(times) > END_S  # not the frozen end: the range ends now
+    app.button(key="fleet_refresh").click().run()
+    assert len(prometheus.seen) > queried

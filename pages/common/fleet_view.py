@@ -25,6 +25,8 @@ from .outputs import CHART_CONFIG
 from .state import link_to, plan_link
 
 RANGES_S = {"5 min": 300, "15 min": 900, "1 h": 3600, "6 h": 6 * 3600, "24 h": 86400, "7 days": 7 * 86400}
+# NOTE: each refresh runs a handful of range queries; Prometheus' own scrape interval is rarely under 15 s.
+REFRESH_EVERY_S = {"off": None, "30 s": 30, "1 min": 60, "5 min": 300}
 AUTH = ("none", "bearer token", "user and password")
 CPU = "cpu"
 SAME = "same"
@@ -50,16 +52,19 @@ def connection_section() -> tuple[str, dict[str, object], str]:
     return url, credentials, filters
 
 
-def range_section() -> tuple[float, float]:
-    """(end, duration) in seconds; the end stays put while "Freeze" is ticked, so refreshes compare like with like."""
+def range_section() -> tuple[float | None, float, int | None]:
+    """(frozen end or None, duration, auto-refresh seconds or None); while "Freeze" is ticked the end stays put,
+    so refreshes compare like with like."""
     label = st.selectbox("Time range", list(RANGES_S), index=1, key="fleet_range")
     if st.checkbox("Freeze the end of the range", key="fleet_freeze"):
         st.session_state.setdefault("fleet_end_s", time.time())
         st.caption(f"Ends at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st.session_state['fleet_end_s']))}")
     else:
         st.session_state.pop("fleet_end_s", None)
-    st.button("Refresh", key="fleet_refresh")
-    return st.session_state.get("fleet_end_s") or time.time(), float(RANGES_S[label])
+    left, right = st.columns([2, 1], vertical_alignment="bottom")
+    refresh = REFRESH_EVERY_S[left.selectbox("Refresh every", list(REFRESH_EVERY_S), key="fleet_refresh_every")]
+    right.button("Refresh", key="fleet_refresh")
+    return st.session_state.get("fleet_end_s"), float(RANGES_S[label]), refresh
 
 
 def estimate_section() -> Scenario:
