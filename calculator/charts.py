@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import plotly.graph_objects as go
@@ -10,7 +11,7 @@ import plotly.graph_objects as go
 from .estimate import Estimate
 from .memory import MemoryBudget, MemorySegment
 from .sweeps import SWEEPABLE, SweepPoint, fit_boundary
-from .units import GIB
+from .units import GIB, MIB, format_bytes
 from .workload import WorkloadCapacity
 
 SEGMENT_COLORS = {
@@ -34,7 +35,8 @@ def _reference_line(axis: str, value: object, text: str, color: str) -> dict[str
 
 
 def _stack_traces(budget: MemoryBudget, column: str, *, show_legend: bool,
-                  kv_used_fraction: float | None = None) -> list[go.Bar]:
+                  kv_used_fraction: float | None = None, unit: tuple[str, int] = ("GiB", GIB)) -> list[go.Bar]:
+    unit_name, unit_bytes = unit
     traces = []
     for segment in budget.segments():
         pieces: list[MemorySegment | tuple[str, str, int]] = [segment]
@@ -45,10 +47,10 @@ def _stack_traces(budget: MemoryBudget, column: str, *, show_legend: bool,
             key, label, size = ((piece.key, piece.label, piece.bytes) if isinstance(piece, MemorySegment) else piece)
             percent = 100 * size / budget.total_bytes if budget.total_bytes else 0.0
             traces.append(go.Bar(
-                x=[column], y=[size / GIB], name=label, legendgroup=key, showlegend=show_legend,
+                x=[column], y=[size / unit_bytes], name=label, legendgroup=key, showlegend=show_legend,
                 marker_color=SEGMENT_COLORS.get(key, "#cbd5e1"),
                 customdata=[[percent]],
-                hovertemplate=f"{label}: %{{y:.2f}} GiB (%{{customdata[0]:.1f}}%)<extra>{column}</extra>",
+                hovertemplate=f"{label}: %{{y:.2f}} {unit_name} (%{{customdata[0]:.1f}}%)<extra>{column}</extra>",
             ))
     return traces
 
@@ -61,19 +63,29 @@ def memory_stack_figure(result: Estimate, *, kv_used_fraction: float | None = No
     """
     figure = go.Figure()
     stages = result.budgets_per_stage
+    on_cpu = result.settings.device == "cpu"
+    stacked = max(sum(segment.bytes for segment in budget.segments()) for budget in stages)
+    # NOTE: tiny models on the CPU build would read as 0.00 GiB.
+    unit = ("MiB", MIB) if stacked < GIB else ("GiB", GIB)
     for index, budget in enumerate(stages):
-        column = "GPU" if len(stages) == 1 else f"PP stage {index}"
-        for trace in _stack_traces(budget, column, show_legend=index == 0, kv_used_fraction=kv_used_fraction):
+        column = ("CPU" if on_cpu else "GPU") if len(stages) == 1 else f"PP stage {index}"
+        for trace in _stack_traces(budget, column, show_legend=index == 0, kv_used_fraction=kv_used_fraction,
+                                   unit=unit):
             if kv_band_bytes is not None and trace.legendgroup == "kv_cache" and budget is result.budget:
                 nominal = max(budget.kv_cache_bytes, 0)
                 trace.error_y = dict(type="data", symmetric=False, color="#0f172a", thickness=2, width=12,
-                                     array=[max(kv_band_bytes[1] - nominal, 0) / GIB],
-                                     arrayminus=[max(nominal - kv_band_bytes[0], 0) / GIB])
+                                     array=[max(kv_band_bytes[1] - nominal, 0) / unit[1]],
+                                     arrayminus=[max(nominal - kv_band_bytes[0], 0) / unit[1]])
             figure.add_trace(trace)
     budget = result.budget
+    if on_cpu:
+        # NOTE: the CPU build takes a fixed KV space (VLLM_CPU_KVCACHE_SPACE); there is no device total to fill.
+        figure.update_layout(barmode="stack", title=f"Memory on the CPU for the model ({format_bytes(stacked)})",
+                             yaxis_title=unit[0], bargap=0.55, **_LAYOUT)
+        return figure
     figure.update_layout(barmode="stack", title=f"Memory per GPU ({budget.total_bytes / GIB:.2f} GiB)",
-                         yaxis_title="GiB", bargap=0.55 if len(stages) == 1 else 0.3, **_LAYOUT,
-                         **_reference_line("y", budget.requested_bytes / GIB,
+                         yaxis_title=unit[0], bargap=0.55 if len(stages) == 1 else 0.3, **_LAYOUT,
+                         **_reference_line("y", budget.requested_bytes / unit[1],
                                            f"gpu_memory_utilization {budget.gpu_memory_utilization:g}", "#0f172a"))
     return figure
 
@@ -176,16 +188,19 @@ def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_pre
 
 def live_history_figure(times: Sequence[float], used_tokens: Sequence[float], capacity_tokens: float,
                         running: Sequence[float], waiting: Sequence[float]) -> go.Figure:
-    """KV usage over time in tokens against the pool's capacity, with running and waiting requests."""
+    """KV usage over time in tokens against the pool's capacity, with running and waiting requests.
+
+    ``times`` are Unix seconds (a scrape's clock, Prometheus' timestamps); the axis shows them as UTC times."""
+    moments = [datetime.fromtimestamp(t, tz=timezone.utc) for t in times]
     figure = go.Figure()
-    figure.add_trace(go.Scatter(x=list(times), y=list(used_tokens), name="KV tokens in use", fill="tozeroy",
+    figure.add_trace(go.Scatter(x=moments, y=list(used_tokens), name="KV tokens in use", fill="tozeroy",
                                 line_color=SEGMENT_COLORS["kv_used"],
                                 hovertemplate="%{y:,.0f} tokens in use<extra></extra>"))
-    figure.add_trace(go.Scatter(x=list(times), y=list(running), name="running requests", yaxis="y2",
+    figure.add_trace(go.Scatter(x=moments, y=list(running), name="running requests", yaxis="y2",
                                 line=dict(color="#2563eb", dash="dot")))
-    figure.add_trace(go.Scatter(x=list(times), y=list(waiting), name="waiting requests", yaxis="y2",
+    figure.add_trace(go.Scatter(x=moments, y=list(waiting), name="waiting requests", yaxis="y2",
                                 line=dict(color="#dc2626", dash="dot")))
-    figure.update_layout(title="KV cache usage over time", yaxis_title="tokens",
+    figure.update_layout(title="KV cache usage over time", yaxis_title="tokens", xaxis_title="time (UTC)",
                          yaxis2=dict(title="requests", overlaying="y", side="right", rangemode="tozero"),
                          **{**_LAYOUT, "yaxis": dict(gridcolor="#e2e8f0", rangemode="tozero")},
                          **_reference_line("y", capacity_tokens, f"capacity {capacity_tokens:,.0f} tokens", "#0f172a"))

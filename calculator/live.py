@@ -91,8 +91,10 @@ def with_actual_blocks(result: Estimate, num_gpu_blocks: int) -> Estimate:
                                  async_scheduling=settings.async_scheduling)
     capacity = capacity_figures(result.layout, result.rules, num_gpu_blocks=num_gpu_blocks,
                                 max_model_len=settings.max_model_len, in_flight=in_flight)
-    budget = result.budget.model_copy(update={"kv_cache_bytes": num_gpu_blocks * result.layout.bytes_per_block})
-    return result.model_copy(update={"capacity": capacity, "budget": budget})
+    stages = tuple(budget.model_copy(update={"kv_cache_bytes": num_gpu_blocks * per_block})
+                   for budget, per_block in zip(result.budgets_per_stage, result.layout.bytes_per_block_per_stage))
+    busiest = result.budgets_per_stage.index(result.budget)
+    return result.model_copy(update={"capacity": capacity, "budget": stages[busiest], "budgets_per_stage": stages})
 
 
 def calibration_gib(result: Estimate, num_gpu_blocks: int) -> float:

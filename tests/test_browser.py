@@ -6,90 +6,34 @@ link in a new page and sees the same numbers. Screenshots land in docs/screensho
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import expect
 
-REPO = Path(__file__).resolve().parents[1]
-SCREENSHOTS = REPO / "docs" / "screenshots"
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from support.dashboard import SCREENSHOTS, DashboardError, chromium, metric, running_dashboard, wait_idle
 
 
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    with open(log, "w") as handle:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.headless", "true"],
-            cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        with running_dashboard(tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url:
+            yield url
+    except DashboardError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: `make test` installs Debian's chromium package")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
-
-
-def metric(page, label: str) -> str:
-    """The value of the st.metric whose label starts with ``label``."""
-    card = page.locator('[data-testid="stMetric"]').filter(has=page.locator(
-        '[data-testid="stMetricLabel"]', has_text=label))
-    return card.locator('[data-testid="stMetricValue"]').first.inner_text(timeout=60_000).strip()
+    try:
+        with chromium() as instance:
+            yield instance
+    except DashboardError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def query(url: str) -> dict[str, list[str]]:
     return parse_qs(urlsplit(url).query)
-
-
-def wait_idle(page) -> None:
-    """Wait until Streamlit has finished the current run (the status widget disappears)."""
-    page.wait_for_timeout(300)
-    page.locator('[data-testid="stStatusWidget"]').wait_for(state="detached", timeout=60_000)
 
 
 def test_plan_page_reacts_and_its_link_reproduces_the_view(dashboard, browser):
@@ -147,3 +91,19 @@ def test_compare_page_renders_side_by_side(dashboard, browser):
     page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)
     page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
     page.close()
+
+
+def test_every_route_shows_the_same_menu_and_its_links_work(dashboard, browser):
+    # A deep link runs the page as a legacy pages/ app (without app.py); it must look and link the same.
+    menu = ["Plan", "Compare", "Live server", "Fleet", "Learn", "GPUs"]
+    for path in ("/", "/compare", "/learn"):
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{dashboard}{path}", wait_until="networkidle")
+        links = page.locator('[data-testid="stSidebar"] [data-testid="stPageLink"]')
+        links.first.wait_for(timeout=60_000)
+        assert [text.splitlines()[-1] for text in links.all_inner_texts()] == menu  # "🧮\n\nPlan" -> "Plan"
+        assert page.locator('[data-testid="stSidebarNav"]').count() == 0  # no menu of bare file names
+        page.get_by_role("link", name="GPUs").click()
+        page.wait_for_url(f"{dashboard}/gpu", timeout=60_000)
+        page.locator("h1", has_text="GPUs").wait_for(timeout=60_000)
+        page.close()

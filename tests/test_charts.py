@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from calculator import Scenario, Workload, estimate, workload_capacity
 from calculator.charts import (
+    live_history_figure,
     compare_memory_figure, figure_total, memory_stack_figure, paged_vs_naive_figure, sweep_figure,
 )
+from calculator.live import with_actual_blocks
 from calculator.sweeps import sweep
 from calculator.units import GIB
 
@@ -68,3 +72,29 @@ def test_kv_band_is_an_error_bar_on_the_kv_segment():
     figure = memory_stack_figure(LLAMA, kv_band_bytes=(LLAMA.kv_cache_bytes - GIB, LLAMA.kv_cache_bytes + 2 * GIB))
     kv = next(t for t in figure.data if t.name == "KV cache")
     assert kv.error_y.array[0] == pytest.approx(2.0) and kv.error_y.arrayminus[0] == pytest.approx(1.0)
+
+
+def test_live_history_is_drawn_against_clock_times_with_the_capacity_line():
+    # 2026-12-02 19:00:00 UTC and 2 s later; 1,920 tokens of capacity.
+    figure = live_history_figure([1796238000.0, 1796238002.0], [0, 960], 1920, [0, 3], [0, 1])
+    used, running, waiting = figure.data
+    assert [x.isoformat() for x in used.x] == ["2026-12-02T19:00:00+00:00", "2026-12-02T19:00:02+00:00"]
+    assert list(used.y) == [0, 960] and list(running.y) == [0, 3] and list(waiting.y) == [0, 1]
+    assert figure.layout.xaxis.title.text == "time (UTC)"
+    assert [shape.y0 for shape in figure.layout.shapes] == [1920]
+
+
+def test_a_cpu_server_is_drawn_in_mib_as_what_it_holds_without_a_utilization_line():
+    tiny = Path(__file__).parent / "data" / "tiny-configs" / "tiny-llama.config.json"
+    result = estimate(Scenario(model=str(tiny), gpu=None, device="cpu", vllm_version="0.32.0",
+                               kv_cache_memory_bytes=GIB, num_gpu_blocks_override=16, max_model_len=1024,
+                               dtype="float32"))
+    actual = with_actual_blocks(result, 16)
+    figure = memory_stack_figure(actual, kv_used_fraction=0.25)
+    assert not figure.layout.shapes and figure.layout.yaxis.title.text == "MiB"
+    # tiny-llama: 2 layers x 2 KV heads x 32 head dims x (K + V) x 4 bytes = 1 KiB per token; 16 blocks of 128.
+    kv = {trace.legendgroup: trace.y[0] for trace in figure.data if trace.legendgroup in ("kv_used", "kv_cache")}
+    assert kv == {"kv_used": 0.5, "kv_cache": 1.5}
+    assert {trace.x[0] for trace in figure.data} == {"CPU"}
+    total_mib = sum(trace.y[0] for trace in figure.data)
+    assert figure.layout.title.text == f"Memory on the CPU for the model ({total_mib:.1f} MiB)"

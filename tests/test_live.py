@@ -66,3 +66,12 @@ def test_history_series_and_preemption_trend():
     assert usage_history(points, 1920) == {"times": [10.0, 15.0], "used_tokens": [0.0, 480.0],
                                           "running": [0.0, 2.0], "waiting": [0.0, 0.0]}
     assert preemptions_rising(points) and not preemptions_rising(points[:1]) and not preemptions_rising([])
+
+
+def test_the_servers_blocks_replace_the_pool_on_every_pipeline_stage():
+    # Llama-3.1-8B on 2 stages of 16 layers: a 16-token block costs 16 x 16 layers x 8 KV heads x 128 x 2 x 2 B.
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb",
+                               pipeline_parallel_size=2, block_size=16, vllm_version="0.32.0"))
+    actual = with_actual_blocks(result, 1000)
+    assert [b.kv_cache_bytes for b in actual.budgets_per_stage] == [1000 * 16 * 16 * 8 * 128 * 2 * 2] * 2
+    assert actual.budget in actual.budgets_per_stage and actual.budget.kv_cache_bytes == 1000 * 1048576

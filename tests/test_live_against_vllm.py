@@ -19,6 +19,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from calculator.metrics import parse_metrics
+from support.dashboard import SCREENSHOTS, choose, chromium, metric, running_dashboard, wait_idle
 from support.vllm_server import VllmCpuServer
 
 pytestmark = pytest.mark.vllm_server
@@ -58,6 +59,16 @@ def server(tiny_model_factory):
         yield running
 
 
+def saturate(base_url: str, requests: int = 16) -> list[threading.Thread]:
+    """``requests`` x 1000 tokens on the 16-block (2,048-token) cache: seconds of saturation, a queue, preemptions."""
+    threads = [threading.Thread(target=post, args=(f"{base_url}/v1/completions", {
+        "model": "tiny", "prompt": f"hello world {i}", "max_tokens": 1000, "ignore_eos": True}), daemon=True)
+        for i in range(requests)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
 def run_page(base_url: str) -> AppTest:
     st.cache_data.clear()
     app = AppTest.from_file(PAGE, default_timeout=120)
@@ -86,12 +97,7 @@ def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
     for _ in range(2):  # the same long prompt twice: its full blocks hit the prefix cache the second time
         post(completions, {"model": "tiny", "prompt": prompt, "max_tokens": 4, "temperature": 0})
     run_page(server.base_url)  # warm imports so the busy read below happens while the cache is still full
-    # 16 x 1000 tokens on a 16-block (2,048-token) cache: about 10 s of saturation with a queue and preemptions.
-    threads = [threading.Thread(target=post, args=(completions, {
-        "model": "tiny", "prompt": f"hello world {i}", "max_tokens": 1000, "ignore_eos": True}), daemon=True)
-        for i in range(16)]
-    for thread in threads:
-        thread.start()
+    threads = saturate(server.base_url)
     deadline = time.monotonic() + 120
     while (scrape(server.base_url).waiting or 0) < 1 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -134,3 +140,36 @@ def test_unreachable_and_wrong_servers_are_clear_states(server):
     app.session_state["live_interval"] = "off"
     app.run()
     assert not app.exception and "cannot connect" in app.error[0].value
+
+
+def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(server, tmp_path):
+    """Debian's Chromium on `streamlit run app.py`, refreshing every 2 s while the server saturates.
+
+    Its screenshot is the README's picture of the Live page."""
+    with running_dashboard(tmp_path / "streamlit.log", env={"VLLM_PLANNER_SERVER_URL": server.base_url}) as url, \
+            chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 2200})
+        page.goto(f"{url}/live", wait_until="networkidle")
+        choose(page, "GPU the server runs on", "CPU (vLLM CPU build)")
+        choose(page, "dtype the server runs", "float32")
+        choose(page, "Refresh every", "2 s")
+        page.get_by_text("Estimate vs reality").wait_for(timeout=60_000)
+        threads = saturate(server.base_url)
+        for thread in threads:
+            thread.join(timeout=300)
+        time.sleep(1)
+        truth = scrape(server.base_url)
+        preemptions = f"{truth.preemptions_total:,.0f}"
+        # The fragment reruns every 2 s on its own: wait for a read taken after the load ended.
+        page.wait_for_function(
+            "(want) => [...document.querySelectorAll('[data-testid=stMetric]')].some(card => "
+            "card.innerText.includes('Preemptions (total)') && "
+            "card.querySelector('[data-testid=stMetricValue]').innerText.trim() === want)",
+            arg=preemptions, timeout=60_000)
+        wait_idle(page)
+        assert truth.preemptions_total > 0
+        assert metric(page, "Preemptions (total)") == preemptions
+        assert metric(page, "Blocks in use") == f"{truth.kv_cache_usage * 15:,.1f} / 15"
+        page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "live.png"))  # Streamlit scrolls inside: the viewport is the page

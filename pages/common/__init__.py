@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
+# (script, title, icon): app.py routes to these; page_setup draws the same menu in every page.
+PAGES = (
+    ("pages/plan.py", "Plan", "🧮"),
+    ("pages/compare.py", "Compare", "⚖️"),
+    ("pages/live.py", "Live server", "📡"),
+    ("pages/fleet.py", "Fleet", "🛰️"),
+    ("pages/learn.py", "Learn", "🎓"),
+    ("pages/gpu.py", "GPUs", "🖥️"),
+)
+
 
 def page_setup(title: str) -> None:
     """Draw the shared frame; safe to call twice (a deep link may run a page without app.py)."""
@@ -13,4 +23,13 @@ def page_setup(title: str) -> None:
         except st.errors.StreamlitAPIException:
             pass  # app.py already set it in this run
         st.session_state["_page_config_done"] = True
+    # NOTE: a deep link runs the page as a legacy pages/ app, whose own menu lists bare file names; both routes
+    # hide their menu (app.py, .streamlit/config.toml) and show this one instead.
+    with st.sidebar:
+        try:
+            for script, label, icon in PAGES:
+                st.page_link(script, label=label, icon=icon)
+            st.divider()
+        except st.errors.StreamlitPageNotFoundError:
+            pass  # a page run on its own (AppTest.from_file) has no app to link to
     st.title(title)

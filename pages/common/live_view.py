@@ -71,7 +71,7 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
     shown = ("block_size", "num_gpu_blocks", "cache_dtype", "gpu_memory_utilization", "kv_cache_size_tokens",
              "kv_cache_max_concurrency", "kv_cache_memory_bytes", "enable_prefix_caching", "num_gpu_blocks_override")
     st.dataframe([{"setting": k, "value": config.get(k, "—")} for k in shown], hide_index=True, key=f"cfg_{key}")
-    cols = st.columns(6)
+    cols = [*st.columns(3), *st.columns(3)]  # NOTE: six in one row cut the longer values short
     cols[0].metric("KV cache usage", f"{(engine.kv_cache_usage or 0) * 100:.1f}%",
                    help=f"from {engine.usage_metric or 'no usage metric'}")
     cols[1].metric("Running", f"{engine.running or 0:,.0f}")
