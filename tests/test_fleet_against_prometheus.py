@@ -25,6 +25,7 @@ from calculator import estimate, load_model_spec, workload_capacity
 from calculator.metrics import Histogram, parse_metrics
 from calculator.promql import time_range
 from calculator.url_state import from_query_params
+from support.dashboard import SCREENSHOTS, choose, chromium, metric as shown_metric, running_dashboard, wait_idle
 from support.prometheus_server import PrometheusServer, PrometheusServerError, prometheus_binary
 from support.vllm_server import VllmCpuServer
 
@@ -243,3 +244,35 @@ def test_fleet_page_agrees_with_each_servers_metrics_and_plans_from_them(fleet):
         math.ceil(own["prompt_tokens"].quantile(0.95)), math.ceil(own["generation_tokens"].quantile(0.95)))
     expected = workload_capacity(estimate(scenario, load_model_spec(str(model))), workload).concurrency_p95
     assert shorter["p95 requests per replica"] == expected
+
+
+def test_in_a_real_browser_the_fleet_page_shows_both_replicas(fleet, tmp_path):
+    """Debian's Chromium on `streamlit run app.py` against the same Prometheus; its screenshot is the README's
+    picture of the Fleet page."""
+    servers, prometheus, model = fleet
+    if truth(servers["team-a"]).preemptions_total == 0:  # this test alone: load the fleet as the one above does
+        load(servers)
+    wait_until_scraped(servers, prometheus)
+    env = {"VLLM_PLANNER_PROMETHEUS_URL": prometheus.base_url}
+    with running_dashboard(tmp_path / "streamlit.log", env=env) as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 1700})
+        page.goto(f"{url}/fleet", wait_until="networkidle")
+        choose(page, "GPU the replicas run on", "CPU (vLLM CPU build)")
+        choose(page, "dtype they run", "float32")
+        choose(page, "vLLM version", "0.32.0")
+        page.get_by_text("Model configs (for the estimate and the what-ifs)").click()
+        config = page.get_by_label("Config for tiny: preset, Hugging Face id or local folder")
+        config.fill(str(model))
+        config.press("Enter")
+        wait_idle(page)
+        page.get_by_text(f"tiny: {model}.").wait_for(timeout=60_000)
+        assert shown_metric(page, "Replicas now") == "2"
+        assert shown_metric(page, "Served models") == "1"
+        saturated, calm = (f"127.0.0.1:{servers[ns].port}" for ns in BLOCKS)
+        page.get_by_text(f"{saturated} is saturated").wait_for(timeout=60_000)
+        assert page.locator('[data-testid="stAlert"]', has_text=calm).count() == 0  # no flag for B
+        page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
+        page.get_by_text("Model configs (for the estimate and the what-ifs)").click()  # folded for the picture
+        wait_idle(page)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "fleet.png"))  # Streamlit scrolls inside: the viewport is the page

@@ -60,7 +60,7 @@ def server(tiny_model_factory):
 
 
 def saturate(base_url: str, requests: int = 16) -> list[threading.Thread]:
-    """``requests`` x 1000 tokens on the 16-block (2,048-token) cache: seconds of saturation, a queue, preemptions."""
+    """``requests`` x 1000 tokens on the 16-block (2,048-token) cache: a queue and preemptions until they end."""
     threads = [threading.Thread(target=post, args=(f"{base_url}/v1/completions", {
         "model": "tiny", "prompt": f"hello world {i}", "max_tokens": 1000, "ignore_eos": True}), daemon=True)
         for i in range(requests)]
@@ -97,16 +97,19 @@ def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
     for _ in range(2):  # the same long prompt twice: its full blocks hit the prefix cache the second time
         post(completions, {"model": "tiny", "prompt": prompt, "max_tokens": 4, "temperature": 0})
     run_page(server.base_url)  # warm imports so the busy read below happens while the cache is still full
-    threads = saturate(server.base_url)
+    # NOTE: long enough (tens of seconds here) that both reads below fall inside it on a faster machine too.
+    threads = saturate(server.base_url, requests=48)
     deadline = time.monotonic() + 120
     while (scrape(server.base_url).waiting or 0) < 1 and time.monotonic() < deadline:
         time.sleep(0.2)
 
     busy = run_page(server.base_url)
+    shown = metrics(busy)
+    assert float(shown["Running"]) + float(shown["Waiting"]) >= 1
     time.sleep(1)
     busy.run()  # a second read in the same session: rates and the preemption trend need two points
     shown = metrics(busy)
-    assert float(shown["Running"]) + float(shown["Waiting"]) >= 1
+    assert float(shown["Running"]) + float(shown["Waiting"]) >= 1, "the load ended before the second read"
     warnings = " ".join(w.value for w in busy.warning)
     assert "full" in warnings or "Preemptions" in warnings or "wait" in warnings
 
