@@ -204,6 +204,7 @@ def live_history_figure(times: Sequence[float], used_tokens: Sequence[float], ca
                          yaxis2=dict(title="requests", overlaying="y", side="right", rangemode="tozero"),
                          **{**_LAYOUT, "yaxis": dict(gridcolor="#e2e8f0", rangemode="tozero")},
                          **_reference_line("y", capacity_tokens, f"capacity {capacity_tokens:,.0f} tokens", "#0f172a"))
+    figure.update_layout(legend_y=-0.3)  # below the date line and the axis title
     return figure
 
 
