@@ -26,7 +26,7 @@ with st.sidebar:
     workload = inputs.workload_section(PREFIX)
 
 if spec is None:
-    st.warning(f"{model_error} Showing {DEFAULT_MODEL} instead.", icon="⚠️")
+    st.warning(f"{model_error.rstrip('.')}. Showing {DEFAULT_MODEL} instead.", icon="⚠️")
     model, spec = DEFAULT_MODEL, inputs.cached_model_spec(inputs.MODEL_SOURCES[0], DEFAULT_MODEL)
 if isinstance(workload, str):
     st.warning(f"Workload: {workload}; using the default workload.", icon="⚠️")

@@ -46,9 +46,9 @@ def expected_kpis(scenario: Scenario, workload: Workload = Workload()) -> dict[s
     return {
         "KV cache tokens": f"{result.capacity.kv_cache_tokens:,}",
         f"Max concurrency @ {result.settings.max_model_len:,}": f"{result.capacity.max_concurrency:,.2f}x",
-        "Concurrency for the workload (p95)": f"{workload_capacity(result, workload).concurrency_p95:,}",
+        "Workload concurrency": f"{workload_capacity(result, workload).concurrency_p95:,}",
         "GPU blocks": f"{result.capacity.num_gpu_blocks:,}",
-        "Largest max_model_len that fits": f"{result.max_fitting_model_len:,}",
+        "Largest max_model_len": f"{result.max_fitting_model_len:,}",
     }
 
 

@@ -53,15 +53,17 @@ def kpis(result: Estimate, capacity: WorkloadCapacity | None) -> None:
     row[0].metric("KV cache tokens", f"{cap.kv_cache_tokens:,}",
                   help=f"vLLM's 'GPU KV cache size'; calibrated range {low_tokens:,}–{high_tokens:,}")
     row[1].metric(f"Max concurrency @ {s.max_model_len:,}", f"{cap.max_concurrency:,.2f}x")
-    row[2].metric("Concurrency for the workload (p95)", f"{capacity.concurrency_p95:,}" if capacity else "–")
+    row[2].metric("Workload concurrency", f"{capacity.concurrency_p95:,}" if capacity else "–",
+                  help="requests of the workload's p95 lengths (prompt + output) that fit in the KV cache at once")
     row[3].metric("Weights per GPU", f"{result.budget.weights_bytes / GIB:,.2f} GiB")
     row[4].metric("KV per token per GPU", f"{result.layout.kv_bytes_per_token / 1024:,.1f} KiB")
     row = st.columns(5)
-    row[0].metric("KV cache per GPU",
-                  f"{result.kv_cache_bytes / GIB:,.2f} ± {(high_bytes - low_bytes) / 2 / GIB:,.2f} GiB",
-                  help=f"calibrated range {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB")
+    row[0].metric("KV cache per GPU", f"{result.kv_cache_bytes / GIB:,.2f} GiB",
+                  delta=f"± {(high_bytes - low_bytes) / 2 / GIB:,.2f} GiB calibrated", delta_color="off",
+                  delta_arrow="off", help=f"calibrated range {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB")
     row[1].metric("GPU blocks", f"{cap.num_gpu_blocks:,}", help=f"{s.block_size} tokens each")
-    row[2].metric("Largest max_model_len that fits", f"{result.max_fitting_model_len:,}")
+    row[2].metric("Largest max_model_len", f"{result.max_fitting_model_len:,}",
+                  help="the longest max_model_len for which vLLM would start with these settings")
     row[3].metric("Parameters", f"{result.model.num_params / 1e9:,.2f} B")
     row[4].metric("GPUs per replica", f"{result.num_gpus}")
 
