@@ -13,7 +13,7 @@ from calculator.charts import compare_memory_figure
 from calculator.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.url_state import from_query_params, to_query_params
 from calculator.vllm_versions import known_versions
-from pages.common import page_setup
+from pages.common import page_setup, sentence
 from pages.common.inputs import FROM_CHECKPOINT, QUANTIZATIONS, cached_model_spec
 from pages.common.outputs import CHART_CONFIG
 from pages.common.state import MODEL_SOURCES, plan_link, share_link
@@ -101,7 +101,7 @@ for letter, column in zip(LETTERS[:count], columns):
                         f"{find_gpu(scenario.gpu).name}",
                         estimate(scenario, cached_model_spec(MODEL_SOURCES[0], scenario.model))))
     except CalculatorError as exc:
-        column.error(str(exc))
+        column.error(sentence(exc))
 
 if results:
     st.plotly_chart(compare_memory_figure(results), config=CHART_CONFIG, key="compare_chart")

@@ -13,7 +13,7 @@ from calculator import CalculatorError
 from calculator.fleet import MODEL_LABEL, group_replicas, groupable_labels, replicas_from_reading
 from calculator.fleet_client import PrometheusClient, read_fleet
 from calculator.promql import parse_filters, series_match, time_range
-from pages.common import page_setup
+from pages.common import page_setup, sentence
 from pages.common.fleet_view import (
     connection_section, estimate_section, fleet_summary, group_panel, model_specs, plan_section, range_section,
 )
@@ -37,7 +37,7 @@ def fleet_panel() -> None:
             reading = read_fleet(client, window, matchers)
             seen = client.series(series_match(matchers), window.start_s, window.end_s)
     except CalculatorError as exc:
-        st.error(str(exc), icon="🔌")
+        st.error(sentence(exc), icon="🔌")
         return
     replicas = replicas_from_reading(reading)
     if not replicas:

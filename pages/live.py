@@ -11,7 +11,7 @@ import streamlit as st
 from calculator import CalculatorError, Scenario, gpu_catalog, load_model_spec, model_spec_from_text, preset_ids
 from calculator.live_client import LiveClient, default_server_url
 from calculator.scenario import DEFAULT_GPU
-from pages.common import page_setup
+from pages.common import page_setup, sentence
 from pages.common.inputs import MODEL_SOURCES, cached_model_spec
 from pages.common.live_view import engine_panel, resolve_spec, server_panel
 
@@ -47,7 +47,7 @@ def given_spec(upload, model_id: str):
             return load_model_spec(model_id), model_id
         return cached_model_spec(MODEL_SOURCES[1], model_id), f"{model_id} from the Hugging Face Hub"
     except CalculatorError as exc:
-        st.warning(str(exc))
+        st.warning(sentence(exc))
         return None, "the given config could not be read"
 
 
@@ -57,7 +57,7 @@ def live_panel() -> None:
         with LiveClient(url, api_key or None) as client:
             report = client.read()
     except CalculatorError as exc:
-        st.error(str(exc), icon="🔌")
+        st.error(sentence(exc), icon="🔌")
         return
     server_panel(report)
     if not report.metrics.engines:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from calculator import CalculatorError, Workload, estimate, workload_capacity
 from calculator.scenario import DEFAULT_MODEL
-from pages.common import inputs, outputs, page_setup, state
+from pages.common import inputs, outputs, page_setup, sentence, state
 
 PREFIX = "plan"
 
@@ -26,7 +26,7 @@ with st.sidebar:
     workload = inputs.workload_section(PREFIX)
 
 if spec is None:
-    st.warning(f"{model_error.rstrip('.')}. Showing {DEFAULT_MODEL} instead.", icon="⚠️")
+    st.warning(f"{sentence(model_error).rstrip('.')}. Showing {DEFAULT_MODEL} instead.", icon="⚠️")
     model, spec = DEFAULT_MODEL, inputs.cached_model_spec(inputs.MODEL_SOURCES[0], DEFAULT_MODEL)
 if isinstance(workload, str):
     st.warning(f"Workload: {workload}; using the default workload.", icon="⚠️")
@@ -39,7 +39,7 @@ if isinstance(scenario, str):
 try:
     result = estimate(scenario, spec)
 except CalculatorError as exc:
-    st.error(str(exc))
+    st.error(sentence(exc))
     st.stop()
 
 capacity = workload_capacity(result, workload)

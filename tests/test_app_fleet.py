@@ -141,7 +141,7 @@ def test_prometheus_errors_and_bad_filters_are_clear_states():
     finally:
         bad.close()
     app = run_page("http://127.0.0.1:9")
-    assert "cannot connect to http://127.0.0.1:9" in app.error[0].value
+    assert "Cannot connect to http://127.0.0.1:9" in app.error[0].value
     app = run_page("http://127.0.0.1:9", fleet_filter="namespace")
     assert "write label=value" in app.error[0].value
 

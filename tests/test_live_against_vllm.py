@@ -142,7 +142,7 @@ def test_unreachable_and_wrong_servers_are_clear_states(server):
     app.session_state["live_url"] = "http://127.0.0.1:9"
     app.session_state["live_interval"] = "off"
     app.run()
-    assert not app.exception and "cannot connect" in app.error[0].value
+    assert not app.exception and "Cannot connect to http://127.0.0.1:9" in app.error[0].value
 
 
 def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(server, tmp_path):

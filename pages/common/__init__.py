@@ -15,6 +15,12 @@ PAGES = (
 )
 
 
+def sentence(error: object) -> str:
+    """An error as the UI shows it: the library's messages start lowercase (they also end CLI lines)."""
+    text = str(error)
+    return text[:1].upper() + text[1:]
+
+
 def page_setup(title: str) -> None:
     """Draw the shared frame; safe to call twice (a deep link may run a page without app.py)."""
     if not st.session_state.get("_page_config_done"):

@@ -14,6 +14,7 @@ from calculator.serve_command import parse_serve_command, serve_command
 from calculator.sweeps import SWEEPABLE, default_values, points_to_csv, sweep
 from calculator.units import GIB
 
+from . import sentence
 from .state import request_apply
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -128,7 +129,7 @@ def serve_round_trip(scenario: Scenario, prefix: str) -> None:
             try:
                 imported, notes = parse_serve_command(text, base=scenario)
             except CalculatorError as exc:
-                st.error(str(exc))
+                st.error(sentence(exc))
                 return
             request_apply(prefix, imported, None, [f"Imported command: {note}" for note in notes])
 
