@@ -170,7 +170,7 @@ class TestHubErrors:
 
     def test_missing_model_says_so(self, monkeypatch, hub):
         app = self.open_hub_model(monkeypatch, hub, "acme/nothing-here")
-        assert "no such model" in " ".join(w.value for w in app.warning)
+        assert "No such model on the Hub: acme/nothing-here" in " ".join(w.value for w in app.warning)
 
     def test_unreachable_hub_offers_the_presets(self, monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
