@@ -22,8 +22,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.baselines import Prediction, llm_d, ours, seed_article  # noqa: E402
-from calculator.calibration_records import CalibrationCase, load_cases, load_records  # noqa: E402
-from calculator.estimate import Estimate, estimate  # noqa: E402
+from calculator.engine.calibration_records import CalibrationCase, load_cases, load_records  # noqa: E402
+from calculator.engine.estimate import Estimate, estimate  # noqa: E402
 from calculator.units import GIB  # noqa: E402
 
 RECORDS = ROOT / "benchmarks" / "data" / "calibration.jsonl"

@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 
 from benchmarks.accuracy import (
-    METHODS, METRIC_LABELS, METRICS, MIN_POOL_GIB, Report, Row, summary,
+    METHODS,
+    METRIC_LABELS,
+    METRICS,
+    MIN_POOL_GIB,
+    Report,
+    Row,
+    summary,
 )
 from calculator.units import GIB
 
@@ -53,7 +59,7 @@ def write_bands(bands: dict, path: Path) -> None:
 
 
 def _verdicts(report: Report) -> str:
-    from calculator.uncertainty import verdict
+    from calculator.engine.uncertainty import verdict
 
     counts: dict[tuple[str, str], int] = {}
     for row in report.scored():
@@ -65,7 +71,7 @@ def _verdicts(report: Report) -> str:
 
 def band_coverage(report: Report) -> tuple[int, int]:
     """(inside, judged): records whose printed pool lies inside our band."""
-    from calculator.uncertainty import band_table, kv_band
+    from calculator.engine.uncertainty import band_table, kv_band
 
     band_table.cache_clear()  # NOTE: the benchmark may just have rewritten the file
     inside = judged = 0

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from calculator.estimate import Estimate
+from calculator.engine.estimate import Estimate
+from calculator.model.weights import weight_bytes_per_rank
 from calculator.units import GIB
-from calculator.weights import weight_bytes_per_rank
 
 LLMD_ACTIVATION_GIB = {"dense": 5.5, "moe": 8.0, "multimodal": 2.5}
 LLMD_VALIDATED_ACTIVATION_GIB = {"LlamaForCausalLM": 4.8, "Qwen2ForCausalLM": 5.6, "Qwen3ForCausalLM": 5.6}

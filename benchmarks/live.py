@@ -14,8 +14,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from calculator.live_client import LiveClient
-from calculator.metrics import parse_metrics
+from calculator.observe.live_client import LiveClient
+from calculator.observe.metrics import parse_metrics
 
 CAPTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-metrics" / "vllm-0.32.0-cpu.txt"
 ROUNDS = 100

@@ -11,7 +11,7 @@ import statistics
 import time
 
 from calculator import Scenario, estimate, load_model_spec
-from calculator.estimate import clear_caches
+from calculator.engine.estimate import clear_caches
 
 ROUNDS = 200
 SWEEP_POINTS = 200

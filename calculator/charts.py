@@ -8,11 +8,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .estimate import Estimate
-from .memory import MemoryBudget, MemorySegment
+from .engine.estimate import Estimate
+from .engine.memory import MemoryBudget, MemorySegment
+from .engine.workload import WorkloadCapacity
 from .sweeps import SWEEPABLE, SweepPoint, fit_boundary
 from .units import GIB, MIB, format_bytes
-from .workload import WorkloadCapacity
 
 SEGMENT_COLORS = {
     "weights": "#1d4ed8", "activation": "#f59e0b", "non_torch": "#a855f7", "cudagraph": "#ec4899",

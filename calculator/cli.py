@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from .engine.estimate import Estimate, estimate
+from .engine.vllm_versions import LATEST_VERSION
 from .errors import CalculatorError
-from .estimate import Estimate, estimate
 from .gpus import gpu_catalog
-from .model_source import preset_ids
+from .model.model_source import preset_ids
 from .scenario import Scenario
 from .units import gib, parse_size
-from .vllm_versions import LATEST_VERSION
 
 EXIT_BAD_INPUT = 2
 

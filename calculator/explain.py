@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from .estimate import Estimate
-from .kv_cache import group_blocks_per_request, in_flight_tokens
-from .overheads import (
-    FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS, cudagraph_capture_sizes, sampler_logits_copies,
+from .engine.estimate import Estimate
+from .engine.kv_cache import group_blocks_per_request, in_flight_tokens
+from .engine.overheads import (
+    FORWARD_HIDDEN_TENSORS,
+    FORWARD_INTERMEDIATE_TENSORS,
+    cudagraph_capture_sizes,
+    sampler_logits_copies,
 )
 from .units import GIB
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .vllm_versions import LATEST_VERSION, Device
+from .engine.vllm_versions import LATEST_VERSION, Device
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DEFAULT_GPU = "h100-sxm-80gb"

@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .engine.estimate import estimate
 from .errors import CalculatorError
-from .estimate import estimate
+from .model.spec import ModelSpec
 from .scenario import Scenario
-from .spec import ModelSpec
 from .units import GIB
 
 SWEEPABLE = {

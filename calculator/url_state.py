@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .engine.workload import Workload
 from .scenario import Scenario
-from .workload import Workload
 
 SCENARIO_KEYS: dict[str, str] = {
     "model": "m", "gpu": "g", "gpu_memory_gib": "mem", "device": "dev", "tensor_parallel_size": "tp",

@@ -10,9 +10,9 @@ import streamlit as st
 
 from calculator import CalculatorError, Scenario, estimate, find_gpu, gpu_catalog, preset_ids
 from calculator.charts import compare_memory_figure
-from calculator.kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from calculator.engine.vllm_versions import known_versions
 from calculator.url_state import from_query_params, to_query_params
-from calculator.vllm_versions import known_versions
 from pages.common import page_setup, sentence
 from pages.common.inputs import FROM_CHECKPOINT, QUANTIZATIONS, cached_model_spec
 from pages.common.outputs import CHART_CONFIG

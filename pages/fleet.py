@@ -10,12 +10,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import streamlit as st
 
 from calculator import CalculatorError
-from calculator.fleet import MODEL_LABEL, group_replicas, groupable_labels, replicas_from_reading
-from calculator.fleet_client import PrometheusClient, read_fleet
-from calculator.promql import parse_filters, series_match, time_range
+from calculator.observe.fleet import MODEL_LABEL, group_replicas, groupable_labels, replicas_from_reading
+from calculator.observe.fleet_client import PrometheusClient, read_fleet
+from calculator.observe.promql import parse_filters, series_match, time_range
 from pages.common import page_setup, sentence
 from pages.common.fleet_view import (
-    connection_section, estimate_section, fleet_summary, group_panel, model_specs, plan_section, range_section,
+    connection_section,
+    estimate_section,
+    fleet_summary,
+    group_panel,
+    model_specs,
+    plan_section,
+    range_section,
 )
 
 page_setup("Fleet")

@@ -8,7 +8,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from calculator import CalculatorError, Scenario, nvml
+from calculator import CalculatorError, Scenario
+from calculator.observe import nvml
 from calculator.units import gib
 from pages.common import page_setup
 from pages.common.state import plan_link

@@ -10,10 +10,10 @@ import streamlit as st
 
 from calculator import Scenario, Workload, estimate, gpu_catalog, preset_ids, workload_capacity
 from calculator.charts import block_grid_figure, kv_per_token_figure, memory_stack_figure
-from calculator.kv_cache import compare_with_mha
+from calculator.engine.kv_cache import compare_with_mha
+from calculator.engine.workload import paged_slots
 from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
 from calculator.units import GIB
-from calculator.workload import paged_slots
 from pages.common import page_setup
 from pages.common.inputs import MODEL_SOURCES, cached_model_spec
 from pages.common.outputs import CHART_CONFIG

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import streamlit as st
 
 from calculator import CalculatorError, Scenario, gpu_catalog, load_model_spec, model_spec_from_text, preset_ids
-from calculator.live_client import LiveClient, default_server_url
+from calculator.observe.live_client import LiveClient, default_server_url
 from calculator.scenario import DEFAULT_GPU
 from pages.common import page_setup, sentence
 from pages.common.inputs import MODEL_SOURCES, cached_model_spec

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.accuracy import RECORDS, bands, check_targets, evaluate, summary
 from benchmarks.baselines import llm_d, seed_article
 from calculator import Scenario, estimate
-from calculator.calibration_records import calibration_case, load_cases, modelled_version, preset_for
+from calculator.engine.calibration_records import calibration_case, load_cases, modelled_version, preset_for
 from calculator.units import GIB
 
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from support.vllm_server import REPO_ROOT, VllmCpuServer, cache_config_info, host_cpu_flags
 
 pytestmark = pytest.mark.vllm_server

@@ -10,10 +10,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
-
-from calculator.url_state import from_query_params
 from support.fleet_reading import AT_END, AT_START, OVER_RANGE
 from support.http_server import RouteServer, answer, send
+
+from calculator.url_state import from_query_params
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "fleet.py")
 END_S = 1100.0

@@ -8,9 +8,9 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
-
-import calculator.nvml
 from support.fake_nvml import fake
+
+import calculator.observe.nvml
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "pages" / "gpu.py")
@@ -38,7 +38,7 @@ def link_buttons(app: AppTest) -> dict[str, list[dict[str, str]]]:
 
 
 def use_fake(monkeypatch: pytest.MonkeyPatch, scenario: str) -> None:
-    monkeypatch.setattr(calculator.nvml, "default_backend", lambda: fake(scenario))
+    monkeypatch.setattr(calculator.observe.nvml, "default_backend", lambda: fake(scenario))
 
 
 def test_without_a_driver_the_page_explains_and_links_to_plan():

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
-
 from support.http_server import answer
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "live.py")

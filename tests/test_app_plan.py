@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+from support.local_hub import LocalHub
 
 from calculator import Scenario, Workload, estimate, workload_capacity
-from calculator.architecture import build_model_spec
+from calculator.model.architecture import build_model_spec
 from calculator.serve_command import parse_serve_command
-from support.local_hub import LocalHub
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -183,7 +183,7 @@ class TestHubErrors:
 
 
 def test_borderline_verdict_shows_the_calibrated_band():
-    from calculator.uncertainty import kv_band, verdict
+    from calculator.engine.uncertainty import kv_band, verdict
 
     scenario = Scenario(model="meta-llama/Llama-3.1-70B-Instruct", tensor_parallel_size=2, max_model_len=20000)
     result = estimate(scenario)

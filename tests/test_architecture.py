@@ -7,7 +7,7 @@ import json
 import pytest
 
 from calculator import InvalidConfig, UnsupportedArchitecture, load_model_spec, model_spec_from_text
-from calculator.architecture import build_model_spec
+from calculator.model.architecture import build_model_spec
 
 
 def kinds(model: str) -> dict[str, int]:

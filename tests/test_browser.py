@@ -10,7 +10,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import expect
-
 from support.dashboard import SCREENSHOTS, DashboardError, chromium, metric, running_dashboard, wait_idle
 
 

@@ -8,10 +8,14 @@ import pytest
 
 from calculator import Scenario, Workload, estimate, workload_capacity
 from calculator.charts import (
+    compare_memory_figure,
+    figure_total,
     live_history_figure,
-    compare_memory_figure, figure_total, memory_stack_figure, paged_vs_naive_figure, sweep_figure,
+    memory_stack_figure,
+    paged_vs_naive_figure,
+    sweep_figure,
 )
-from calculator.live import with_actual_blocks
+from calculator.observe.live import with_actual_blocks
 from calculator.sweeps import sweep
 from calculator.units import GIB
 

@@ -6,14 +6,25 @@ from __future__ import annotations
 import math
 
 import pytest
+from support.fleet_reading import AT_START, OVER_RANGE, READING, cache_config
 
 from calculator import Scenario, estimate, load_model_spec, workload_capacity
-from calculator.fleet import (
-    engine_from_samples, flags, fleet_plan, gpu_change, group_replicas, groupable_labels, merge_histograms,
-    observed_workload, replica_scenario, replicas_from_reading, requests_that_fit, what_if,
+from calculator.observe.fleet import (
+    engine_from_samples,
+    flags,
+    fleet_plan,
+    gpu_change,
+    group_replicas,
+    groupable_labels,
+    merge_histograms,
+    observed_workload,
+    replica_scenario,
+    replicas_from_reading,
+    requests_that_fit,
+    what_if,
 )
-from calculator.metrics import Histogram
-from support.fleet_reading import AT_START, OVER_RANGE, READING, cache_config
+from calculator.observe.metrics import Histogram
+
 
 @pytest.fixture(scope="module")
 def replicas():

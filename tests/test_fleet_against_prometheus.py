@@ -20,14 +20,15 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
-
-from calculator import estimate, load_model_spec, workload_capacity
-from calculator.metrics import Histogram, parse_metrics
-from calculator.promql import time_range
-from calculator.url_state import from_query_params
-from support.dashboard import SCREENSHOTS, choose, chromium, metric as shown_metric, running_dashboard, wait_idle
+from support.dashboard import SCREENSHOTS, choose, chromium, running_dashboard, wait_idle
+from support.dashboard import metric as shown_metric
 from support.prometheus_server import PrometheusServer, PrometheusServerError, prometheus_binary
 from support.vllm_server import VllmCpuServer
+
+from calculator import estimate, load_model_spec, workload_capacity
+from calculator.observe.metrics import Histogram, parse_metrics
+from calculator.observe.promql import time_range
+from calculator.url_state import from_query_params
 
 pytestmark = pytest.mark.vllm_server
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "fleet.py")

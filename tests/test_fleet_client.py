@@ -8,15 +8,21 @@ import socket
 import time
 
 import pytest
+from support.http_server import answer
 
 from calculator import CalculatorError
-from calculator.fleet_client import (
-    NotPrometheus, PrometheusAuthRequired, PrometheusClient, PrometheusError, PrometheusQueryError,
-    PrometheusTimeout, PrometheusUnreachable, read_fleet,
+from calculator.observe.fleet_client import (
+    NotPrometheus,
+    PrometheusAuthRequired,
+    PrometheusClient,
+    PrometheusError,
+    PrometheusQueryError,
+    PrometheusTimeout,
+    PrometheusUnreachable,
+    read_fleet,
 )
-from calculator.live_client import HostNotAllowed
-from calculator.promql import Matcher, time_range
-from support.http_server import answer
+from calculator.observe.live_client import HostNotAllowed
+from calculator.observe.promql import Matcher, time_range
 
 SECRET = "prom-very-secret-token"
 VECTOR = {"status": "success", "data": {"resultType": "vector", "result": [
@@ -122,7 +128,7 @@ def test_a_wrong_path_says_it_is_not_prometheus(serve):
 
 
 def test_a_huge_body_is_cut_off(serve, monkeypatch):
-    monkeypatch.setattr("calculator.fleet_client.MAX_RESPONSE_BYTES", 1000)
+    monkeypatch.setattr("calculator.observe.fleet_client.MAX_RESPONSE_BYTES", 1000)
     server = serve({"/api/v1/query": answer(200, b"[" + b"1," * 5000 + b"1]")})
     with PrometheusClient(server.url) as client, pytest.raises(PrometheusQueryError, match="sent more than"):
         client.query("x")

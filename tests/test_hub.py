@@ -6,10 +6,10 @@ import json
 import socket
 
 import pytest
+from support.local_hub import LocalHub, safetensors_header
 
 from calculator.errors import GatedModel, HubUnreachable, InvalidConfig, ModelNotFound
-from calculator.hub import fetch_config, fetch_safetensors_parameter_count
-from support.local_hub import LocalHub, safetensors_header
+from calculator.model.hub import fetch_config, fetch_safetensors_parameter_count
 
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 2, "vocab_size": 100, "intermediate_size": 128}

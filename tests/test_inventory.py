@@ -17,11 +17,15 @@ from pathlib import Path
 import pytest
 
 from calculator.errors import InvalidConfig, UnsupportedArchitecture
-from calculator.inventory import (
-    FAMILIES, checkpoint_facts, checkpoint_num_params, generic_decoder_tensors, is_known_architecture,
+from calculator.model.inventory import (
+    FAMILIES,
+    checkpoint_facts,
+    checkpoint_num_params,
+    generic_decoder_tensors,
+    is_known_architecture,
     weight_tensors,
 )
-from calculator.spec import WeightTensor
+from calculator.model.spec import WeightTensor
 
 INDEX_MD = Path(__file__).resolve().parents[2] / "shared" / "data" / "configs" / "INDEX.md"
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 
 from calculator import Scenario, estimate, load_model_spec
-from calculator.kv_cache import (
-    capacity_figures, group_blocks_per_request, in_flight_tokens, plan_kv_cache, pp_layer_ranges,
+from calculator.engine.kv_cache import (
+    capacity_figures,
+    group_blocks_per_request,
+    in_flight_tokens,
+    plan_kv_cache,
+    pp_layer_ranges,
 )
+from calculator.engine.vllm_versions import rules_for
 from calculator.units import GIB, KIB, MIB
-from calculator.vllm_versions import rules_for
 
 
 def layout(model: str, *, tp: int = 1, pp: int = 1, block: int = 16, kv: str = "auto", dtype_bytes: int = 2,
@@ -145,7 +149,7 @@ class TestRecurrentLayers:
               "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 12}
 
     def spec(self):
-        from calculator.architecture import build_model_spec
+        from calculator.model.architecture import build_model_spec
 
         return build_model_spec(self.CONFIG, "qwen3-next-like")
 

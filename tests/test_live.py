@@ -5,12 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from calculator import Scenario, estimate
-from calculator.live import (
-    advice, compare, live_usage, preemptions_rising, scenario_from_server, usage_history, with_actual_blocks,
+from calculator.observe.live import (
+    advice,
+    compare,
+    live_usage,
+    preemptions_rising,
+    scenario_from_server,
+    usage_history,
+    with_actual_blocks,
     workload_from_server,
 )
-from calculator.live_client import ServerModel
-from calculator.metrics import parse_metrics
+from calculator.observe.live_client import ServerModel
+from calculator.observe.metrics import parse_metrics
 
 DATA = Path(__file__).parent / "data"
 ENGINE = parse_metrics((DATA / "vllm-metrics" / "vllm-0.32.0-cpu-saturated.txt").read_text()).engine("tiny")

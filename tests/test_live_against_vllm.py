@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
-
-from calculator.metrics import parse_metrics
 from support.dashboard import SCREENSHOTS, choose, chromium, metric, running_dashboard, wait_idle
 from support.vllm_server import VllmCpuServer
+
+from calculator.observe.metrics import parse_metrics
 
 pytestmark = pytest.mark.vllm_server
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "live.py")

@@ -9,11 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from calculator.live_client import (
-    AuthenticationRequired, HostNotAllowed, LiveClient, LiveServerError, NotAVllmServer, ServerTimeout,
-    ServerUnreachable, check_host_allowed, normalise_base_url,
+from calculator.observe.live_client import (
+    AuthenticationRequired,
+    HostNotAllowed,
+    LiveClient,
+    LiveServerError,
+    NotAVllmServer,
+    ServerTimeout,
+    ServerUnreachable,
+    check_host_allowed,
+    normalise_base_url,
 )
-from calculator.metrics import NotVllmMetrics
+from calculator.observe.metrics import NotVllmMetrics
 
 METRICS = (Path(__file__).parent / "data" / "vllm-metrics" / "vllm-0.32.0-cpu-saturated.txt").read_bytes()
 SECRET = "sk-very-secret-key"

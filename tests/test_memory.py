@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from calculator.memory import memory_budget
+from calculator.engine.memory import memory_budget
 from calculator.units import GIB
 
 

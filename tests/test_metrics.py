@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from calculator.metrics import NotVllmMetrics, parse_metrics, rates
+from calculator.observe.metrics import NotVllmMetrics, parse_metrics, rates
 
 CAPTURES = Path(__file__).parent / "data" / "vllm-metrics"
 SATURATED = (CAPTURES / "vllm-0.32.0-cpu-saturated.txt").read_text()

@@ -1,4 +1,4 @@
-"""calculator.nvml: the real pynvml path (no driver here, a driver on GPU machines) and named fake machines."""
+"""calculator.observe.nvml: the real pynvml path (no driver here, a driver on GPU machines) and named fake machines."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import NoReturn
 
 import pynvml
 import pytest
+from support.fake_nvml import GIB, MIB, FakeGpu, FakeNvml, fake
 
 from calculator import Scenario
 from calculator.errors import NvmlUnavailable
-from calculator.nvml import GpuProcess, GpuStatus, plan_scenario, read_gpus
+from calculator.observe.nvml import GpuProcess, GpuStatus, plan_scenario, read_gpus
 from calculator.url_state import to_query_params
-from support.fake_nvml import GIB, MIB, FakeGpu, FakeNvml, fake
 
 
 def driver_present() -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from calculator import load_model_spec, rules_for
-from calculator.overheads import activation_peak_bytes, cudagraph_capture_sizes, non_torch_bytes
+from calculator.engine.overheads import activation_peak_bytes, cudagraph_capture_sizes, non_torch_bytes
 from calculator.units import GIB
 
 

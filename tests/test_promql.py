@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from calculator.promql import (
-    INSTANT_METRICS, MAX_POINTS, MAX_RANGE_S, InvalidQuery, Matcher, TimeRange, duration, escape_label_value,
-    instant_query, parse_filters, range_query, selector, series_match, time_range,
+from calculator.observe.promql import (
+    INSTANT_METRICS,
+    MAX_POINTS,
+    MAX_RANGE_S,
+    InvalidQuery,
+    Matcher,
+    TimeRange,
+    duration,
+    escape_label_value,
+    instant_query,
+    parse_filters,
+    range_query,
+    selector,
+    series_match,
+    time_range,
 )
 
 

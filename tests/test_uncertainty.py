@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from calculator import Scenario, estimate, uncertainty
-from calculator.memory import memory_budget
+from calculator import Scenario, estimate
+from calculator.engine import uncertainty
+from calculator.engine.memory import memory_budget
 from calculator.units import GIB
 
 TABLE = {"terms": {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from calculator.engine.vllm_versions import VllmVersion, batch_defaults, default_block_size, rules_for
 from calculator.errors import UnsupportedVllmVersion
-from calculator.vllm_versions import VllmVersion, batch_defaults, default_block_size, rules_for
 
 
 @pytest.mark.parametrize(("version", "util", "block", "formula", "tokens"), [

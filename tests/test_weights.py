@@ -15,12 +15,15 @@ from importlib import resources
 import pytest
 
 from calculator.errors import InvalidConfig, InvalidInput
-from calculator.inventory import weight_tensors
-from calculator.quantization import (
-    SUPPORTED_FLAGS, is_excluded, quantization_from_config, quantization_from_flag,
+from calculator.model.inventory import weight_tensors
+from calculator.model.quantization import (
+    SUPPORTED_FLAGS,
+    is_excluded,
+    quantization_from_config,
+    quantization_from_flag,
 )
-from calculator.spec import MlaSpec, ModelSpec, QuantizationSpec
-from calculator.weights import DEFAULT_VOCAB_PADDING_SIZE, weight_bytes_per_rank
+from calculator.model.spec import MlaSpec, ModelSpec, QuantizationSpec
+from calculator.model.weights import DEFAULT_VOCAB_PADDING_SIZE, weight_bytes_per_rank
 
 BF16 = 2
 
@@ -272,7 +275,7 @@ class TestReadingQuantizationConfig:
     def test_nvfp4_bytes_per_matrix(self) -> None:
         quant = QuantizationSpec(method="modelopt_fp4", weight_bits=4, group_size=16, scale_granularity="group",
                                  scale_bytes=1)
-        from calculator.quantization import resident_bytes
+        from calculator.model.quantization import resident_bytes
 
         # 4096 x 4096: 1/2 byte per value, one fp8 scale per 16, weight_scale_2 + input_scale in fp32
         assert resident_bytes(quant, 4096, 4096) == 4096 * 4096 // 2 + 4096 * 4096 // 16 + 2 * 4

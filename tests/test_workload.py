@@ -61,6 +61,6 @@ def test_a_prefix_longer_than_the_prompt_is_refused():
 
 
 def test_paged_slots_round_each_request_up_to_whole_blocks():
-    from calculator.workload import paged_slots
+    from calculator.engine.workload import paged_slots
 
     assert paged_slots([70, 33, 120, 18], 16) == (5 + 3 + 8 + 2) * 16 == 288

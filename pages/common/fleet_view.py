@@ -9,15 +9,23 @@ import streamlit as st
 
 from calculator import CalculatorError, ModelSpec, Scenario, Workload, estimate, gpu_catalog, preset_ids
 from calculator.charts import live_history_figure
-from calculator.fleet import (
-    FleetPlan, Replica, ReplicaGroup, flags, fleet_plan, gpu_change, observed_workload,
-    replica_scenario, requests_that_fit, what_if,
+from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from calculator.engine.vllm_versions import LATEST_VERSION, known_versions
+from calculator.observe.fleet import (
+    FleetPlan,
+    Replica,
+    ReplicaGroup,
+    flags,
+    fleet_plan,
+    gpu_change,
+    observed_workload,
+    replica_scenario,
+    requests_that_fit,
+    what_if,
 )
-from calculator.fleet_client import FleetReading, default_prometheus_url
-from calculator.kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from calculator.live_client import ServerModel
+from calculator.observe.fleet_client import FleetReading, default_prometheus_url
+from calculator.observe.live_client import ServerModel
 from calculator.url_state import to_query_params
-from calculator.vllm_versions import LATEST_VERSION, known_versions
 
 from .inputs import DTYPES, MODEL_SOURCES, QUANTIZATIONS, cached_model_spec
 from .live_view import resolve_spec

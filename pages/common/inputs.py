@@ -7,10 +7,10 @@ import os
 import streamlit as st
 
 from calculator import CalculatorError, ModelSpec, Scenario, Workload, gpu_catalog, preset_ids
-from calculator.kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from calculator.model_source import hub_model_spec, load_model_spec, model_spec_from_text
+from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from calculator.engine.vllm_versions import known_versions, rules_for
+from calculator.model.model_source import hub_model_spec, load_model_spec, model_spec_from_text
 from calculator.scenario import DEFAULT_MODEL
-from calculator.vllm_versions import known_versions, rules_for
 
 from .state import CUSTOM_GPU, MODEL_SOURCES
 

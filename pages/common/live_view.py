@@ -9,13 +9,20 @@ import streamlit as st
 
 from calculator import CalculatorError, ModelSpec, Scenario, estimate, preset_ids, workload_capacity
 from calculator.charts import histogram_figure, live_history_figure, memory_stack_figure
-from calculator.live import (
-    advice, calibration_gib, compare, live_usage, preemptions_rising, scenario_from_server, usage_history,
-    with_actual_blocks, workload_from_server,
+from calculator.model.model_source import load_model_spec
+from calculator.observe.live import (
+    advice,
+    calibration_gib,
+    compare,
+    live_usage,
+    preemptions_rising,
+    scenario_from_server,
+    usage_history,
+    with_actual_blocks,
+    workload_from_server,
 )
-from calculator.live_client import ServerModel, ServerReport
-from calculator.metrics import EngineMetrics, rates
-from calculator.model_source import load_model_spec
+from calculator.observe.live_client import ServerModel, ServerReport
+from calculator.observe.metrics import EngineMetrics, rates
 from calculator.units import GIB
 
 from .outputs import CHART_CONFIG

@@ -6,9 +6,10 @@ import json
 
 import streamlit as st
 
-from calculator import CalculatorError, Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity, uncertainty
-from calculator.advice import capacity_plan, fixes
+from calculator import CalculatorError, Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity
+from calculator.engine import uncertainty
 from calculator.charts import memory_stack_figure, paged_vs_naive_figure, sweep_figure
+from calculator.engine.advice import capacity_plan, fixes
 from calculator.explain import explanation
 from calculator.serve_command import parse_serve_command, serve_command
 from calculator.sweeps import SWEEPABLE, default_values, points_to_csv, sweep

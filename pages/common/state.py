@@ -7,8 +7,8 @@ from typing import Any
 import streamlit as st
 
 from calculator import LATEST_VERSION, CalculatorError, Scenario, Workload, preset_ids
-from calculator.kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from calculator.vllm_versions import VllmVersion
+from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from calculator.engine.vllm_versions import VllmVersion
 from calculator.url_state import SCENARIO_KEYS, WORKLOAD_KEYS, from_query_params, to_query_params
 
 CUSTOM_GPU = "custom"

@@ -1,4 +1,4 @@
-"""Named fake NVML machines for ``calculator.nvml.read_gpus(backend=...)``; they raise pynvml's real errors.
+"""Named fake NVML machines for ``calculator.observe.nvml.read_gpus(backend=...)``; they raise pynvml's real errors.
 
 Numbers are nvidia-smi-like: totals in MiB as nvidia-smi prints them, power in mW as NVML reports it.
 """

@@ -6,8 +6,8 @@ Replica A (llama, prod) is saturated, B (llama, staging) appeared within the ran
 
 from __future__ import annotations
 
-from calculator.fleet_client import FleetReading, Sample, Series
-from calculator.promql import time_range
+from calculator.observe.fleet_client import FleetReading, Sample, Series
+from calculator.observe.promql import time_range
 
 WINDOW = time_range(end_s=1100.0, duration_s=100.0, max_points=11)  # steps of 10 s: 1000, 1010, ..., 1100
 TIMES = [1000.0 + 10 * i for i in range(11)]

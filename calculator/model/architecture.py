@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import InvalidConfig, UnsupportedArchitecture
+from ..errors import InvalidConfig, UnsupportedArchitecture
 from .inventory import checkpoint_num_params, generic_decoder_tensors, is_known_architecture, weight_tensors
 from .inventory._config import CLASS_DEFAULTS, TEXT_CONFIG_TYPE_DEFAULTS
 from .quantization import quantization_from_config

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from .errors import InvalidInput
-from .kv_cache import pp_layer_ranges
+from ..engine.kv_cache import pp_layer_ranges
+from ..errors import InvalidInput
 from .quantization import converts, excluded_layers, resident_bytes
 from .spec import ModelSpec, QuantizationSpec, WeightTensor
 

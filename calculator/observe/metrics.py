@@ -12,7 +12,7 @@ import math
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from .errors import CalculatorError
+from ..errors import CalculatorError
 
 USAGE_METRICS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 _GAUGES = {

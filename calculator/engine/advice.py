@@ -6,10 +6,10 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import CalculatorError
+from ..errors import CalculatorError
+from ..model.spec import ModelSpec
+from ..scenario import Scenario
 from .estimate import Estimate, estimate
-from .scenario import Scenario
-from .spec import ModelSpec
 from .workload import Workload, workload_capacity
 
 TP_OPTIONS = (1, 2, 4, 8, 16)

@@ -12,10 +12,10 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import NvmlUnavailable, UnknownGpu
-from .gpus import GpuSpec, find_gpu
-from .scenario import Scenario
-from .units import GIB, gib
+from ..errors import NvmlUnavailable, UnknownGpu
+from ..gpus import GpuSpec, find_gpu
+from ..scenario import Scenario
+from ..units import GIB, gib
 
 __all__ = ["GpuProcess", "GpuStatus", "MigMode", "NvmlBackend", "NvmlSnapshot", "plan_scenario", "read_gpus"]
 

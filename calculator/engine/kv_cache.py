@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from .errors import InvalidInput
-from .spec import LayerAttention, ModelSpec
+from ..errors import InvalidInput
+from ..model.spec import LayerAttention, ModelSpec
 from .vllm_versions import VersionRules
 
 # Bytes per K or V element (STR_DTYPE_TO_TORCH_DTYPE, vllm/utils/torch_utils.py); None = the model dtype.

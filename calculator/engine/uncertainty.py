@@ -23,10 +23,10 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
+from ..units import GIB
 from .estimate import NULL_BLOCK_CHECK_SINCE_MINOR, Estimate
 from .kv_cache import capacity_figures, in_flight_tokens, kv_bytes_needed_for_one_request
 from .memory import MemoryBudget
-from .units import GIB
 
 Verdict = Literal["fits with margin", "borderline", "does not fit"]
 BANDS_FILE = "uncertainty.json"

@@ -9,7 +9,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from .units import GIB
+from ..units import GIB
 from .vllm_versions import MemoryFormula
 
 # 0.34 extensible KV cache (vllm/v1/worker/extensible_kv_cache.py, §1.7)

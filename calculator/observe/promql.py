@@ -16,7 +16,7 @@ from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
-from .errors import CalculatorError
+from ..errors import CalculatorError
 from .metrics import _COUNTERS, _GAUGES, _HISTOGRAMS, USAGE_METRICS
 
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

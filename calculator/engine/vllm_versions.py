@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import UnsupportedVllmVersion
+from ..errors import UnsupportedVllmVersion
 
 Device = Literal["cuda", "rocm", "cpu"]
 MemoryFormula = Literal["v0", "v1_global", "v1_sum_of_parts", "v1_free_drop", "v1_extensible"]

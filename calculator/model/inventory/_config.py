@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InvalidConfig
+from ...errors import InvalidConfig
 
 # NOTE: defaults of the transformers config classes, for the keys our inventories read (transformers 4.5x).
 CLASS_DEFAULTS: dict[str, dict[str, Any]] = {

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import CalculatorError, UnknownGpu
-from .gpus import find_gpu
-from .model_source import preset_ids
-from .scenario import Scenario
+from ..errors import CalculatorError, UnknownGpu
+from ..gpus import find_gpu
+from ..model.model_source import preset_ids
+from ..scenario import Scenario
 from .vllm_versions import VllmVersion, rules_for
 
 # NOTE: a record whose version is not printed (or names an engine the version never ran) is modelled as the

@@ -10,10 +10,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..errors import ModelNotFound
 from .architecture import build_model_spec
 from .config_json import parse_config_text
-from .errors import ModelNotFound
 from .spec import ModelSpec
+
 
 def _preset_files() -> dict[str, Any]:
     folder = resources.files("calculator") / "data" / "presets"

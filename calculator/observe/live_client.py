@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from .errors import CalculatorError
+from ..errors import CalculatorError
 from .metrics import MetricsSnapshot, parse_metrics
 
 ALLOWED_HOSTS_ENV = "VLLM_PLANNER_ALLOWED_HOSTS"

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from .errors import CalculatorError
+from ..errors import CalculatorError
 from .live_client import check_host_allowed, normalise_base_url
 from .promql import Matcher, TimeRange, instant_query, range_query
 

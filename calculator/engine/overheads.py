@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .spec import ModelSpec
-from .units import GIB
+from ..model.spec import ModelSpec
+from ..units import GIB
 from .vllm_versions import Device, OverheadEra, VersionRules
 
 # --- Activation peak (profile_run, §1.4) -------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import UnsupportedArchitecture
+from ...errors import UnsupportedArchitecture
 from ..spec import WeightTensor
 from .checkpoint import CheckpointFacts, checkpoint_facts, checkpoint_num_params
 from .decoders import dense_decoder

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import InvalidInput
-from .gpus import GpuSpec
+from ..errors import InvalidInput
+from ..gpus import GpuSpec
+from ..model.spec import ModelSpec
+from ..scenario import Scenario
+from ..units import GIB
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from .scenario import Scenario
-from .spec import ModelSpec
-from .units import GIB
 from .vllm_versions import Device, MemoryFormula, VersionRules, batch_defaults, default_block_size
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .errors import InvalidConfig
+from ..errors import InvalidConfig
 
 
 def parse_config_text(text: str, origin: str) -> dict[str, Any]:

@@ -15,16 +15,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from .errors import CalculatorError
-from .estimate import Estimate, estimate
+from ..engine.estimate import Estimate, estimate
+from ..engine.workload import Workload, workload_capacity
+from ..errors import CalculatorError
+from ..model.spec import ModelSpec
+from ..scenario import Scenario
 from .fleet_client import FleetReading, Sample, Series
 from .live import NEARLY_FULL_USAGE, scenario_from_server, workload_from_server
 from .live_client import ServerModel
 from .metrics import _COUNTERS, _GAUGES, _HISTOGRAMS, USAGE_METRICS, EngineMetrics, Histogram
 from .promql import CACHE_CONFIG_METRIC
-from .scenario import Scenario
-from .spec import ModelSpec
-from .workload import Workload, workload_capacity
 
 REPLICA_LABELS = ("job", "instance", "engine")
 MODEL_LABEL = "model_name"

@@ -10,23 +10,33 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from .gpus import GpuSpec, custom_gpu, find_gpu
+from ..gpus import GpuSpec, custom_gpu, find_gpu
+from ..model.model_source import load_model_spec
+from ..model.quantization import quantization_from_flag
+from ..model.spec import ModelSpec
+from ..model.weights import WeightsBreakdown, weight_bytes_per_rank
+from ..scenario import Scenario
+from ..units import GIB
 from .kv_cache import (
-    KERNEL_BLOCK_ALIGNMENT, CapacityFigures, KvCacheLayout, capacity_figures, in_flight_tokens,
-    kv_bytes_needed_for_one_request, largest_fitting_model_len, plan_kv_cache,
+    KERNEL_BLOCK_ALIGNMENT,
+    CapacityFigures,
+    KvCacheLayout,
+    capacity_figures,
+    in_flight_tokens,
+    kv_bytes_needed_for_one_request,
+    largest_fitting_model_len,
+    plan_kv_cache,
 )
 from .memory import NO_MEMORY_ERROR, MemoryBudget, memory_budget
-from .model_source import load_model_spec
 from .overheads import activation_peak_bytes, cuda_context_bytes, cudagraph_bytes, non_torch_bytes
-from .quantization import quantization_from_flag
-from .scenario import Scenario
 from .settings import ResolvedSettings, resolve_settings
-from .spec import ModelSpec
-from .units import GIB
 from .vllm_versions import (
-    ESTIMATE_HINT, EXTENSIBLE_HINT_UTIL_BELOW_ONE, EXTENSIBLE_HINT_UTIL_ONE, VersionRules, rules_for,
+    ESTIMATE_HINT,
+    EXTENSIBLE_HINT_UTIL_BELOW_ONE,
+    EXTENSIBLE_HINT_UTIL_ONE,
+    VersionRules,
+    rules_for,
 )
-from .weights import WeightsBreakdown, weight_bytes_per_rank
 
 CPU_DEFAULT_KV_CACHE_BYTES = 4 * GIB  # NOTE: VLLM_CPU_KVCACHE_SPACE unset -> vLLM picks a size; we assume 4 GiB
 NULL_BLOCK_CHECK_SINCE_MINOR = 30  # the one-request check excludes the null block (seen in 0.32 and 0.34)

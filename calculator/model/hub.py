@@ -12,7 +12,7 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import GatedModel, HubUnreachable, InvalidConfig, ModelNotFound
+from ..errors import GatedModel, HubUnreachable, InvalidConfig, ModelNotFound
 from .config_json import parse_config_text
 
 HUB_TIMEOUT_S = 10.0

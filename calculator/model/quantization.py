@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from .errors import InvalidConfig, InvalidInput
+from ..errors import InvalidConfig, InvalidInput
 from .spec import ModelSpec, QuantizationSpec, WeightTensor
 
 ScaleGranularity = Literal["tensor", "channel", "block", "group", "none"]

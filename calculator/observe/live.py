@@ -7,15 +7,15 @@ import math
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from .errors import CalculatorError
-from .estimate import Estimate
-from .kv_cache import capacity_figures, in_flight_tokens
+from ..engine.estimate import Estimate
+from ..engine.kv_cache import capacity_figures, in_flight_tokens
+from ..engine.vllm_versions import LATEST_VERSION, VllmVersion
+from ..engine.workload import Workload
+from ..errors import CalculatorError
+from ..scenario import Scenario
+from ..units import GIB
 from .live_client import ServerModel
 from .metrics import EngineMetrics, Rates
-from .scenario import Scenario
-from .units import GIB
-from .vllm_versions import LATEST_VERSION, VllmVersion
-from .workload import Workload
 
 # "Near 100 %": with requests queued and the pool this full, the next prompt's blocks do not fit, so the
 # KV cache (not the scheduler's max_num_seqs) is what holds them back.

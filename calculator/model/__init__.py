@@ -1,0 +1,1 @@
+"""What the checkpoint is: config.json, architecture, weight inventory, quantization, weight bytes."""
