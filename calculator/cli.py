@@ -1,6 +1,6 @@
 """Command line: ``python -m calculator estimate --model M --gpu H100 ...`` (flags named as ``vllm serve`` names them).
 
-Contract (other tools script it): with ``--json`` stdout is one JSON object (``Estimate.summary()``); exit 0
+Contract (other tools script it): with ``--json`` stdout is one JSON object (``calculator.summary.estimate_summary``); exit 0
 whether or not the model fits; exit 2 with a one-line message on stderr for bad input.
 """
 
@@ -19,6 +19,7 @@ from .errors import CalculatorError
 from .gpus import gpu_catalog
 from .model.model_source import preset_ids
 from .scenario import Scenario
+from .summary import estimate_summary
 from .units import gib, parse_size
 
 EXIT_BAD_INPUT = 2
@@ -124,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
-        print(json.dumps(result.summary()))
+        print(json.dumps(estimate_summary(result)))
     else:
         print(render_table(result))
     return 0

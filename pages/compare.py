@@ -14,9 +14,9 @@ from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.engine.vllm_versions import known_versions
 from calculator.url_state import from_query_params, to_query_params
 from pages.common import page_setup, sentence
-from pages.common.inputs import FROM_CHECKPOINT, QUANTIZATIONS, cached_model_spec
+from pages.common.inputs import cached_model_spec
 from pages.common.outputs import CHART_CONFIG
-from pages.common.state import MODEL_SOURCES, plan_link, share_link
+from pages.common.state import FROM_CHECKPOINT, MODEL_SOURCES, QUANTIZATIONS, plan_link, share_link
 
 PREFIX = "cmp"
 LETTERS = "abcd"

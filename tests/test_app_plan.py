@@ -13,6 +13,7 @@ from support.local_hub import LocalHub
 from calculator import Scenario, Workload, estimate, workload_capacity
 from calculator.model.architecture import build_model_spec
 from calculator.serve_command import parse_serve_command
+from calculator.summary import estimate_summary
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -128,7 +129,7 @@ def test_vllm_serve_import_fills_the_page_and_exports_the_same_command():
 def test_estimate_json_export_matches_the_engine():
     app = run_app({"m": "Qwen/Qwen3-8B"})
     assert any(code.value.startswith("vllm serve Qwen/Qwen3-8B") for code in app.code)
-    summary = estimate(Scenario(model="Qwen/Qwen3-8B")).summary()
+    summary = estimate_summary(estimate(Scenario(model="Qwen/Qwen3-8B")))
     assert json.loads(json.dumps(summary))["kv_cache_tokens"] == int(metrics(app)["KV cache tokens"].replace(",", ""))
 
 

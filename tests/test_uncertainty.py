@@ -9,6 +9,7 @@ import pytest
 from calculator import Scenario, estimate
 from calculator.engine import uncertainty
 from calculator.engine.memory import memory_budget
+from calculator.summary import estimate_summary
 from calculator.units import GIB
 
 TABLE = {"terms": {
@@ -105,7 +106,7 @@ class TestVerdict:
 
 def test_the_summary_carries_the_band_and_the_verdict():
     result = estimate(qwen3_32b(16_000))
-    summary = result.summary()
+    summary = estimate_summary(result)
     low, high, tokens_low, tokens_high = uncertainty.kv_band(result)
     assert (summary["kv_cache_bytes_low"], summary["kv_cache_bytes_high"]) == (low, high)
     assert (summary["kv_cache_tokens_low"], summary["kv_cache_tokens_high"]) == (tokens_low, tokens_high)

@@ -39,7 +39,6 @@ from .vllm_versions import (
 )
 
 CPU_DEFAULT_KV_CACHE_BYTES = 4 * GIB  # NOTE: VLLM_CPU_KVCACHE_SPACE unset -> vLLM picks a size; we assume 4 GiB
-NULL_BLOCK_CHECK_SINCE_MINOR = 30  # the one-request check excludes the null block (seen in 0.32 and 0.34)
 
 
 class Estimate(BaseModel):
@@ -84,53 +83,6 @@ class Estimate(BaseModel):
                     f"{s.max_model_len:,} tokens per request: {cap.max_concurrency:.2f}x",)
         return (f"GPU KV cache size: {cap.kv_cache_tokens:,} tokens",
                 f"Maximum concurrency for {s.max_model_len:,} tokens per request: {cap.max_concurrency:.2f}x")
-
-    def summary(self) -> dict[str, object]:
-        """The CLI's stable JSON contract (per GPU/rank unless the name says otherwise)."""
-        from .uncertainty import kv_band, verdict  # NOTE: uncertainty reads Estimate; imported late to avoid a cycle
-
-        kv_low, kv_high, tokens_low, tokens_high = kv_band(self)
-        return {
-            "model": self.model.model_id,
-            "num_params": self.model.num_params,
-            "checkpoint_num_params": self.model.checkpoint_num_params,
-            "gpu": self.gpu.name if self.gpu else None,
-            "gpu_memory_bytes": self.budget.total_bytes,
-            "tensor_parallel_size": self.settings.tensor_parallel_size,
-            "pipeline_parallel_size": self.settings.pipeline_parallel_size,
-            "dtype": self.settings.dtype,
-            "kv_cache_dtype": self.settings.kv_cache_dtype,
-            "quantization": self.settings.quantization,
-            "gpu_memory_utilization": self.settings.gpu_memory_utilization,
-            "weights_bytes": self.budget.weights_bytes,
-            "activation_bytes": self.budget.activation_bytes,
-            "non_torch_bytes": self.budget.non_torch_bytes,
-            "cudagraph_bytes": self.budget.cudagraph_bytes,
-            "cuda_context_bytes": self.budget.context_bytes,
-            "kv_cache_bytes": self.kv_cache_bytes,
-            "kv_cache_bytes_low": kv_low,
-            "kv_cache_bytes_high": kv_high,
-            "kv_bytes_per_token": self.layout.kv_bytes_per_token,
-            "bytes_per_block": self.layout.bytes_per_block,
-            "block_size": self.layout.block_size,
-            "num_kv_cache_groups": len(self.layout.groups),
-            "num_gpu_blocks": self.capacity.num_gpu_blocks,
-            "kv_cache_tokens": self.capacity.kv_cache_tokens,
-            "kv_cache_tokens_low": tokens_low,
-            "kv_cache_tokens_high": tokens_high,
-            "max_concurrency": self.capacity.max_concurrency,
-            "max_model_len": self.settings.max_model_len,
-            "max_num_seqs": self.settings.max_num_seqs,
-            "max_num_batched_tokens": self.settings.max_num_batched_tokens,
-            "max_fitting_model_len": self.max_fitting_model_len,
-            "fits": self.fits,
-            "verdict": verdict(self),
-            "error": self.error,
-            "vllm_version": str(self.rules.version),
-            "vllm_era": self.rules.era,
-            "log_lines": list(self.log_lines()),
-            "warnings": list(self.warnings),
-        }
 
 
 def resolve_gpu(scenario: Scenario) -> GpuSpec | None:
@@ -231,7 +183,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
 def _usable_for_one_request(rules: VersionRules, layout: KvCacheLayout, budgets: list[MemoryBudget],
                             override: int | None) -> tuple[int, ...]:
     """Memory the one-request check compares against, per stage (§2.6; the null block excluded in 0.30+)."""
-    null_block = rules.version.at_least(NULL_BLOCK_CHECK_SINCE_MINOR)
+    null_block = rules.one_request_check_excludes_null_block
     usable = []
     for budget, per_block in zip(budgets, layout.bytes_per_block_per_stage):
         pool = override * per_block if override else max(budget.kv_cache_bytes, 0)

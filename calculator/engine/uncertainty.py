@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Literal
 
 from ..units import GIB
-from .estimate import NULL_BLOCK_CHECK_SINCE_MINOR, Estimate
+from .estimate import Estimate
 from .kv_cache import capacity_figures, in_flight_tokens, kv_bytes_needed_for_one_request
 from .memory import MemoryBudget
 
@@ -109,7 +109,7 @@ def _starts(result: Estimate, pools: list[int]) -> bool:
     s, layout = result.settings, result.layout
     in_flight = in_flight_tokens(result.rules, max_num_batched_tokens=s.max_num_batched_tokens,
                                  pipeline_parallel_size=s.pipeline_parallel_size, async_scheduling=s.async_scheduling)
-    null_block = result.rules.version.at_least(NULL_BLOCK_CHECK_SINCE_MINOR)
+    null_block = result.rules.one_request_check_excludes_null_block
     for stage, (pool, per_block) in enumerate(zip(pools, layout.bytes_per_block_per_stage)):
         usable = pool - (per_block if null_block else 0)
         if kv_bytes_needed_for_one_request(layout, s.max_model_len, in_flight, stage) > usable:

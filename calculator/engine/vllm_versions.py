@@ -83,6 +83,7 @@ class VersionRules(BaseModel):
     sliding_window_counts_in_flight_batches: bool  # §2.1: 0.26+ reserves max_concurrent_batches × batch
     token_semantics: TokenSemantics  # §2.5: what "GPU KV cache size: N tokens" means
     supports_kv_cache_memory_bytes: bool  # §1.6: 0.10.2+
+    one_request_check_excludes_null_block: bool  # the one-request check leaves out the null block (0.32, 0.34)
     fp32_auto_dtype: Literal["float16", "bfloat16"]  # §2.9: dtype=auto for an fp32 checkpoint on sm80+
     kv_cache_dtypes: tuple[str, ...]  # §2.9 CacheDType history
     max_len_error_template: str
@@ -179,6 +180,7 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
                          else "blocks_per_group" if v.at_least(9)
                          else "blocks_times_block_size"),
         supports_kv_cache_memory_bytes=v.at_least(10, 2),
+        one_request_check_excludes_null_block=v.at_least(30),
         fp32_auto_dtype="bfloat16" if v.at_least(9) else "float16",
         kv_cache_dtypes=tuple(kv_dtypes),
         max_len_error_template=_MAX_LEN_ERRORS[template_minor],

@@ -27,10 +27,10 @@ from calculator.observe.fleet_client import FleetReading, default_prometheus_url
 from calculator.observe.live_client import ServerModel
 from calculator.url_state import to_query_params
 
-from .inputs import DTYPES, MODEL_SOURCES, QUANTIZATIONS, cached_model_spec
+from .inputs import cached_model_spec
 from .live_view import resolve_spec
 from .outputs import CHART_CONFIG
-from .state import link_to, plan_link
+from .state import DTYPES, MODEL_SOURCES, QUANTIZATIONS, link_to, plan_link
 
 RANGES_S = {"5 min": 300, "15 min": 900, "1 h": 3600, "6 h": 6 * 3600, "24 h": 86400, "7 days": 7 * 86400}
 # NOTE: each refresh runs a handful of range queries; Prometheus' own scrape interval is rarely under 15 s.

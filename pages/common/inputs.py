@@ -12,12 +12,7 @@ from calculator.engine.vllm_versions import known_versions, rules_for
 from calculator.model.model_source import hub_model_spec, load_model_spec, model_spec_from_text
 from calculator.scenario import DEFAULT_MODEL
 
-from .state import CUSTOM_GPU, MODEL_SOURCES
-
-FROM_CHECKPOINT = "from checkpoint"  # NOTE: a None option would show as "Choose an option" in a selectbox
-QUANTIZATIONS = (FROM_CHECKPOINT, "awq", "gptq", "fp8", "fbgemm_fp8", "compressed-tensors", "mxfp4", "modelopt",
-                 "modelopt_fp4", "bitsandbytes")
-DTYPES = ("auto", "bfloat16", "float16", "float32")
+from .state import CUSTOM_GPU, DTYPES, FROM_CHECKPOINT, MODEL_SOURCES, QUANTIZATIONS
 
 
 @st.cache_data(ttl="1h", max_entries=256, show_spinner="Reading the model's config.json")

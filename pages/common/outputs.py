@@ -7,11 +7,12 @@ import json
 import streamlit as st
 
 from calculator import CalculatorError, Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity
-from calculator.engine import uncertainty
 from calculator.charts import memory_stack_figure, paged_vs_naive_figure, sweep_figure
+from calculator.engine import uncertainty
 from calculator.engine.advice import capacity_plan, fixes
 from calculator.explain import explanation
 from calculator.serve_command import parse_serve_command, serve_command
+from calculator.summary import estimate_summary
 from calculator.sweeps import SWEEPABLE, default_values, points_to_csv, sweep
 from calculator.units import GIB
 
@@ -139,5 +140,5 @@ def share_and_export(link: str, result: Estimate) -> None:
     st.markdown("#### Share and export")
     st.caption("This link reproduces exactly this view (no token is ever put in it); use the copy icon.")
     st.code(link, language=None)
-    st.download_button("Download the estimate (JSON)", json.dumps(result.summary(), indent=2),
+    st.download_button("Download the estimate (JSON)", json.dumps(estimate_summary(result), indent=2),
                        file_name="vllm-estimate.json", mime="application/json", key="estimate_json")

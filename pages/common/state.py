@@ -17,6 +17,11 @@ MODEL_SOURCES = ("Preset", "Hugging Face id", "Upload config.json")
 WIDGET_FIELDS = (*(f for f in SCENARIO_KEYS if f not in ("model", "gpu", "gpu_memory_utilization")),
                  *WORKLOAD_KEYS)
 
+FROM_CHECKPOINT = "from checkpoint"  # NOTE: a None option would show as "Choose an option" in a selectbox
+QUANTIZATIONS = (FROM_CHECKPOINT, "awq", "gptq", "fp8", "fbgemm_fp8", "compressed-tensors", "mxfp4", "modelopt",
+                 "modelopt_fp4", "bitsandbytes")
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
 
 def request_apply(prefix: str, scenario: Scenario, workload: Workload | None, notes: list[str]) -> None:
     """Ask for the page's widgets to be set to ``scenario`` at the start of the next run, then rerun.
@@ -48,8 +53,6 @@ def init_from_url(prefix: str) -> list[str]:
 def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = None) -> list[str]:
     """Set every widget of the page to a scenario (links, `vllm serve` import, calibration); returns warnings
     for values a picker cannot show (they fall back to the default)."""
-    from .inputs import DTYPES, FROM_CHECKPOINT, QUANTIZATIONS
-
     warnings = []
     pickers = {"dtype": DTYPES, "quantization": (None, *QUANTIZATIONS), "kv_cache_dtype": SUPPORTED_KV_CACHE_DTYPES}
     for field, options in pickers.items():
