@@ -62,7 +62,7 @@ class TestRecordMapping:
 
     def test_versions_unknown_approximate_or_of_the_other_engine(self):
         assert modelled_version("0.9.1.dev705+g01220ce89", "v1") == ("0.9.1", None)
-        assert modelled_version(None, "v1")[0] == "0.11.0"
+        assert modelled_version(None, "v1")[0] == "0.13.0"
         assert modelled_version(None, "v0")[0] == "0.6.6"
         assert modelled_version("main@73c8d677 (~0.4.1+)", "v0")[0] == "0.4.1"
         assert modelled_version("0.11.2 (ROCm dev build, V0 engine)", "v0")[0] == "0.6.6"

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from ..gpus import GpuSpec, custom_gpu, find_gpu
 from ..model.model_source import load_model_spec
 from ..model.quantization import quantization_from_flag
-from ..model.spec import ModelSpec
+from ..model.spec import ModelSpec, QuantizationSpec
 from ..model.weights import WeightsBreakdown, weight_bytes_per_rank
 from ..scenario import Scenario
 from ..units import GIB
@@ -27,7 +27,9 @@ from .kv_cache import (
     largest_fitting_model_len,
     plan_kv_cache,
 )
+from .cudagraph_budget import subtracts_cudagraph_estimate
 from .memory import NO_MEMORY_ERROR, MemoryBudget, memory_budget
+from .moe_kernels import expert_storage
 from .overheads import activation_peak_bytes, cuda_context_bytes, cudagraph_bytes, non_torch_bytes
 from .settings import ResolvedSettings, resolve_settings
 from .vllm_versions import (
@@ -111,8 +113,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
                            kernel_block_alignment=KERNEL_BLOCK_ALIGNMENT[settings.device])
-    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, quantization)
-    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout)
+    storage = expert_storage(quantization, rules, gpu, settings.device)
+    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, quantization, storage)
+    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout, quantization)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
@@ -140,15 +143,19 @@ def clear_caches() -> None:
 
 
 @lru_cache(maxsize=512)
-def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantization: object) -> WeightsBreakdown:
+def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantization: object,
+                    storage: object = None) -> WeightsBreakdown:
     """Weights do not change while a sweep moves max_model_len or utilization: compute them once."""
     return weight_bytes_per_rank(spec, dtype_bytes=dtype_bytes, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                                 quantization=quantization)  # type: ignore[arg-type]
+                                 quantization=quantization, expert_storage=storage)  # type: ignore[arg-type]
 
 
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
-                   weights_per_stage: tuple[int, ...], layout: KvCacheLayout) -> list[MemoryBudget]:
+                   weights_per_stage: tuple[int, ...], layout: KvCacheLayout,
+                   quantization: QuantizationSpec | None) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
+    subtracts, cudagraph_note = subtracts_cudagraph_estimate(rules, spec, quantization, device=device,
+                                                             enforce_eager=settings.enforce_eager)
     budgets = []
     for stage, stage_weights in enumerate(weights_per_stage):
         layers_on_stage = sum(g.layers_per_stage[stage] for g in layout.groups)
@@ -171,7 +178,8 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=settings.max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=settings.max_num_batched_tokens),
-            subtracts_cudagraph=rules.subtracts_cudagraph_estimate and settings.memory_formula != "v1_extensible",
+            subtracts_cudagraph=subtracts and settings.memory_formula != "v1_extensible",
+            cudagraph_note=cudagraph_note,
             has_startup_check=rules.has_startup_free_memory_check,
             platform=device,
             kv_cache_memory_bytes=kv_given,
