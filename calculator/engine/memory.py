@@ -49,6 +49,7 @@ class MemoryBudget(BaseModel):
     non_torch_bytes: int
     cudagraph_bytes: int
     cudagraph_in_budget: bool  # subtracted from the KV budget (0.20+) or living in the headroom (older)
+    cudagraph_note: str = ""  # why (``cudagraph_budget.py``): version, platform, model runner, eager
     extensible_reserve_bytes: int = 0  # 0.34: margin + transient headroom kept outside the KV cache
     adjustment_bytes: int = 0  # calibration: overhead the model missed on a real server (may be negative)
     kv_cache_bytes: int  # memory handed to the KV cache (may be negative: it does not fit)
@@ -95,7 +96,7 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
                   other_processes_bytes: int, context_bytes: int, weights_bytes: int, activation_bytes: int,
                   non_torch_bytes: int, cudagraph_bytes: int, subtracts_cudagraph: bool,
                   has_startup_check: bool, platform: str, kv_cache_memory_bytes: int | None = None,
-                  adjustment_bytes: int = 0, device_label: str = "cuda:0") -> MemoryBudget:
+                  adjustment_bytes: int = 0, device_label: str = "cuda:0", cudagraph_note: str = "") -> MemoryBudget:
     """The KV-cache budget of one GPU under the version's formula (§1.2-1.9)."""
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
     free_at_start = total_bytes - other_processes_bytes - context_bytes
@@ -130,6 +131,7 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
         gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
         context_bytes=context_bytes, weights_bytes=weights_bytes, activation_bytes=activation_bytes,
         non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, cudagraph_in_budget=cudagraph_in_budget,
+        cudagraph_note=cudagraph_note,
         extensible_reserve_bytes=reserve, adjustment_bytes=adjustment_bytes if kv_cache_memory_bytes is None else 0,
         kv_cache_bytes=kv,
         kv_cache_memory_bytes_given=kv_cache_memory_bytes is not None, startup_error=startup_error)
