@@ -28,9 +28,17 @@ from .kv_cache import (
     plan_kv_cache,
 )
 from .cudagraph_budget import subtracts_cudagraph_estimate
-from .memory import NO_MEMORY_ERROR, MemoryBudget, memory_budget
+from .known_issues import known_issues
+from .memory import MemoryBudget, memory_budget, no_memory_error
 from .moe_kernels import expert_storage
-from .overheads import activation_peak_bytes, cuda_context_bytes, cudagraph_bytes, non_torch_bytes
+from .overheads import (
+    UMA_HOST_BASELINE_BYTES,
+    UMA_HOST_GROWTH_BYTES,
+    activation_peak_bytes,
+    cuda_context_bytes,
+    cudagraph_bytes,
+    non_torch_bytes,
+)
 from .settings import ResolvedSettings, resolve_settings
 from .vllm_versions import (
     ESTIMATE_HINT,
@@ -115,7 +123,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                            kernel_block_alignment=KERNEL_BLOCK_ALIGNMENT[settings.device])
     storage = expert_storage(quantization, rules, gpu, settings.device)
     weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, quantization, storage)
-    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout, quantization)
+    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout, quantization,
+                             unified_memory=bool(gpu and gpu.unified_memory))
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
@@ -130,6 +139,13 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
     error = settings.error or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
+    warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
+    if gpu is not None and gpu.unified_memory and settings.device == "cuda":
+        warnings.append(
+            f"{gpu.name} shares one memory pool with the host: vLLM reads free memory as the host's available "
+            f"memory, so the OS and vLLM's own processes ({UMA_HOST_BASELINE_BYTES / GIB:.1f} GiB assumed) count as "
+            f"used at start and what the host side grows by later ({UMA_HOST_GROWTH_BYTES / GIB:.1f} GiB assumed) as "
+            "non-torch memory; other programs on the box lower both (other_processes_memory_gib).")
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, max_fitting_model_len=max_fitting,
@@ -152,7 +168,7 @@ def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantiz
 
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
                    weights_per_stage: tuple[int, ...], layout: KvCacheLayout,
-                   quantization: QuantizationSpec | None) -> list[MemoryBudget]:
+                   quantization: QuantizationSpec | None, *, unified_memory: bool) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
     subtracts, cudagraph_note = subtracts_cudagraph_estimate(rules, spec, quantization, device=device,
                                                              enforce_eager=settings.enforce_eager)
@@ -167,14 +183,15 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             total_bytes=settings.gpu_memory_bytes,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             other_processes_bytes=int(scenario.other_processes_memory_gib * GIB),
-            context_bytes=cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device),
+            context_bytes=cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
+                                             unified_memory=unified_memory),
             weights_bytes=stage_weights,
             activation_bytes=activation_peak_bytes(
                 spec, max_num_batched_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs,
                 activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
                 rules=rules),
             non_torch_bytes=non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
-                                            rules=rules),
+                                            rules=rules, unified_memory=unified_memory),
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=settings.max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=settings.max_num_batched_tokens),
@@ -207,7 +224,7 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
             return budget.startup_error
     hint = _hint(settings)
     if any(b.kv_cache_bytes <= 0 for b in budgets):
-        return NO_MEMORY_ERROR.format(hint=hint)
+        return no_memory_error(rules.version, hint)
     for stage, available in enumerate(usable):
         needed = kv_bytes_needed_for_one_request(layout, settings.max_model_len, in_flight, stage)
         if needed > available:

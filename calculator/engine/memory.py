@@ -10,7 +10,7 @@ import math
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..units import GIB
-from .vllm_versions import MemoryFormula
+from .vllm_versions import MemoryFormula, VllmVersion
 
 # 0.34 extensible KV cache (vllm/v1/worker/extensible_kv_cache.py, §1.7)
 EXTENSIBLE_MARGIN_FLOOR_BYTES = {"cuda": 1 << 30, "rocm": 3 << 30}
@@ -22,6 +22,20 @@ FREE_MEMORY_ERROR = (
     "other processes.")
 NO_MEMORY_ERROR = ("No available memory for the cache blocks. {hint} See "
                    "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+# vllm/v1/core/kv_cache_utils.py ``check_enough_kv_cache_memory`` (V0: worker.py ``raise_if_cache_size_invalid``):
+# the bare sentence up to 0.12, the docs link from 0.13, the hint about the CPU backend from 0.22.
+_PLAIN_NO_MEMORY = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                    "initializing the engine.")
+_DOCS_LINK = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+
+
+def no_memory_error(version: VllmVersion, hint: str) -> str:
+    """vLLM's "No available memory for the cache blocks" error as ``version`` words it."""
+    if not version.at_least(13):
+        return _PLAIN_NO_MEMORY
+    if not version.at_least(22):
+        return _PLAIN_NO_MEMORY + _DOCS_LINK
+    return NO_MEMORY_ERROR.format(hint=hint)
 
 
 class MemorySegment(BaseModel):
