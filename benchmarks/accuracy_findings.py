@@ -4,7 +4,7 @@ failed start-up with vLLM's message, the records left out of the statistics, and
 from __future__ import annotations
 
 from benchmarks.accuracy import Report, Row
-from calculator.engine.moe_kernels import expert_storage
+from calculator.engine.quant_kernels import expert_storage, resident_quantization
 from calculator.engine.uncertainty import verdict, verdict_reason
 from calculator.model.quantization import quantization_from_flag
 from calculator.units import GIB
@@ -38,6 +38,8 @@ def _format(row: Row) -> str:
     storage = expert_storage(quant, result.rules, result.gpu, result.settings.device)
     if storage is not None:
         label += f"; experts: {storage.backend}"
+    if resident_quantization(quant, result.gpu, result.settings.device, result.settings.dtype_bytes) != quant:
+        label += "; Marlin (no FP8 tensor cores): scales in the model dtype"
     return label
 
 
@@ -45,7 +47,7 @@ def _quantized_weights(report: Report) -> list[str]:
     rows = [row for row in report.scored() if _quantization_of(row) is not None]
     lines = ["## Weights on quantized checkpoints", "",
              "Every scored record whose weights are quantized, as vLLM holds them after `process_weights_after_loading`"
-             " (MXFP4 experts laid out by the MoE kernel of that version and GPU: `calculator/engine/moe_kernels.py`)."
+             " (MXFP4 experts laid out by the MoE kernel of that version and GPU: `calculator/engine/quant_kernels.py`)."
              " `-` = the record does not print the weights.", "",
              "| record | vLLM, GPU | format | printed GiB | ours GiB | error % |", "|---|---|---|---:|---:|---:|"]
     for row in rows:
@@ -76,10 +78,18 @@ def _failed_startups(report: Report) -> list[str]:
 def _mechanisms() -> list[str]:
     return [
         "## Mechanisms behind the 2026-12 records", "",
-        "- **MXFP4 experts** (`calculator/engine/moe_kernels.py`): Marlin pads gpt-oss's 2,880 to 2,944 / 3,072 "
+        "- **MXFP4 experts** (`calculator/engine/quant_kernels.py`): Marlin pads gpt-oss's 2,880 to 2,944 / 3,072 "
         "(Hopper up to 0.11, Ampere, Ada, GeForce and GB10); the vendored Triton kernels on Hopper (0.12+) keep a "
         "swizzled scale copy padded to 256 rows beside the checkpoint's scales until 0.24 and cast the biases to "
         "fp32; FlashInfer TRT-LLM on B200/B300 pads both sizes to 256 (intermediate 128 from 0.27).",
+        "- **Other packed formats** (`calculator/engine/quant_kernels.py`, checked in the 0.10-0.34 wheels): FP8 on "
+        "GPUs below compute capability 8.9 (A100, A10, RTX 3090) runs through Marlin, whose scales are one per output "
+        "channel and 128-input group in the model dtype (32 times the bytes of 128 x 128 fp32 block scales: +1.1 % "
+        "on Qwen3-8B-FP8); on FP8 GPUs the block scales stay as stored (DeepGEMM's UE8M0 requantization is in "
+        "place). AWQ and GPTQ Marlin repacking keeps every element count (`marlin_permute_scales`, "
+        "`awq_to_marlin_zero_points`; GPTQ act-order keeps `g_idx` and the sort indices, already counted). NVFP4's "
+        "`swizzle_blockscale` pads scale rows to 128 and scale columns to 4, below 0.1 % of the weights for every "
+        "shape we bundle, so it is not modelled.",
         "- **CUDA graphs in the budget** (`calculator/engine/cudagraph_budget.py`): subtracted from 0.20 "
         "(`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 1), except with `--enforce-eager`, on ROCm before "
         "0.26, and under Model Runner V2 before 0.29, whose `profile_cudagraph_memory` returns 0. V2 is the default "

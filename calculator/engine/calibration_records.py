@@ -27,7 +27,7 @@ from .vllm_versions import VllmVersion, rules_for
 # V1 -> 0.13.0: most unversioned V1 records are llm-d's table, whose first revision (Jan 2026) ran
 # vllm/vllm-openai:latest (0.13-0.14 then; the Feb revision pins 0.11.0 for a replication template). Its
 # gpt-oss-20b weights, 13.47 GiB, are what only the vendored Triton MXFP4 kernels with the Hopper swizzle hold
-# (0.12+, ``moe_kernels.py``); 0.11.0 would load Marlin's padded experts (13.67). Every other rule we model is the
+# (0.12+, ``quant_kernels.py``); 0.11.0 would load Marlin's padded experts (13.67). Every other rule we model is the
 # same at 0.11.0 and 0.13.0: the 0.9.1-0.19 "sum of parts" budget without CUDA graphs, which is how every
 # unversioned V1 breakdown in the records closes (README caveat 5), V1 overheads before 0.17, the same defaults.
 DEFAULT_VERSION_BY_ENGINE = {"v0": "0.6.6", "v1": "0.13.0"}

@@ -30,7 +30,7 @@ from .kv_cache import (
 from .cudagraph_budget import subtracts_cudagraph_estimate
 from .known_issues import known_issues
 from .memory import MemoryBudget, memory_budget, no_memory_error
-from .moe_kernels import expert_storage
+from .quant_kernels import expert_storage, resident_quantization
 from .overheads import (
     UMA_HOST_BASELINE_BYTES,
     UMA_HOST_GROWTH_BYTES,
@@ -122,7 +122,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
                            kernel_block_alignment=KERNEL_BLOCK_ALIGNMENT[settings.device])
     storage = expert_storage(quantization, rules, gpu, settings.device)
-    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, quantization, storage)
+    resident = resident_quantization(quantization, gpu, settings.device, settings.dtype_bytes)
+    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, resident, storage)
     budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout, quantization,
                              unified_memory=bool(gpu and gpu.unified_memory))
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block

@@ -56,7 +56,7 @@ MXFP4_INTERMEDIATE_ALIGNMENT = 64
 class ExpertStorage:
     """How a fused-MoE kernel holds packed (MXFP4) experts once ``process_weights_after_loading`` has run.
 
-    ``engine/moe_kernels.py`` decides it from the vLLM version and the GPU; ``weights.py`` counts it.
+    ``engine/quant_kernels.py`` decides it from the vLLM version and the GPU; ``weights.py`` counts it.
     ``scale_copies``: one ``(rows, columns)`` alignment per resident copy of the e8m0 scales of one expert
     matrix (``out`` rows x ``in / 32`` columns). The Triton kernels on Hopper swizzle the scales into a padded
     copy and, before 0.25, also kept the checkpoint's copy. The fused w13 (gate and up) has ``2 x I`` rows;

@@ -169,7 +169,7 @@ def weight_bytes_per_rank(spec: ModelSpec, *, dtype_bytes: int, tensor_parallel_
 
     ``dtype_bytes``: the model dtype (2 for bf16/fp16), used by every tensor the quantization leaves alone.
     ``quantization``: what is loaded (``quantization_from_flag``); ``None`` = the checkpoint's own.
-    ``expert_storage``: how the MoE kernel lays out MXFP4 experts (``engine/moe_kernels.py``); ``None`` = the
+    ``expert_storage``: how the MoE kernel lays out MXFP4 experts (``engine/quant_kernels.py``); ``None`` = the
     generic layout (intermediate rounded up to 64, checkpoint scales, biases in the model dtype).
     Tensors vLLM does not load (``loaded=False``, e.g. DeepSeek's MTP layers) are not counted.
     """

@@ -1,7 +1,7 @@
 """MXFP4 experts as vLLM's MoE kernels hold them: the kernel per version and GPU, and the resident bytes.
 
 The expected bytes are worked out from gpt-oss's shapes (hidden 2880, expert intermediate 2880, 24 layers x 32
-experts for the 20b, 36 x 128 for the 120b) and the padding/scale rules quoted in ``calculator/engine/moe_kernels.py``
+experts for the 20b, 36 x 128 for the 120b) and the padding/scale rules quoted in ``calculator/engine/quant_kernels.py``
 from vLLM's source; the two start-ups are what vLLM printed ("Model loading took ... GiB").
 """
 
@@ -13,7 +13,7 @@ from importlib import resources
 import pytest
 
 from calculator import Scenario, estimate
-from calculator.engine.moe_kernels import (
+from calculator.engine.quant_kernels import (
     MARLIN,
     TRITON_HOPPER,
     TRITON_HOPPER_BOTH_SCALES,
@@ -32,6 +32,7 @@ from calculator.units import GIB
 
 BF16, FP32 = 2, 4
 H = I = 2880
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 def gpt_oss(file_stem: str) -> ModelSpec:
@@ -122,3 +123,27 @@ class TestPrintedStartups:
         result = estimate(Scenario(model="openai/gpt-oss-20b", gpu="h100", vllm_version="0.13.0",
                                    gpu_memory_utilization=0.9, max_model_len=16000, block_size=128))
         assert result.budget.weights_bytes / GIB == pytest.approx(13.47, rel=0.01)
+
+
+class TestFp8ThroughMarlin:
+    """Below compute capability 8.9 FP8 runs weight-only through Marlin, with scales in the model dtype."""
+
+    QWEN3_8B_FP8_ON_HOPPER = 9_437_399_040  # tests/test_weights.py: fp8 values + fp32 scales per 128 x 128 block
+
+    def test_block_scales_become_one_per_output_and_128_inputs_in_bf16(self) -> None:
+        # Qwen3-8B per layer: q 4096, k 1024, v 1024, o 4096, gate 12288, up 12288 outputs over 4096 inputs
+        # (32 groups of 128), down 4096 outputs over 12288 inputs (96 groups).
+        marlin = (4096 + 1024 + 1024 + 4096 + 12288 + 12288) * 32 + 4096 * 96
+        blocks = 32 * 32 + 2 * 8 * 32 + 32 * 32 + 3 * 96 * 32
+        expected = self.QWEN3_8B_FP8_ON_HOPPER + 36 * (marlin * BF16 - blocks * FP32)
+        a100 = estimate(Scenario(model="Qwen/Qwen3-8B-FP8", gpu="a100", vllm_version="0.20.0"))
+        assert a100.budget.weights_bytes == expected
+        for native in ("h100", "l40s"):  # compute capability 9.0 and 8.9: FP8 kernels, block scales kept
+            kept = estimate(Scenario(model="Qwen/Qwen3-8B-FP8", gpu=native, vllm_version="0.20.0"))
+            assert kept.budget.weights_bytes == self.QWEN3_8B_FP8_ON_HOPPER
+
+    def test_a_per_tensor_scale_becomes_one_per_output_channel(self) -> None:
+        outputs = 4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096  # Llama-3.1-8B per layer
+        hopper = estimate(Scenario(model=LLAMA_8B, gpu="h100", vllm_version="0.20.0", quantization="fp8"))
+        ampere = estimate(Scenario(model=LLAMA_8B, gpu="a100", vllm_version="0.20.0", quantization="fp8"))
+        assert ampere.budget.weights_bytes - hopper.budget.weights_bytes == 32 * (outputs * BF16 - 7 * FP32)

@@ -1,6 +1,13 @@
-"""Which fused-MoE kernel vLLM runs MXFP4 experts with, per version and GPU, and how that kernel stores them.
+"""How vLLM's kernels hold quantized weights once loaded, per version and GPU: what the checkpoint bytes become.
 
-The checkpoint's MXFP4 experts (gpt-oss) are not what stays resident: each kernel pads the expert dimensions
+**FP8 on GPUs without FP8 tensor cores** (compute capability < 8.9: A100, A10, A40, RTX 3090): ``Fp8LinearMethod``
+and the FP8 MoE run weight-only through Marlin (``use_marlin = not has_device_capability(89)``, 0.10-0.34), and
+``prepare_fp8_layer_for_marlin`` (``quantization/utils/marlin_utils_fp8.py``) turns the scales into the model dtype:
+per-tensor and per-channel scales into one per output channel, 128 x 128 block scales into one per output channel
+and 128-input group (``repeat_interleave(block_n)``): 64 times the elements, half the bytes each. The FP8 values
+keep their bytes. ``resident_quantization`` rewrites the spec accordingly.
+
+**MXFP4 experts.** The checkpoint's MXFP4 experts (gpt-oss) are not what stays resident: each kernel pads the expert dimensions
 to its tile, re-lays the e8m0 scales and may keep the biases in fp32. Read from the released wheels:
 ``vllm/model_executor/layers/quantization/mxfp4.py`` (``get_mxfp4_backend``, ``Mxfp4MoEMethod.create_weights``
 and ``process_weights_after_loading``, 0.10-0.19) and ``vllm/model_executor/layers/fused_moe/oracle/mxfp4.py``
@@ -37,6 +44,8 @@ from ..model.spec import QuantizationSpec
 from .vllm_versions import Device, VersionRules
 
 FP32_BYTES = 4
+NATIVE_FP8_CAPABILITY = (8, 9)  # has_device_capability(89): Ada, Hopper, Blackwell
+MARLIN_FP8_METHODS = frozenset({"fp8", "fbgemm_fp8"})  # Fp8LinearMethod / Fp8MoEMethod and FBGEMM's FP8 linear
 MARLIN = ExpertStorage(backend="marlin", intermediate_align=128, hidden_align=256)
 # HopperMXScaleLayout.swizzle_data: SWIZZLE_ALIGN_M = 2 * num_warps * 2 * 8 with num_warps = 8, SWIZZLE_ALIGN_K = 2.
 HOPPER_SWIZZLED_SCALES = (256, 2)
@@ -51,6 +60,19 @@ TRTLLM_0_11 = ExpertStorage(backend="flashinfer-trtllm", intermediate_align=256,
 TRTLLM_0_27 = ExpertStorage(backend="flashinfer-trtllm", intermediate_align=128, hidden_align=256,
                             bias_bytes=FP32_BYTES)
 TRITON_ROCM = ExpertStorage(backend="triton (ROCm)", intermediate_align=256, hidden_align=256, bias_bytes=FP32_BYTES)
+
+
+def resident_quantization(quantization: QuantizationSpec | None, gpu: GpuSpec | None, device: Device,
+                          dtype_bytes: int) -> QuantizationSpec | None:
+    """The quantization as the kernels keep it on ``gpu`` (FP8 through Marlin below compute capability 8.9)."""
+    if (quantization is None or quantization.method not in MARLIN_FP8_METHODS or device != "cuda" or gpu is None
+            or gpu.compute_capability is None or gpu.compute_capability >= NATIVE_FP8_CAPABILITY):
+        return quantization
+    if quantization.scale_granularity == "block":
+        group = (quantization.weight_block_size or (128, 128))[1]
+        return quantization.model_copy(update={"scale_granularity": "group", "group_size": group,
+                                               "weight_block_size": None, "scale_bytes": dtype_bytes})
+    return quantization.model_copy(update={"scale_granularity": "channel", "scale_bytes": dtype_bytes})
 
 
 def expert_storage(quantization: QuantizationSpec | None, rules: VersionRules, gpu: GpuSpec | None,
