@@ -112,8 +112,9 @@ def missing_config(row: Row) -> str:
     annotations = row.record.get("annotations") or {}
     architecture = annotations.get("architecture") or "architecture not stated"
     model = row.case.model
-    if "local" in model.lower() or "/" not in model.split()[0]:
-        where = "a local or unnamed checkpoint whose config.json was not published"
+    first = model.split()[0] if model.split() else model
+    if "/" in first and not first.startswith("/"):
+        where = f"the config.json of `{first}` (no exact public copy found)"
     else:
-        where = f"the config.json of `{model.split()[0]}` (no exact public copy found)"
+        where = "the config.json of a local or unnamed checkpoint, which was not published"
     return f"{model} ({architecture}): needs {where}."
