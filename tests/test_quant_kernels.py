@@ -147,3 +147,9 @@ class TestFp8ThroughMarlin:
         hopper = estimate(Scenario(model=LLAMA_8B, gpu="h100", vllm_version="0.20.0", quantization="fp8"))
         ampere = estimate(Scenario(model=LLAMA_8B, gpu="a100", vllm_version="0.20.0", quantization="fp8"))
         assert ampere.budget.weights_bytes - hopper.budget.weights_bytes == 32 * (outputs * BF16 - 7 * FP32)
+
+    def test_gpt_oss_120b_on_one_h100_with_the_defaults_of_0_14_does_not_fit(self) -> None:
+        # The case users report (vllm-project/vllm#27508, #33155): 64.3 GiB of weights leave no room for the
+        # sampler's warm-up at 1,024 sequences within 0.9 x 79.19 GiB.
+        result = estimate(Scenario(model="openai/gpt-oss-120b", gpu="h100", vllm_version="0.14.1"))
+        assert not result.fits and result.error.startswith("No available memory for the cache blocks.")
