@@ -1,7 +1,8 @@
 """Accuracy on real vLLM start-ups: our estimate, the seed article's method and llm-d's planner, side by side.
 
-Run: ``python benchmarks/accuracy.py`` (from the repository root). It reads ``benchmarks/data/calibration.jsonl``
-(a copy of ``shared/data/vllm-startup-logs/calibration.jsonl``), prints the table, and writes ``docs/accuracy.md``,
+Run: ``python benchmarks/accuracy.py`` (from the repository root). It reads ``benchmarks/data/calibration.jsonl`` and
+``benchmarks/data/calibration-2026-12.jsonl`` (verbatim copies of the files of ``shared/data/vllm-startup-logs/``),
+prints the table, and writes ``docs/accuracy.md``,
 ``docs/accuracy.png`` and the uncertainty bands ``calculator/data/uncertainty.json``. ``--check`` exits 1 when a
 target fails. ``tests/test_accuracy.py`` runs ``evaluate`` and ``check_targets`` on the same file.
 
@@ -26,7 +27,9 @@ from calculator.engine.calibration_records import CalibrationCase, load_cases, l
 from calculator.engine.estimate import Estimate, estimate  # noqa: E402
 from calculator.units import GIB  # noqa: E402
 
-RECORDS = ROOT / "benchmarks" / "data" / "calibration.jsonl"
+DATA = ROOT / "benchmarks" / "data"
+RECORD_FILES = (DATA / "calibration.jsonl", DATA / "calibration-2026-12.jsonl")
+RECORDS = RECORD_FILES  # NOTE: every file the benchmark scores, in order
 METHODS = ("ours", "seed article", "llm-d")
 METRICS = ("weights_gib", "available_kv_gib", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency")
 METRIC_LABELS = {"weights_gib": "weights", "available_kv_gib": "available KV memory", "kv_cache_tokens": "KV tokens",
@@ -36,12 +39,15 @@ METRIC_LABELS = {"weights_gib": "weights", "available_kv_gib": "available KV mem
 MIN_POOL_GIB = 1.0
 PRINTED_GIB_HALF_STEP = 0.005  # "Available KV cache memory: 28.20 GiB" is rounded to 0.01 GiB
 UNMODELLED_LAYOUT_KEYS = ("speculative_decoding", "speculative_config")  # draft layers share the KV pool
-TARGETS = {  # metric: (median limit %, p90 limit %)
-    "weights_gib": (2.0, None),
-    "available_kv_gib": (3.0, 10.0),
-    "kv_cache_tokens": (3.0, 10.0),
+TARGETS = {  # metric: (median limit %, p90 limit %), issue 13
+    "weights_gib": (1.0, None),
+    "kv_cache_tokens": (2.0, 5.0),
 }
 ARITHMETIC_LIMIT_PCT = 0.5
+# NOTE: a record is shown but left out of the statistics when the run used what the estimate does not take, or when
+# two settings that each move the pool by more than 10 % were not printed. Records with the same settings are one
+# deployment measured twice: their printed figures are averaged (``_average_repeats``).
+SPECULATIVE_KEYS = UNMODELLED_LAYOUT_KEYS
 
 
 @dataclass
@@ -49,6 +55,7 @@ class Row:
     """One record: what was printed, what each method predicted, and how the layout alone does."""
 
     case: CalibrationCase
+    record: dict = field(default_factory=dict)  # the record as stored (annotations, notes)
     era: str | None = None
     predictions: dict[str, Prediction] = field(default_factory=dict)
     errors: dict[str, dict[str, float]] = field(default_factory=dict)  # method -> metric -> relative error (%)
@@ -57,6 +64,7 @@ class Row:
     arithmetic_skipped: str | None = None
     result: Estimate | None = None
     problem: str | None = None
+    excluded: str | None = None  # why the record is shown but not in the statistics
 
 
 @dataclass
@@ -66,8 +74,23 @@ class Report:
     def scored(self) -> list[Row]:
         return [row for row in self.rows if row.result is not None]
 
+    def counted(self) -> list[Row]:
+        """The scored records the statistics are taken over."""
+        return [row for row in self.scored() if row.excluded is None]
+
     def errors(self, method: str, metric: str) -> list[float]:
-        return [row.errors[method][metric] for row in self.scored() if metric in row.errors.get(method, {})]
+        return [row.errors[method][metric] for row in self.counted() if metric in row.errors.get(method, {})]
+
+    def verdict_calls(self) -> tuple[list[Row], list[Row]]:
+        """(failed start-ups our verdict says fit, started ones it says do not fit): both must be empty."""
+        from calculator.engine.uncertainty import verdict
+
+        judged = [row for row in self.scored() if row.case.observed.started is not None]
+        failed_fitting = [row for row in judged
+                          if row.case.observed.started is False and verdict(row.result) == "fits with margin"]
+        started_refused = [row for row in judged
+                           if row.case.observed.started and verdict(row.result) == "does not fit"]
+        return failed_fitting, started_refused
 
     def fits(self, method: str) -> tuple[int, int]:
         """(right, judged) on records whose outcome is stated."""
@@ -88,15 +111,51 @@ def summary(errors: list[float]) -> dict[str, float]:
     return {"n": len(values), "median": statistics.median(values), "p90": p90, "max": values[-1]}
 
 
-def evaluate(path: str | Path = RECORDS) -> Report:
-    """Run every record through the three methods and the measured-pool arithmetic."""
-    extras = {record["id"]: record.get("extra_settings") or {} for record in load_records(path)}
-    rows = [_row(case, extras.get(case.record_id, {})) for case in load_cases(path)]
+def evaluate(paths: str | Path | tuple[str | Path, ...] = RECORDS) -> Report:
+    """Run every record of ``paths`` through the three methods and the measured-pool arithmetic."""
+    files = (paths,) if isinstance(paths, (str, Path)) else paths
+    rows = []
+    for path in files:
+        records = {record["id"]: record for record in load_records(path)}
+        rows += [_row(case, records[case.record_id]) for case in load_cases(path)]
+    _average_repeats(rows)
     return Report(rows=rows)
 
 
-def _row(case: CalibrationCase, extra_settings: dict) -> Row:
-    row = Row(case=case)
+def _exclusion(case: CalibrationCase, record: dict) -> str | None:
+    if any(key in (record.get("extra_settings") or {}) for key in SPECULATIVE_KEYS):
+        return "speculative decoding: the draft model's weights, activations and KV layers are not modelled"
+    if not record.get("vllm_version") and record.get("max_model_len") is None:
+        return ("neither the vLLM version nor max_model_len was printed (each moves this pool by more than 10 %; "
+                "see the modelled-version note)")
+    return None
+
+
+def _average_repeats(rows: list[Row]) -> None:
+    """Records with the same settings are one deployment: score it once, against the mean of what was printed."""
+    groups: dict[object, list[Row]] = {}
+    for row in rows:
+        if row.result is not None and row.excluded is None and row.case.observed.started:
+            groups.setdefault(row.case.scenario, []).append(row)
+    for repeats in (group for group in groups.values() if len(group) > 1):
+        first = repeats[0]
+        for metric in METRICS:
+            printed = [getattr(row.case.observed, metric) for row in repeats]
+            if any(value is None for value in printed):
+                continue
+            mean = sum(printed) / len(printed)
+            for method, prediction in first.predictions.items():
+                predicted = getattr(prediction, metric)
+                if metric in first.errors.get(method, {}) and predicted is not None:
+                    first.errors[method][metric] = _pct(predicted, mean)
+        for row in repeats[1:]:
+            row.excluded = (f"same settings as {first.case.record_id}: one deployment, scored once against the "
+                            "mean of the printed figures")
+
+
+def _row(case: CalibrationCase, record: dict) -> Row:
+    extra_settings = record.get("extra_settings") or {}
+    row = Row(case=case, record=record, excluded=_exclusion(case, record))
     if case.scenario is None:
         row.problem = case.skip_reason
         return row
@@ -165,7 +224,7 @@ def _pct(predicted: float, printed: float) -> float:
 
 
 def check_targets(report: Report) -> list[tuple[str, float, float, bool]]:
-    """(what, value, limit, holds) for every target of issue 5, on our estimate."""
+    """(what, value, limit, holds) for every target of issue 13, on our estimate."""
     results = []
     for metric, (median_limit, p90_limit) in TARGETS.items():
         stats = summary(report.errors("ours", metric))
@@ -178,8 +237,9 @@ def check_targets(report: Report) -> list[tuple[str, float, float, bool]]:
     worst = max(arithmetic, default=0.0)
     results.append(("KV arithmetic given the printed pool, max %", worst, ARITHMETIC_LIMIT_PCT,
                     worst <= ARITHMETIC_LIMIT_PCT))
-    right, judged = report.fits("ours")
-    results.append(("fits / does not fit, wrong calls", judged - right, 0, right == judged))
+    failed_fitting, started_refused = report.verdict_calls()
+    results.append(("failed start-ups called \"fits with margin\"", len(failed_fitting), 0, not failed_fitting))
+    results.append(("started ones called \"does not fit\"", len(started_refused), 0, not started_refused))
     return results
 
 
@@ -201,7 +261,10 @@ def term_residuals(row: Row) -> dict[str, float]:
                    or scenario.max_model_len is not None)
     if seen.activation_peak_gib and batch_known:
         printed = seen.activation_peak_gib
-        residuals["activation_rel"] = (budget.activation_bytes / GIB - printed) / printed
+        # NOTE: 0.27+ prints the applied CUDA-graph estimate inside "peak activation" (cudagraph_budget.py).
+        graphs_inside = budget.cudagraph_in_budget and result.rules.version.at_least(27)
+        predicted = budget.activation_bytes + (budget.cudagraph_bytes if graphs_inside else 0)
+        residuals["activation_rel"] = (predicted / GIB - printed) / printed
     if seen.non_torch_gib is not None:
         residuals["non_torch_gib"] = budget.non_torch_bytes / GIB - seen.non_torch_gib
     if seen.cudagraph_gib and seen.cudagraph_gib > 0 and budget.cudagraph_bytes > 0:
@@ -217,7 +280,7 @@ def term_residuals(row: Row) -> dict[str, float]:
 def bands(report: Report) -> dict:
     """The p90 of |residual| per term, per overhead era and pooled, with the record ids behind each."""
     by_term: dict[str, dict[str, list[tuple[str, float]]]] = {}
-    for row in report.scored():
+    for row in report.counted():
         for term, value in term_residuals(row).items():
             by_term.setdefault(term, {}).setdefault(row.era, []).append((row.case.record_id, value))
     terms = {}
@@ -227,7 +290,8 @@ def bands(report: Report) -> dict:
             era: {"band": _quantile([abs(v) for _, v in values]), "n": len(values),
                   "records": [record for record, _ in values]}
             for era, values in sorted(eras.items()) if len(values) >= MIN_RESIDUALS_PER_ERA}}
-    return {"generated_by": "python benchmarks/accuracy.py", "records": "benchmarks/data/calibration.jsonl",
+    return {"generated_by": "python benchmarks/accuracy.py",
+            "records": "benchmarks/data/calibration.jsonl, benchmarks/data/calibration-2026-12.jsonl",
             "quantile": BAND_QUANTILE, "min_residuals_per_era": MIN_RESIDUALS_PER_ERA, "terms": terms}
 
 
@@ -242,14 +306,14 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.accuracy_report import render_markdown, render_png, table, write_bands
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=Path, default=RECORDS)
+    parser.add_argument("--records", type=Path, nargs="+", default=list(RECORDS))
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "accuracy.md")
     parser.add_argument("--png", type=Path, default=ROOT / "docs" / "accuracy.png")
     parser.add_argument("--bands", type=Path, default=ROOT / "calculator" / "data" / "uncertainty.json")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
     args = parser.parse_args(argv)
-    report = evaluate(args.records)
+    report = evaluate(tuple(args.records))
     targets = check_targets(report)
     print(table(report, targets))
     if not args.no_write:

@@ -20,13 +20,19 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
 from calculator.errors import InvalidInput, UnknownGpu
 from calculator.units import gib_to_bytes
 
-__all__ = ["GpuFamily", "GpuSpec", "custom_gpu", "find_gpu", "gpu_catalog"]
+__all__ = ["GpuFamily", "GpuSpec", "MemoryArchitecture", "custom_gpu", "find_gpu", "gpu_catalog"]
 
 # NOTE: "blackwell" is the data-centre part (sm_100/sm_103: B200, B300); the GeForce RTX 50 and RTX PRO
 # cards are sm_120 ("blackwell-rtx"), which vLLM treats differently (e.g. no FlashMLA or CUTLASS MLA).
 GpuFamily = Literal[
     "volta", "turing", "ampere", "ada", "hopper", "blackwell", "blackwell-rtx", "cdna2", "cdna3", "cdna4",
 ]
+
+# NOTE: "integrated": one memory pool shared with the host (cudaDeviceProp.integrated: GB10, Jetson); vLLM takes the
+# free memory from psutil's MemAvailable (vllm/utils/mem_utils.py, ``is_integrated_gpu``), so the host's own use counts.
+# "coherent": the GPU's HBM is its own but reachable by the CPU over NVLink-C2C (GH200); vLLM sizes from the HBM that
+# cudaMemGetInfo reports, which the OS can also fill when the HBM is onlined as a NUMA node.
+MemoryArchitecture = Literal["discrete", "coherent", "integrated"]
 
 MAX_GPU_MEMORY_GIB = 10_000.0  # far above any accelerator; catches MiB or bytes typed as GiB
 CATALOG_FILE = "gpus.json"
@@ -52,7 +58,14 @@ class GpuSpec(BaseModel):
     memory_bandwidth_gb_s: float | None = Field(gt=0)  # None when unknown (custom GPU)
     bf16_dense_tflops: float | None = Field(gt=0)  # without sparsity; FP16 below compute capability 8.0
     aliases: tuple[str, ...] = ()  # exact nvidia-smi / torch names first, then short forms
+    memory_architecture: MemoryArchitecture = "discrete"
     source: str = Field(min_length=1)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def unified_memory(self) -> bool:
+        """vLLM reads free memory as the host's available memory (integrated GPU, one pool)."""
+        return self.memory_architecture == "integrated"
 
     @computed_field  # type: ignore[prop-decorator]
     @property

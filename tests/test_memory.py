@@ -65,3 +65,19 @@ def test_segments_stack_to_the_gpu_memory():
     budget = gib_budget(total_bytes=80.0, weights_bytes=15.0, activation_bytes=4.0, non_torch_bytes=0.5,
                         cudagraph_bytes=1.0, other_processes_bytes=2.0, gpu_memory_utilization=0.85)
     assert sum(s.bytes for s in budget.segments()) == budget.total_bytes
+
+
+@pytest.mark.parametrize(("version", "expected"), [
+    ("0.11.0", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+               "the engine."),
+    ("0.13.0", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+               "the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."),
+    ("0.22.0", "No available memory for the cache blocks. HINT See "
+               "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."),
+])
+def test_the_no_memory_error_is_worded_as_each_version_words_it(version, expected):
+    # vllm/v1/core/kv_cache_utils.py: the bare sentence to 0.12, the docs link from 0.13, the version's hint from 0.22
+    from calculator.engine.memory import no_memory_error
+    from calculator.engine.vllm_versions import VllmVersion
+
+    assert no_memory_error(VllmVersion.parse(version), "HINT") == expected

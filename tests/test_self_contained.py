@@ -24,5 +24,7 @@ def test_no_test_or_benchmark_reads_outside_the_checkout() -> None:
 def test_the_copied_facts_are_in_the_checkout() -> None:
     index = (REPO / "tests" / "data" / "configs" / "INDEX.md").read_text(encoding="utf-8")
     calibration = (REPO / "benchmarks" / "data" / "calibration.jsonl").read_text(encoding="utf-8")
+    later = (REPO / "benchmarks" / "data" / "calibration-2026-12.jsonl").read_text(encoding="utf-8")
     assert "Llama-3.1-8B-Instruct" in index
     assert len(calibration.splitlines()) == 47
+    assert len(later.splitlines()) == 22

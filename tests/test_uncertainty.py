@@ -111,3 +111,24 @@ def test_the_summary_carries_the_band_and_the_verdict():
     assert (summary["kv_cache_bytes_low"], summary["kv_cache_bytes_high"]) == (low, high)
     assert (summary["kv_cache_tokens_low"], summary["kv_cache_tokens_high"]) == (tokens_low, tokens_high)
     assert summary["verdict"] == "borderline"
+
+
+class TestReportedFailures:
+    """A reported vLLM failure turns "fits" into "borderline", only where the report applies."""
+
+    def gpt_oss_120b(self, **changes) -> Scenario:
+        settings = dict(model="openai/gpt-oss-120b", gpu="h100", vllm_version="0.14.1", gpu_memory_utilization=0.97,
+                        max_model_len=5120, max_num_seqs=1)
+        return Scenario(**{**settings, **changes})
+
+    def test_the_reported_oom_is_borderline_with_the_report_as_reason(self):
+        result = estimate(self.gpt_oss_120b())
+        assert result.fits and uncertainty.verdict(result) == "borderline"
+        assert "vllm-project/vllm#33155" in uncertainty.verdict_reason(result)
+        assert any("https://github.com/vllm-project/vllm/issues/33155" in w for w in result.warnings)
+
+    @pytest.mark.parametrize("changes", [{"vllm_version": "0.13.0"}, {"model": "openai/gpt-oss-20b"},
+                                         {"gpu": "b200"}, {"tensor_parallel_size": 2}])
+    def test_outside_the_report_it_is_not_applied(self, changes):
+        result = estimate(self.gpt_oss_120b(**changes))
+        assert not any("33155" in warning for warning in result.warnings)

@@ -55,11 +55,12 @@ def fixes(result: Estimate) -> list[Fix]:
     if settings.kv_cache_dtype == "auto":
         kv = "fp8_ds_mla" if spec.mla is not None and result.rules.version.at_least(14) else "fp8"
         candidates.append((f"store the KV cache in {kv} (half the bytes per token)", {"kv_cache_dtype": kv}))
-    for tp in TP_OPTIONS:
+    for tp in TP_OPTIONS:  # the smallest wider TP that fits as it is
         if tp > settings.tensor_parallel_size and spec.num_attention_heads % tp == 0:
             candidates.append((f"use tensor parallelism {tp} ({tp * settings.pipeline_parallel_size} GPUs)",
                                {"tensor_parallel_size": tp}))
-            break
+            if _try(scenario, spec, tensor_parallel_size=tp) is not None:
+                break
     if scenario.gpu_memory_utilization is not None and scenario.gpu_memory_utilization < 0.95:
         candidates.append(("raise gpu_memory_utilization to 0.95", {"gpu_memory_utilization": 0.95}))
     if scenario.other_processes_memory_gib > 0:

@@ -24,9 +24,13 @@ from .vllm_versions import VllmVersion, rules_for
 # NOTE: a record whose version is not printed (or names an engine the version never ran) is modelled as the
 # last release of its engine's era that the log format proves. V0 -> 0.6.6: the per-instance
 # "weights + peak + non-torch" V0 formula (§1.2) that every V0 breakdown in the records closes with.
-# V1 -> 0.11.0: the version the llm-d runs pin, inside the 0.9.1-0.19 "sum of parts" era whose budget
-# excludes CUDA graphs, which is how every unversioned V1 breakdown in the records closes (README caveat 5).
-DEFAULT_VERSION_BY_ENGINE = {"v0": "0.6.6", "v1": "0.11.0"}
+# V1 -> 0.13.0: most unversioned V1 records are llm-d's table, whose first revision (Jan 2026) ran
+# vllm/vllm-openai:latest (0.13-0.14 then; the Feb revision pins 0.11.0 for a replication template). Its
+# gpt-oss-20b weights, 13.47 GiB, are what only the vendored Triton MXFP4 kernels with the Hopper swizzle hold
+# (0.12+, ``quant_kernels.py``); 0.11.0 would load Marlin's padded experts (13.67). Every other rule we model is the
+# same at 0.11.0 and 0.13.0: the 0.9.1-0.19 "sum of parts" budget without CUDA graphs, which is how every
+# unversioned V1 breakdown in the records closes (README caveat 5), V1 overheads before 0.17, the same defaults.
+DEFAULT_VERSION_BY_ENGINE = {"v0": "0.6.6", "v1": "0.13.0"}
 FAILED_OUTCOME_WORDS = ("oom", "failed")  # README: six failed start-ups, two of them after the KV pool was printed
 
 Engine = Literal["v0", "v1"]

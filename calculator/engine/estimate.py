@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from ..gpus import GpuSpec, custom_gpu, find_gpu
 from ..model.model_source import load_model_spec
 from ..model.quantization import quantization_from_flag
-from ..model.spec import ModelSpec
+from ..model.spec import ModelSpec, QuantizationSpec
 from ..model.weights import WeightsBreakdown, weight_bytes_per_rank
 from ..scenario import Scenario
 from ..units import GIB
@@ -27,8 +27,18 @@ from .kv_cache import (
     largest_fitting_model_len,
     plan_kv_cache,
 )
-from .memory import NO_MEMORY_ERROR, MemoryBudget, memory_budget
-from .overheads import activation_peak_bytes, cuda_context_bytes, cudagraph_bytes, non_torch_bytes
+from .cudagraph_budget import subtracts_cudagraph_estimate
+from .known_issues import known_issues
+from .memory import MemoryBudget, memory_budget, no_memory_error
+from .quant_kernels import expert_storage, resident_quantization
+from .overheads import (
+    UMA_HOST_BASELINE_BYTES,
+    UMA_HOST_GROWTH_BYTES,
+    activation_peak_bytes,
+    cuda_context_bytes,
+    cudagraph_bytes,
+    non_torch_bytes,
+)
 from .settings import ResolvedSettings, resolve_settings
 from .vllm_versions import (
     ESTIMATE_HINT,
@@ -111,8 +121,11 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
                            kernel_block_alignment=KERNEL_BLOCK_ALIGNMENT[settings.device])
-    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, quantization)
-    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout)
+    storage = expert_storage(quantization, rules, gpu, settings.device)
+    resident = resident_quantization(quantization, gpu, settings.device, settings.dtype_bytes)
+    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, resident, storage)
+    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout, quantization,
+                             unified_memory=bool(gpu and gpu.unified_memory))
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
@@ -127,6 +140,13 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
     error = settings.error or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
+    warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
+    if gpu is not None and gpu.unified_memory and settings.device == "cuda":
+        warnings.append(
+            f"{gpu.name} shares one memory pool with the host: vLLM reads free memory as the host's available "
+            f"memory, so the OS and vLLM's own processes ({UMA_HOST_BASELINE_BYTES / GIB:.1f} GiB assumed) count as "
+            f"used at start and what the host side grows by later ({UMA_HOST_GROWTH_BYTES / GIB:.1f} GiB assumed) as "
+            "non-torch memory; other programs on the box lower both (other_processes_memory_gib).")
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, max_fitting_model_len=max_fitting,
@@ -140,15 +160,19 @@ def clear_caches() -> None:
 
 
 @lru_cache(maxsize=512)
-def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantization: object) -> WeightsBreakdown:
+def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantization: object,
+                    storage: object = None) -> WeightsBreakdown:
     """Weights do not change while a sweep moves max_model_len or utilization: compute them once."""
     return weight_bytes_per_rank(spec, dtype_bytes=dtype_bytes, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                                 quantization=quantization)  # type: ignore[arg-type]
+                                 quantization=quantization, expert_storage=storage)  # type: ignore[arg-type]
 
 
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
-                   weights_per_stage: tuple[int, ...], layout: KvCacheLayout) -> list[MemoryBudget]:
+                   weights_per_stage: tuple[int, ...], layout: KvCacheLayout,
+                   quantization: QuantizationSpec | None, *, unified_memory: bool) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
+    subtracts, cudagraph_note = subtracts_cudagraph_estimate(rules, spec, quantization, device=device,
+                                                             enforce_eager=settings.enforce_eager)
     budgets = []
     for stage, stage_weights in enumerate(weights_per_stage):
         layers_on_stage = sum(g.layers_per_stage[stage] for g in layout.groups)
@@ -160,18 +184,20 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             total_bytes=settings.gpu_memory_bytes,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             other_processes_bytes=int(scenario.other_processes_memory_gib * GIB),
-            context_bytes=cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device),
+            context_bytes=cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
+                                             unified_memory=unified_memory),
             weights_bytes=stage_weights,
             activation_bytes=activation_peak_bytes(
                 spec, max_num_batched_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs,
                 activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
                 rules=rules),
             non_torch_bytes=non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
-                                            rules=rules),
+                                            rules=rules, unified_memory=unified_memory),
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=settings.max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=settings.max_num_batched_tokens),
-            subtracts_cudagraph=rules.subtracts_cudagraph_estimate and settings.memory_formula != "v1_extensible",
+            subtracts_cudagraph=subtracts and settings.memory_formula != "v1_extensible",
+            cudagraph_note=cudagraph_note,
             has_startup_check=rules.has_startup_free_memory_check,
             platform=device,
             kv_cache_memory_bytes=kv_given,
@@ -199,7 +225,7 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
             return budget.startup_error
     hint = _hint(settings)
     if any(b.kv_cache_bytes <= 0 for b in budgets):
-        return NO_MEMORY_ERROR.format(hint=hint)
+        return no_memory_error(rules.version, hint)
     for stage, available in enumerate(usable):
         needed = kv_bytes_needed_for_one_request(layout, settings.max_model_len, in_flight, stage)
         if needed > available:

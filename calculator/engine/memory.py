@@ -10,7 +10,7 @@ import math
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..units import GIB
-from .vllm_versions import MemoryFormula
+from .vllm_versions import MemoryFormula, VllmVersion
 
 # 0.34 extensible KV cache (vllm/v1/worker/extensible_kv_cache.py, §1.7)
 EXTENSIBLE_MARGIN_FLOOR_BYTES = {"cuda": 1 << 30, "rocm": 3 << 30}
@@ -22,6 +22,20 @@ FREE_MEMORY_ERROR = (
     "other processes.")
 NO_MEMORY_ERROR = ("No available memory for the cache blocks. {hint} See "
                    "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+# vllm/v1/core/kv_cache_utils.py ``check_enough_kv_cache_memory`` (V0: worker.py ``raise_if_cache_size_invalid``):
+# the bare sentence up to 0.12, the docs link from 0.13, the hint about the CPU backend from 0.22.
+_PLAIN_NO_MEMORY = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                    "initializing the engine.")
+_DOCS_LINK = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+
+
+def no_memory_error(version: VllmVersion, hint: str) -> str:
+    """vLLM's "No available memory for the cache blocks" error as ``version`` words it."""
+    if not version.at_least(13):
+        return _PLAIN_NO_MEMORY
+    if not version.at_least(22):
+        return _PLAIN_NO_MEMORY + _DOCS_LINK
+    return NO_MEMORY_ERROR.format(hint=hint)
 
 
 class MemorySegment(BaseModel):
@@ -49,6 +63,7 @@ class MemoryBudget(BaseModel):
     non_torch_bytes: int
     cudagraph_bytes: int
     cudagraph_in_budget: bool  # subtracted from the KV budget (0.20+) or living in the headroom (older)
+    cudagraph_note: str = ""  # why (``cudagraph_budget.py``): version, platform, model runner, eager
     extensible_reserve_bytes: int = 0  # 0.34: margin + transient headroom kept outside the KV cache
     adjustment_bytes: int = 0  # calibration: overhead the model missed on a real server (may be negative)
     kv_cache_bytes: int  # memory handed to the KV cache (may be negative: it does not fit)
@@ -95,7 +110,7 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
                   other_processes_bytes: int, context_bytes: int, weights_bytes: int, activation_bytes: int,
                   non_torch_bytes: int, cudagraph_bytes: int, subtracts_cudagraph: bool,
                   has_startup_check: bool, platform: str, kv_cache_memory_bytes: int | None = None,
-                  adjustment_bytes: int = 0, device_label: str = "cuda:0") -> MemoryBudget:
+                  adjustment_bytes: int = 0, device_label: str = "cuda:0", cudagraph_note: str = "") -> MemoryBudget:
     """The KV-cache budget of one GPU under the version's formula (§1.2-1.9)."""
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
     free_at_start = total_bytes - other_processes_bytes - context_bytes
@@ -130,6 +145,7 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
         gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
         context_bytes=context_bytes, weights_bytes=weights_bytes, activation_bytes=activation_bytes,
         non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, cudagraph_in_budget=cudagraph_in_budget,
+        cudagraph_note=cudagraph_note,
         extensible_reserve_bytes=reserve, adjustment_bytes=adjustment_bytes if kv_cache_memory_bytes is None else 0,
         kv_cache_bytes=kv,
         kv_cache_memory_bytes_given=kv_cache_memory_bytes is not None, startup_error=startup_error)

@@ -80,6 +80,30 @@ ERA_CONSTANTS: dict[OverheadEra, EraConstants] = {
 # ROCm's hipBLASLt/rocBLAS workspaces: file-rocm-24gb-opt125m-serverlessllm prints 0.53 GiB non-torch at TP=1,
 # 0.40 above the CUDA records of the same era (file-mi300x-gemma4-e2b-v0291, without a config, suggests more).
 ROCM_EXTRA_NON_TORCH_BYTES = int(0.40 * GIB)
+# 0.27+ size the budget from the drop in free memory (``memory_profiling``: ``total_consumed``), which also counts what
+# the 0.9.1-0.26 sum of parts left between its terms: persistent buffers allocated after the snapshot outside
+# load_model (input, sampling and block-table buffers), allocator segments empty_cache cannot return, late non-torch
+# growth. vLLM 0.28 on Qwen3-14B-AWQ holds this much more than weights + activation + non-torch: blog-l40s-qwen3-14b-
+# awq-tuned 1.06 GiB, blog-l4-qwen3-14b-awq-pp2 1.10, blog-l4-qwen3-14b-awq-single/-replica 1.39/0.16 (same settings,
+# two start orders; 0.78 together): the median of the three set-ups. One model family, one version: a thin constant.
+FREE_DROP_PERSISTENT_BYTES = int(1.06 * GIB)
+
+# --- Integrated GPUs (one memory pool with the host: GB10 / DGX Spark), ``GpuSpec.unified_memory`` ---------------
+# vLLM reads "free" as psutil's MemAvailable there (vllm/utils/mem_utils.py), so the host's own use is memory taken
+# before the snapshot, outside the budget: the OS plus vLLM's API-server/engine processes and CUDA context.
+# file-gb10-qwen38-27b-786k-v0271 prints 112.26 of 119.63 GiB free at the snapshot (7.37 in use);
+# llamastash/llamastash#81 measures an idle DGX Spark at 116.43 GiB MemAvailable of 121.69 and vLLM's own reading
+# 2.7 GiB below it (5.3 + 2.7 = 8.0). Two-node kits report up to 20.4 (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47:
+# 101.3 of 121.69 free), the high end the verdict checks (``uncertainty.py``).
+UMA_HOST_BASELINE_BYTES = int(7.37 * GIB)
+UMA_HOST_BASELINE_HIGH_BYTES = int(20.4 * GIB)
+# ... and whatever the host side of the engine grows by after the snapshot (loading, torch.compile workers, tokenizer)
+# is non-torch memory to the profiler. Non-weight memory beyond our activation and non-torch terms on GB10:
+# file-gb10-nemotron3-nano-4b-fp8-util015-v0130nv 0.86 GiB, file-gb10-qwen3-30b-a3b-fp8-util030-v0130nv 1.89,
+# file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv 2.79 (the last two with the Qwen2.5-14B / Qwen3-30B-A3B configs
+# and vLLM's FP8 layouts; no exact config of those checkpoints is bundled), file-gb10-qwen38-27b-786k-v0271 4.38
+# (consumed 55.99 - weights 51.35 - 0.26): the median.
+UMA_HOST_GROWTH_BYTES = int(2.3 * GIB)
 
 # --- CUDA context, NCCL communicators and cuBLAS handles made before the snapshot (outside the budget) ------------
 CUDA_CONTEXT_BYTES = int(0.50 * GIB)  # a bare torch CUDA context on Hopper/Ampere (nvidia-smi of an idle process)
@@ -152,13 +176,18 @@ def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_n
 
 
 def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
-                    rules: VersionRules | None = None) -> int:
-    """Non-torch growth during profiling: cuBLAS workspaces, plus NCCL buffers that grow with the peers."""
+                    rules: VersionRules | None = None, unified_memory: bool = False) -> int:
+    """Non-torch growth during profiling: cuBLAS workspaces, plus NCCL buffers that grow with the peers.
+
+    From 0.27 also the persistent memory the free-memory drop counts; on an integrated GPU, the host's growth.
+    """
     if device == "cpu":
         return 0
     era = ERA_CONSTANTS[rules.overhead_era if rules else "v1"]
     total = (era.non_torch_tp1_bytes + era.held_after_profile_bytes
-             + (ROCM_EXTRA_NON_TORCH_BYTES if device == "rocm" else 0))
+             + (ROCM_EXTRA_NON_TORCH_BYTES if device == "rocm" else 0)
+             + (FREE_DROP_PERSISTENT_BYTES if rules and rules.version.at_least(27) else 0)
+             + (UMA_HOST_GROWTH_BYTES if unified_memory else 0))
     if tensor_parallel_size > 1:
         total += era.nccl_first_peer_bytes + era.nccl_extra_peer_bytes * (tensor_parallel_size - 2)
     if pipeline_parallel_size > 1:
@@ -166,12 +195,17 @@ def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, d
     return total
 
 
-def cuda_context_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device) -> int:
-    """Memory taken before vLLM's snapshot; it must fit in the (1 - utilization) slack."""
+def cuda_context_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
+                       unified_memory: bool = False) -> int:
+    """Memory taken before vLLM's snapshot; it must fit in the (1 - utilization) slack.
+
+    On an integrated GPU that is the host's own use too (the OS, vLLM's processes), since free = MemAvailable.
+    """
     if device == "cpu":
         return 0
     distributed = tensor_parallel_size > 1 or pipeline_parallel_size > 1
-    return CUDA_CONTEXT_BYTES + (DISTRIBUTED_CONTEXT_BYTES if distributed else 0)
+    base = UMA_HOST_BASELINE_BYTES if unified_memory else CUDA_CONTEXT_BYTES
+    return base + (DISTRIBUTED_CONTEXT_BYTES if distributed else 0)
 
 
 def cudagraph_bytes(spec: ModelSpec, *, layers_on_rank: int, max_num_seqs: int, enforce_eager: bool,

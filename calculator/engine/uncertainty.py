@@ -12,7 +12,10 @@ records, so their part is carried by the end-to-end term.
 
 Verdict: "fits with margin" when the deployment starts at the low end of the band; "borderline" when it starts at the
 nominal estimate but not at the low end, or fails at the nominal estimate but would start at the high end; "does not
-fit" when it fails even at the high end (or vLLM refuses the settings before sizing memory).
+fit" when it fails even at the high end (or vLLM refuses the settings before sizing memory). Two more reasons make a
+start "borderline" (``verdict_reason`` says which): a reported vLLM failure covers the deployment (``known_issues``),
+or, on an integrated GPU, the start-up free-memory check passes only with a quiet host (``overheads.py``:
+``UMA_HOST_BASELINE_HIGH_BYTES``).
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ from typing import Literal
 
 from ..units import GIB
 from .estimate import Estimate
+from .known_issues import known_issues
 from .kv_cache import capacity_figures, in_flight_tokens, kv_bytes_needed_for_one_request
-from .memory import MemoryBudget
+from .memory import MemoryBudget, requested_bytes
+from .overheads import UMA_HOST_BASELINE_BYTES, UMA_HOST_BASELINE_HIGH_BYTES
 
 Verdict = Literal["fits with margin", "borderline", "does not fit"]
 BANDS_FILE = "uncertainty.json"
@@ -72,8 +77,41 @@ def verdict(result: Estimate) -> Verdict:
     if _pool_is_fixed(result):
         return "fits with margin" if result.fits else "does not fit"
     if result.fits:
-        return "fits with margin" if _starts(result, _stage_pools(result, -1)) else "borderline"
+        starts_low = _starts(result, _stage_pools(result, -1))
+        return "fits with margin" if starts_low and not _start_reasons(result) else "borderline"
     return "borderline" if _starts(result, _stage_pools(result, +1)) else "does not fit"
+
+
+def verdict_reason(result: Estimate) -> str | None:
+    """Why the verdict is not "fits with margin": vLLM's error, a reported failure, the free-memory check, the band."""
+    call = verdict(result)
+    if call == "fits with margin":
+        return None
+    if call == "does not fit" or not result.fits:
+        return result.error
+    reasons = _start_reasons(result)
+    if reasons:
+        return " ".join(reasons)
+    return "the KV cache does not hold one request at the low end of the calibrated error band"
+
+
+def _start_reasons(result: Estimate) -> list[str]:
+    """What can stop a start the budget says fits: reported failures, a busy host on an integrated GPU."""
+    s = result.settings
+    reasons = [issue.summary + "." for issue in known_issues(result.rules, result.model, result.gpu,
+                                                              s.tensor_parallel_size)]
+    gpu = result.gpu
+    if gpu is not None and gpu.unified_memory and result.rules.has_startup_free_memory_check and not (
+            s.extensible_kv_cache or result.budget.kv_cache_memory_bytes_given):
+        requested = requested_bytes(s.gpu_memory_bytes, s.gpu_memory_utilization)
+        busy_host_free = (s.gpu_memory_bytes - result.budget.other_processes_bytes - result.budget.context_bytes
+                          + UMA_HOST_BASELINE_BYTES - UMA_HOST_BASELINE_HIGH_BYTES)
+        if busy_host_free < requested:
+            reasons.append(
+                f"{gpu.name} counts the host's own memory use as used: vLLM needs {requested / GIB:.2f} GiB free at "
+                f"start, which a host using {UMA_HOST_BASELINE_HIGH_BYTES / GIB:.1f} GiB (reported on DGX Spark "
+                f"kits) does not leave; lower gpu_memory_utilization to {busy_host_free / s.gpu_memory_bytes:.2f}.")
+    return reasons
 
 
 def _pool_is_fixed(result: Estimate) -> bool:

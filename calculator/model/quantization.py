@@ -11,7 +11,8 @@ awq, gptq      4-bit values packed in int32 (1/2 B each) + fp16 scales per 128 i
                int32 g_idx + sort indices per input channel with GPTQ act-order (desc_act)
 fp8            1 B + fp32 scales per tensor (online, modelopt), per output row (fbgemm_fp8,
                compressed-tensors) or per 128 x 128 block (``weight_block_size``)
-mxfp4          1/2 B + one e8m0 byte per 32 inputs; MoE experts only (gpt-oss)
+mxfp4          1/2 B + one e8m0 byte per 32 inputs; MoE experts only (gpt-oss), laid out by the MoE kernel
+               vLLM picks (``ExpertStorage``: padding, swizzled scale copies, bias dtype)
 nvfp4          1/2 B + one fp8 byte per 16 inputs + fp32 global and input scales (modelopt_fp4)
 bitsandbytes   NF4: 1/2 B + fp32 absmax per 64 (1 B with double quantization); int8: 1 B + fp32 per row
 =============  =======================================================================================
@@ -46,6 +47,30 @@ FP8_BLOCK = (128, 128)  # DeepSeek-V3 / Qwen3-FP8 weight_block_size, and vLLM's 
 NVFP4_GROUP = 16  # values per fp8 (e4m3) block scale
 MXFP4_GROUP = 32  # values per e8m0 scale (OCP MX)
 BNB_4BIT_BLOCK = 64  # bitsandbytes 4-bit blocksize: one fp32 absmax per 64 values
+# vllm/model_executor/layers/quantization/mxfp4.py (0.10-0.19) and fused_moe/oracle/mxfp4.py (0.20+):
+# ``round_up(intermediate_size_per_partition, 64)``, the generic CUDA tile when no kernel asks for more.
+MXFP4_INTERMEDIATE_ALIGNMENT = 64
+
+
+@dataclass(frozen=True)
+class ExpertStorage:
+    """How a fused-MoE kernel holds packed (MXFP4) experts once ``process_weights_after_loading`` has run.
+
+    ``engine/quant_kernels.py`` decides it from the vLLM version and the GPU; ``weights.py`` counts it.
+    ``scale_copies``: one ``(rows, columns)`` alignment per resident copy of the e8m0 scales of one expert
+    matrix (``out`` rows x ``in / 32`` columns). The Triton kernels on Hopper swizzle the scales into a padded
+    copy and, before 0.25, also kept the checkpoint's copy. The fused w13 (gate and up) has ``2 x I`` rows;
+    rounding them up to ``R`` is rounding each part up to ``R / 2``, which is how the parts are counted.
+    """
+
+    backend: str
+    intermediate_align: int = MXFP4_INTERMEDIATE_ALIGNMENT  # per-rank intermediate size rounded up to this
+    hidden_align: int = 1  # hidden size (w13 input, w2 output) rounded up to this
+    scale_copies: tuple[tuple[int, int], ...] = ((1, 1),)
+    bias_bytes: int | None = None  # expert biases: None = the model dtype; 4 where the kernel wants fp32
+
+
+GENERIC_EXPERT_STORAGE = ExpertStorage(backend="generic")
 
 
 @dataclass(frozen=True)

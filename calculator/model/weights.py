@@ -13,15 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from ..engine.kv_cache import pp_layer_ranges
 from ..errors import InvalidInput
-from .quantization import converts, excluded_layers, resident_bytes
+from .quantization import (
+    GENERIC_EXPERT_STORAGE,
+    MXFP4_GROUP,
+    ExpertStorage,
+    converts,
+    excluded_layers,
+    resident_bytes,
+)
 from .spec import ModelSpec, QuantizationSpec, WeightTensor
 
 # vllm/model_executor/layers/vocab_parallel_embedding.py: the vocabulary is padded to a multiple of this
 # before being split evenly across TP ranks (embedding and lm_head alike).
 DEFAULT_VOCAB_PADDING_SIZE = 64
-# NOTE: vLLM pads each rank's MXFP4 expert intermediate size to its MoE kernel's tile; 64 is the generic
-# CUDA fallback (fused_moe/oracle/mxfp4.py). Marlin/FlashInfer/ROCm backends use 128 or 256.
-MXFP4_INTERMEDIATE_ALIGNMENT = 64
 
 
 class WeightsBreakdown(BaseModel):
@@ -106,12 +110,36 @@ class _TensorCost(NamedTuple):
         return tensor.count * ((copies - kept) * self.converted + kept * self.plain)
 
 
+def _packed_expert_bytes(tensor: WeightTensor, tp: int, dtype_bytes: int, storage: ExpertStorage) -> int:
+    """One rank's copy of an MXFP4 expert tensor (weight or bias) as the MoE kernel holds it."""
+    is_bias = len(tensor.shape) == 1
+    if tensor.tp == "column":  # gate/up (w13): intermediate rows split by TP, hidden inputs
+        rows = _round_up(_cdiv(tensor.shape[0], tp), storage.intermediate_align)
+        inputs = _round_up(tensor.shape[-1], storage.hidden_align)
+    elif is_bias:  # down bias: hidden, whole on every rank
+        rows, inputs = _round_up(tensor.shape[0], storage.hidden_align), 1
+    else:  # down (w2): hidden rows, intermediate inputs split by TP
+        rows = _round_up(tensor.shape[0], storage.hidden_align)
+        inputs = _round_up(_cdiv(tensor.shape[-1], tp), storage.intermediate_align)
+    if is_bias:
+        return rows * (storage.bias_bytes or dtype_bytes)
+    fused_parts = 2 if tensor.tp == "column" else 1
+    scales = sum(_round_up(rows, max(1, row_align // fused_parts)) * _round_up(_cdiv(inputs, MXFP4_GROUP), col_align)
+                 for row_align, col_align in storage.scale_copies)
+    return _cdiv(rows * inputs, 2) + scales
+
+
 @lru_cache(maxsize=8192)
 def _tensor_cost(tensor: WeightTensor, tp: int, dtype_bytes: int, quant: QuantizationSpec | None,
-                 is_mla: bool) -> _TensorCost:
-    pad = MXFP4_INTERMEDIATE_ALIGNMENT if quant and quant.method == "mxfp4" and tensor.role == "expert" else 1
-    shape = shard_shape(tensor, tp, pad_to=pad)
+                 is_mla: bool, expert_storage: ExpertStorage | None = None) -> _TensorCost:
+    packed_expert = quant is not None and quant.method == "mxfp4" and tensor.role == "expert"
+    storage = expert_storage or GENERIC_EXPERT_STORAGE
+    shape = shard_shape(tensor, tp, pad_to=storage.intermediate_align if packed_expert else 1)
     plain = _plain_bytes(tensor, shape, dtype_bytes)
+    if packed_expert:
+        packed = _packed_expert_bytes(tensor, tp, dtype_bytes, storage)
+        excluded = excluded_layers(tensor.name, tensor.layers, quant.modules_to_not_convert)  # type: ignore[union-attr]
+        return _TensorCost(plain, packed, excluded)
     if quant is None or not converts(quant, tensor):
         return _TensorCost(plain, plain, frozenset())
     out_features, in_features = _numel(shape[:-1]), shape[-1]
@@ -135,12 +163,14 @@ def _copies_on_stage(tensor: WeightTensor, stage: int, stages: int, first: int, 
 
 
 def weight_bytes_per_rank(spec: ModelSpec, *, dtype_bytes: int, tensor_parallel_size: int = 1,
-                          pipeline_parallel_size: int = 1,
-                          quantization: QuantizationSpec | None = None) -> WeightsBreakdown:
+                          pipeline_parallel_size: int = 1, quantization: QuantizationSpec | None = None,
+                          expert_storage: ExpertStorage | None = None) -> WeightsBreakdown:
     """Weight bytes each GPU holds once vLLM has loaded ``spec``.
 
     ``dtype_bytes``: the model dtype (2 for bf16/fp16), used by every tensor the quantization leaves alone.
     ``quantization``: what is loaded (``quantization_from_flag``); ``None`` = the checkpoint's own.
+    ``expert_storage``: how the MoE kernel lays out MXFP4 experts (``engine/quant_kernels.py``); ``None`` = the
+    generic layout (intermediate rounded up to 64, checkpoint scales, biases in the model dtype).
     Tensors vLLM does not load (``loaded=False``, e.g. DeepSeek's MTP layers) are not counted.
     """
     tp, pp = tensor_parallel_size, pipeline_parallel_size
@@ -156,12 +186,12 @@ def weight_bytes_per_rank(spec: ModelSpec, *, dtype_bytes: int, tensor_parallel_
     for tensor in spec.weights:
         if not tensor.loaded:
             continue
-        cost = _tensor_cost(tensor, tp, dtype_bytes, quant, spec.mla is not None)
+        cost = _tensor_cost(tensor, tp, dtype_bytes, quant, spec.mla is not None, expert_storage)
         for stage, (first, last) in enumerate(bounds):
             copies, low, high = _copies_on_stage(tensor, stage, pp, first, last)
             if copies:
                 by_role[stage][tensor.role] += cost.stage_bytes(tensor, copies, low, high)
-        whole = _tensor_cost(tensor, 1, dtype_bytes, quant, spec.mla is not None)
+        whole = _tensor_cost(tensor, 1, dtype_bytes, quant, spec.mla is not None, expert_storage)
         low, high = tensor.layers or (0, 0)
         model_bytes += whole.stage_bytes(tensor, tensor.num_layers, low, high)
     if pp > 1 and not any(t.role == "lm_head" and t.loaded for t in spec.weights):
