@@ -12,7 +12,7 @@ import streamlit as st
 from calculator import CalculatorError
 from calculator.observe.fleet import MODEL_LABEL, group_replicas, groupable_labels, replicas_from_reading
 from calculator.observe.fleet_client import PrometheusClient, read_fleet
-from calculator.observe.promql import parse_filters, series_match, time_range
+from calculator.observe.promql import parse_filters, time_range
 from pages.common import page_setup, sentence
 from pages.common.fleet_view import (
     connection_section,
@@ -40,8 +40,7 @@ def fleet_panel() -> None:
         matchers = parse_filters(filter_text)
         window = time_range(frozen_end_s or time.time(), duration_s)
         with st.spinner("Querying Prometheus"), PrometheusClient(url, **credentials) as client:
-            reading = read_fleet(client, window, matchers)
-            seen = client.series(series_match(matchers), window.start_s, window.end_s)
+            reading = read_fleet(client, window, matchers, count_series=True)
     except CalculatorError as exc:
         st.error(sentence(exc), icon="🔌")
         return
@@ -52,7 +51,7 @@ def fleet_panel() -> None:
         return
     labels = st.multiselect("Group replicas by served model and", groupable_labels(replicas), key="fleet_group_by")
     groups = group_replicas(replicas, reading.over_range, labels)
-    fleet_summary(reading, replicas, groups, len(seen))
+    fleet_summary(reading, replicas, groups, reading.series_seen or 0)
     specs = model_specs(sorted({group.key[MODEL_LABEL] for group in groups}))
     for group in groups:
         group_panel(group, specs[group.key[MODEL_LABEL]], base, target, headroom, changes, labels)
