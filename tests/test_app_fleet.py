@@ -16,6 +16,7 @@ from support.http_server import RouteServer, answer, send
 from calculator.url_state import from_query_params
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "fleet.py")
+pytestmark = pytest.mark.usefixtures("local_dashboard")
 END_S = 1100.0
 SECRET = "prom-secret-token"
 

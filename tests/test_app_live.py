@@ -16,14 +16,7 @@ CAPTURE = (Path(__file__).parent / "data" / "vllm-metrics" / "vllm-0.32.0-cpu-sa
 SERVER_INFO = {"vllm_config": {"cache_config": {"block_size": 128}}, "vllm_env": {"VLLM_SERVER_DEV_MODE": "1"}}
 
 
-@pytest.fixture(autouse=True)
-def local_dashboard(monkeypatch):
-    """These tests play `make dashboard` (servers on this machine allowed); the access policy is read once."""
-    monkeypatch.setenv("VLLM_PLANNER_DEPLOYMENT", "local")
-    monkeypatch.delenv("VLLM_PLANNER_ALLOWED_HOSTS", raising=False)
-    st.cache_resource.clear()
-    yield
-    st.cache_resource.clear()
+pytestmark = pytest.mark.usefixtures("local_dashboard")
 
 
 def routes(**extra):

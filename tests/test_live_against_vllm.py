@@ -22,7 +22,7 @@ from support.vllm_server import VllmCpuServer
 
 from calculator.observe.metrics import parse_metrics
 
-pytestmark = pytest.mark.vllm_server
+pytestmark = [pytest.mark.vllm_server, pytest.mark.usefixtures("local_dashboard")]
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "live.py")
 PREFIX_BLOCKS_WANTED = 2  # full 128-token blocks the repeated prompt must span
 
@@ -149,7 +149,8 @@ def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(s
     """Debian's Chromium on `streamlit run app.py`, refreshing every 2 s while the server saturates.
 
     Its screenshot is the README's picture of the Live page."""
-    with running_dashboard(tmp_path / "streamlit.log", env={"VLLM_PLANNER_SERVER_URL": server.base_url}) as url, \
+    with running_dashboard(tmp_path / "streamlit.log", env={"VLLM_PLANNER_SERVER_URL": server.base_url,
+                                                                   "VLLM_PLANNER_DEPLOYMENT": "local"}) as url, \
             chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 2200})
         page.goto(f"{url}/live", wait_until="networkidle")
