@@ -172,8 +172,8 @@ def parse_metrics(text: str, scraped_at: float = 0.0) -> MetricsSnapshot:
         raise NotVllmMetrics("the response has no vllm:* metrics: this does not look like a vLLM server")
     try:
         families = list(text_string_to_metric_families(_wanted_lines(text)))
-    except (ValueError, TypeError, IndexError) as exc:
-        raise NotVllmMetrics(f"the response is not Prometheus metrics text ({exc})") from exc
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:  # what the text parser raises
+        raise NotVllmMetrics(f"the response is not Prometheus metrics text ({str(exc)[:200]})") from exc
     if not any(family.name.startswith("vllm:") for family in families):
         raise NotVllmMetrics("the response has no vllm:* metrics: this does not look like a vLLM server")
     fields: dict[tuple[str, str], dict] = {}
@@ -196,7 +196,7 @@ def parse_metrics(text: str, scraped_at: float = 0.0) -> MetricsSnapshot:
 
     for family in families:
         for sample in family.samples:
-            name, labels, value = sample.name, sample.labels, sample.value
+            name, labels, value = sample.name, sample.labels, _as_float(sample.value)
             if name == "vllm:cache_config_info":
                 if len(cache_configs) < MAX_ENGINES:
                     cache_configs[labels.get("engine", "0")] = {k: v[:200] for k, v in labels.items() if k != "engine"}
@@ -241,6 +241,14 @@ def parse_metrics(text: str, scraped_at: float = 0.0) -> MetricsSnapshot:
                     for (model, engine), values in sorted(fields.items()))
     return MetricsSnapshot(scraped_at=scraped_at, engines=engines, warnings=tuple(warnings[:MAX_WARNINGS]),
                            engines_left_out=len(left_out), warnings_left_out=max(0, len(warnings) - MAX_WARNINGS))
+
+
+def _as_float(value: float) -> float:
+    """The parser keeps integers as Python ints, which can be too large for a float: those are infinite here."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def admit(name: str, labels: dict[str, str], value: float, warnings: list[str]) -> float | None:
