@@ -5,6 +5,7 @@ encoding, a shared deployment starts closed, and local model folders answer ever
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from support.http_server import answer
@@ -169,3 +170,13 @@ def test_a_local_dashboard_reads_any_folder():
 def test_access_errors_are_calculator_errors():
     from calculator import CalculatorError
     assert issubclass(AccessError, CalculatorError) and os.sep == "/"
+
+
+def test_the_container_starts_closed_and_make_dashboard_is_local_to_this_machine():
+    root = Path(__file__).resolve().parents[1]
+    dockerfile = (root / "Dockerfile").read_text()
+    assert "ENV VLLM_PLANNER_DEPLOYMENT=shared" in dockerfile
+    recipe = (root / "Makefile").read_text().split("\ndashboard:")[1].split("\n\n")[0]
+    assert "VLLM_PLANNER_DEPLOYMENT=local" in recipe and "--server.address localhost" in recipe
+    image_policy = policy_from_environment({"VLLM_PLANNER_DEPLOYMENT": "shared"}, dashboard=True)
+    assert image_policy.mode == "closed" and not image_policy.rules
