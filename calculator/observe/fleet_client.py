@@ -1,8 +1,9 @@
 """I/O edge to Prometheus's HTTP API (``/api/v1/query``, ``/api/v1/query_range``, ``/api/v1/series``).
 
-The same rules as the live client: one wall-clock deadline per reading (connect, headers and body: ``bounded_http``),
-a size cap, no redirects, the access policy checked on the address connected to (``access``), and credentials (a bearer token or basic auth) only in the ``Authorization``
-header — never in a URL, an error message or a log line. Prometheus's own error JSON
+The same rules as the live client: one wall-clock deadline per reading (connect, headers and body:
+``bounded_http``), a size cap, no redirects, the access policy checked on the address connected to (``access``),
+and credentials (a bearer token or basic auth) only in the ``Authorization`` header — never in a URL, an error
+message or a log line. Prometheus's own error JSON
 (``{"status": "error", "errorType": ..., "error": ...}``), HTTP failures and timeouts become the
 ``PrometheusError`` subclasses below, each saying what happened and what to try.
 """

@@ -29,11 +29,10 @@ CONNECT_TIMEOUT_S = 3.0
 DEADLINE_S = 8.0  # one refresh, all endpoints together
 MAX_METRICS_BYTES = 8 << 20  # a large multi-engine /metrics is a few hundred KB
 MAX_JSON_BYTES = 2 << 20
+MAX_MODELS = 256  # served models (LoRA adapters included) read from /v1/models
+MAX_VERSION_CHARS = 100
 ENDPOINTS = ("/metrics", "/health", "/version", "/v1/models", "/server_info")
 _T = TypeVar("_T")
-
-__all__ = ["HostNotAllowed"]  # re-exported: callers catch it from here
-
 
 class LiveServerError(CalculatorError):
     """The server could not be read; the message says why and what to try."""
@@ -178,7 +177,7 @@ class LiveClient:
         if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
             raise NotAVllmServer(f"{self.base_url}/v1/models is not an OpenAI model list")
         cards = []
-        for card in payload["data"]:
+        for card in payload["data"][:MAX_MODELS]:
             if isinstance(card, dict) and isinstance(card.get("id"), str):
                 length = card.get("max_model_len")
                 cards.append(ServerModel(id=card["id"], root=card.get("root") if isinstance(card.get("root"), str) else None,
@@ -188,7 +187,9 @@ class LiveClient:
 
     def version(self) -> str | None:
         payload = self._json("/version", missing_ok=True)
-        return str(payload["version"]) if isinstance(payload, dict) and "version" in payload else None
+        if not isinstance(payload, dict) or not isinstance(payload.get("version"), str | int | float):
+            return None
+        return str(payload["version"])[:MAX_VERSION_CHARS]
 
     def healthy(self) -> bool:
         try:
