@@ -203,7 +203,6 @@ def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(s
             chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 2200})
         page.goto(f"{url}/live", wait_until="networkidle")
-        choose(page, "GPU the server runs on", "CPU (vLLM CPU build)")
         choose(page, "dtype the server runs", "float32")
         choose(page, "Refresh every", "2 s")
         page.get_by_text("Estimate vs reality").wait_for(timeout=60_000)

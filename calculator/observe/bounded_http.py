@@ -156,7 +156,7 @@ class BoundedTransport(httpx.BaseTransport):
     """An httpx transport: deadline-bounded, policy-checked, one connection per request, HTTP/1.1."""
 
     def __init__(self, policy: AccessPolicy, *, verify: ssl.SSLContext | None = None) -> None:
-        self._pool = httpcore.ConnectionPool(ssl_context=verify or ssl.create_default_context(),
+        self._pool = httpcore.ConnectionPool(ssl_context=verify or httpx.create_ssl_context(),
                                              max_keepalive_connections=0, network_backend=_GuardedBackend(policy))
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
