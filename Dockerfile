@@ -1,7 +1,11 @@
-# The dashboard in a container: `docker build -t vllm-capacity-planner . && docker run -p 8501:8501 vllm-capacity-planner`
+# The dashboard in a container: `docker build -t vllm-capacity-planner . && docker run -p 8501:8501 \
+#     -e VLLM_PLANNER_ALLOWED_HOSTS=vllm.internal:8000 vllm-capacity-planner`
+# A container is a shared deployment: it starts closed and contacts only the servers the allow-list names
+# (README, "Deploying the dashboard for others"); local model folders are off unless VLLM_PLANNER_MODELS_DIR is set.
 FROM python:3.11-slim
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
+ENV VLLM_PLANNER_DEPLOYMENT=shared \
+    PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1

@@ -21,8 +21,9 @@ setup: $(VENV)/.installed-app
 setup-test: $(VENV)/.installed-test
 
 ## Set up and open the dashboard on http://localhost:$(PORT) (bundled presets: no token, no network needed).
+## A local dashboard: it listens on localhost only, and its Live page may read servers on this machine.
 dashboard: setup
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+	VLLM_PLANNER_DEPLOYMENT=local $(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.address localhost
 
 ## Provision the real vLLM CPU server used by the tests (idempotent; fails loudly).
 provision-vllm:

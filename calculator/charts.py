@@ -187,12 +187,18 @@ def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_pre
 
 
 def live_history_figure(times: Sequence[float], used_tokens: Sequence[float], capacity_tokens: float,
-                        running: Sequence[float], waiting: Sequence[float]) -> go.Figure:
-    """KV usage over time in tokens against the pool's capacity, with running and waiting requests.
+                        running: Sequence[float], waiting: Sequence[float],
+                        finished: Sequence[float | None] | None = None) -> go.Figure:
+    """KV usage over time in tokens against the pool's capacity, with running and waiting requests, and (when
+    given) the requests that finished in each interval, so a burst between two reads still shows.
 
     ``times`` are Unix seconds (a scrape's clock, Prometheus' timestamps); the axis shows them as UTC times."""
     moments = [datetime.fromtimestamp(t, tz=timezone.utc) for t in times]
     figure = go.Figure()
+    if finished is not None:
+        figure.add_trace(go.Bar(x=moments, y=list(finished), name="requests finished since the previous read",
+                                yaxis="y2", marker_color="#a855f7", opacity=0.45,
+                                hovertemplate="%{y:,.0f} finished since the previous read<extra></extra>"))
     figure.add_trace(go.Scatter(x=moments, y=list(used_tokens), name="KV tokens in use", fill="tozeroy",
                                 line_color=SEGMENT_COLORS["kv_used"],
                                 hovertemplate="%{y:,.0f} tokens in use<extra></extra>"))

@@ -12,9 +12,11 @@ import streamlit as st
 from calculator import CalculatorError
 from calculator.observe.fleet import MODEL_LABEL, group_replicas, groupable_labels, replicas_from_reading
 from calculator.observe.fleet_client import PrometheusClient, read_fleet
-from calculator.observe.promql import parse_filters, series_match, time_range
+from calculator.observe.promql import parse_filters, time_range
 from pages.common import page_setup, sentence
+from pages.common.live_view import access_notice, access_policy
 from pages.common.fleet_view import (
+    GROUP_PANELS,
     connection_section,
     estimate_section,
     fleet_summary,
@@ -30,6 +32,7 @@ with st.sidebar:
     frozen_end_s, duration_s, refresh_s = range_section()
     base = estimate_section()
     target, headroom, changes = plan_section()
+access_notice(access_policy())
 
 
 
@@ -39,9 +42,8 @@ def fleet_panel() -> None:
     try:
         matchers = parse_filters(filter_text)
         window = time_range(frozen_end_s or time.time(), duration_s)
-        with st.spinner("Querying Prometheus"), PrometheusClient(url, **credentials) as client:
-            reading = read_fleet(client, window, matchers)
-            seen = client.series(series_match(matchers), window.start_s, window.end_s)
+        with st.spinner("Querying Prometheus"), PrometheusClient(url, policy=access_policy(), **credentials) as client:
+            reading = read_fleet(client, window, matchers, count_series=True)
     except CalculatorError as exc:
         st.error(sentence(exc), icon="🔌")
         return
@@ -52,10 +54,14 @@ def fleet_panel() -> None:
         return
     labels = st.multiselect("Group replicas by served model and", groupable_labels(replicas), key="fleet_group_by")
     groups = group_replicas(replicas, reading.over_range, labels)
-    fleet_summary(reading, replicas, groups, len(seen))
-    specs = model_specs(sorted({group.key[MODEL_LABEL] for group in groups}))
-    for group in groups:
+    fleet_summary(reading, replicas, groups, reading.series_seen or 0)
+    specs = model_specs(sorted({group.key[MODEL_LABEL] for group in groups[:GROUP_PANELS]}))
+    for group in groups[:GROUP_PANELS]:
         group_panel(group, specs[group.key[MODEL_LABEL]], base, target, headroom, changes, labels)
+    if len(groups) > GROUP_PANELS:
+        st.info(f"{len(groups) - GROUP_PANELS:,} more groups not drawn: "
+                + ", ".join(group.title for group in groups[GROUP_PANELS:GROUP_PANELS + 20])
+                + (" …" if len(groups) > GROUP_PANELS + 20 else "") + ". Narrow the filter to see them.")
 
 
 fleet_panel()

@@ -44,3 +44,20 @@ def serve():
     yield start
     for server in servers:
         server.close()
+
+
+LOCAL_DASHBOARD = {"VLLM_PLANNER_DEPLOYMENT": "local"}  # `make dashboard`: servers on this machine may be read
+
+
+@pytest.fixture()
+def local_dashboard(monkeypatch):
+    """Pages run as `make dashboard` runs them (local deployment, no allow-list); the access policy is cached per
+    process, so it is cleared before and after."""
+    import streamlit as st
+
+    for key, value in LOCAL_DASHBOARD.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("VLLM_PLANNER_ALLOWED_HOSTS", raising=False)
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()

@@ -16,6 +16,7 @@ from support.http_server import RouteServer, answer, send
 from calculator.url_state import from_query_params
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "fleet.py")
+pytestmark = pytest.mark.usefixtures("local_dashboard")
 END_S = 1100.0
 SECRET = "prom-secret-token"
 
@@ -155,3 +156,28 @@ def test_auto_refresh_reads_up_to_now_and_the_button_reads_again(prometheus):
     assert times and min(times) > END_S  # not the frozen end: the range ends now
     app.button(key="fleet_refresh").click().run()
     assert len(prometheus.seen) > queried
+
+
+def test_a_hostile_prometheus_is_bounded_and_flagged():
+    """30 replicas of 30 models, each with impossible gauges: 8 groups drawn, the rest named, the values flagged."""
+    def labels(i: int) -> dict:
+        return {"job": "vllm", "instance": f"10.0.0.{i}:8000", "engine": "0", "model_name": f"model-{i:02d}"}
+
+    result = [{"metric": {"__name__": name, **labels(i)}, "value": [END_S, value]}
+              for i in range(30) for name, value in (("vllm:num_requests_running", "-3"),
+                                                     ("vllm:kv_cache_usage_perc", "5"))]
+    routes = {"/api/v1/query": answer(200, {"status": "success", "data": {"resultType": "vector", "result": result}}),
+              "/api/v1/query_range": answer(200, {"status": "success", "data": {"resultType": "matrix", "result": []}}),
+              "/api/v1/series": answer(200, {"status": "success", "data": []})}
+    server = RouteServer(routes)
+    try:
+        app = run_page(server.url)
+    finally:
+        server.close()
+    drawn = [s.value for s in app.subheader if s.value.startswith("model-")]
+    assert drawn == [f"model-{i:02d}" for i in range(8)]
+    more = next(i.value for i in app.info if "more groups not drawn" in i.value)
+    assert more.startswith("22 more groups not drawn: model-08, model-09") and more.endswith("Narrow the filter to see them.")
+    flagged = " ".join(w.value for w in app.warning)
+    assert "is -3, impossible for a count of requests; ignored" in flagged
+    assert "is 5, outside 0-1 (0-100 %); shown as 100%" in flagged

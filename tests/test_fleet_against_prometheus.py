@@ -30,7 +30,7 @@ from calculator.observe.metrics import Histogram, parse_metrics
 from calculator.observe.promql import time_range
 from calculator.url_state import from_query_params
 
-pytestmark = pytest.mark.vllm_server
+pytestmark = [pytest.mark.vllm_server, pytest.mark.usefixtures("local_dashboard")]
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "fleet.py")
 BLOCKS = {"team-a": 16, "team-b": 32}
 LOAD = {"team-a": (6, 600), "team-b": (4, 300)}  # (requests, generated tokens each), all at once
@@ -254,7 +254,7 @@ def test_in_a_real_browser_the_fleet_page_shows_both_replicas(fleet, tmp_path):
     if truth(servers["team-a"]).preemptions_total == 0:  # this test alone: load the fleet as the one above does
         load(servers)
     wait_until_scraped(servers, prometheus)
-    env = {"VLLM_PLANNER_PROMETHEUS_URL": prometheus.base_url}
+    env = {"VLLM_PLANNER_PROMETHEUS_URL": prometheus.base_url, "VLLM_PLANNER_DEPLOYMENT": "local"}
     with running_dashboard(tmp_path / "streamlit.log", env=env) as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 1700})
         page.goto(f"{url}/fleet", wait_until="networkidle")

@@ -22,7 +22,7 @@ from support.vllm_server import VllmCpuServer
 
 from calculator.observe.metrics import parse_metrics
 
-pytestmark = pytest.mark.vllm_server
+pytestmark = [pytest.mark.vllm_server, pytest.mark.usefixtures("local_dashboard")]
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "live.py")
 PREFIX_BLOCKS_WANTED = 2  # full 128-token blocks the repeated prompt must span
 
@@ -69,11 +69,13 @@ def saturate(base_url: str, requests: int = 16) -> list[threading.Thread]:
     return threads
 
 
-def run_page(base_url: str) -> AppTest:
+def run_page(base_url: str, gpu: str | None = "cpu") -> AppTest:
+    """The page on the server; ``gpu`` None leaves the device choice at its default (auto-detect)."""
     st.cache_data.clear()
     app = AppTest.from_file(PAGE, default_timeout=120)
     app.session_state["live_url"] = base_url
-    app.session_state["live_gpu"] = "cpu"
+    if gpu is not None:
+        app.session_state["live_gpu"] = gpu
     app.session_state["live_dtype"] = "float32"
     app.session_state["live_interval"] = "off"
     app.run()
@@ -137,23 +139,70 @@ def test_prediction_for_the_servers_settings_equals_its_cache_config(server):
     assert all(row["error %"] == 0 for row in rows.values())
 
 
+def test_the_page_picks_the_cpu_device_by_itself(server):
+    app = run_page(server.base_url, gpu=None)
+    captions = " ".join(c.value for c in app.caption)
+    assert ("Device for the estimate: **the CPU (vLLM CPU build)** — detected from the server: block_size 128 by "
+            "default and a KV space of exactly 1 GiB (VLLM_CPU_KVCACHE_SPACE)") in captions
+    assert not any("CPU build" in w.value for w in app.warning)
+    assert all(row["error %"] == 0 for row in comparison(app))
+    header = next(m.value for m in app.markdown if m.value.startswith("**Numbers about**"))
+    assert server.base_url in header and "vLLM 0.32.0" in header and "tiny" in header and "a CPU build" in header
+
+
+BURST_REQUESTS, BURST_TOKENS = 16, 200
+
+
+def test_a_burst_between_two_reads_shows_in_the_interval_summary(server):
+    """16 requests x 200 tokens start and end between two reads: the gauges see nothing, the counters see all."""
+    app = run_page(server.base_url, gpu=None)
+    idle = scrape(server.base_url)
+    assert (idle.running, idle.waiting) == (0, 0)
+    answers: list[dict] = []
+    started = time.monotonic()
+    threads = [threading.Thread(target=lambda i=i: answers.append(post(f"{server.base_url}/v1/completions", {
+        "model": "tiny", "prompt": f"burst number {i}: the quick brown fox", "max_tokens": BURST_TOKENS,
+        "ignore_eos": True}))) for i in range(BURST_REQUESTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    burst_s = time.monotonic() - started
+    time.sleep(0.5)  # the engine's stats reach /metrics right after the last answer
+    app.run()
+    shown = metrics(app)
+    assert len(answers) == BURST_REQUESTS and all(a["usage"]["completion_tokens"] == BURST_TOKENS for a in answers)
+    sent_prompt_tokens = sum(a["usage"]["prompt_tokens"] for a in answers)
+    assert shown["Running"] == "0" and shown["Waiting"] == "0"  # the gauges at both reads: idle
+    assert shown["Requests finished (since last read)"] == f"{BURST_REQUESTS:,}"
+    assert shown["Prompt tokens (since last read)"] == f"{sent_prompt_tokens:,}"
+    assert shown["Generated tokens (since last read)"] == f"{BURST_REQUESTS * BURST_TOKENS:,}"
+    assert 1 <= int(shown["Peak requests in the server (at least)"]) <= BURST_REQUESTS
+    summary = next(c.value for c in app.caption if c.value.startswith("In the last"))
+    assert f"{BURST_REQUESTS} request(s) finished ({BURST_REQUESTS} length)" in summary
+    print(f"burst of {BURST_REQUESTS} x {BURST_TOKENS} tokens took {burst_s:.1f} s; {summary}")
+
+
 def test_unreachable_and_wrong_servers_are_clear_states(server):
     app = AppTest.from_file(PAGE, default_timeout=60)
     app.session_state["live_url"] = "http://127.0.0.1:9"
     app.session_state["live_interval"] = "off"
     app.run()
     assert not app.exception and "Cannot connect to http://127.0.0.1:9" in app.error[0].value
+    app.session_state["live_url"] = "http://169.254.169.254"
+    app.run()
+    assert "cloud metadata or link-local address" in app.error[0].value
 
 
 def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(server, tmp_path):
     """Debian's Chromium on `streamlit run app.py`, refreshing every 2 s while the server saturates.
 
     Its screenshot is the README's picture of the Live page."""
-    with running_dashboard(tmp_path / "streamlit.log", env={"VLLM_PLANNER_SERVER_URL": server.base_url}) as url, \
+    with running_dashboard(tmp_path / "streamlit.log", env={"VLLM_PLANNER_SERVER_URL": server.base_url,
+                                                                   "VLLM_PLANNER_DEPLOYMENT": "local"}) as url, \
             chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 2200})
         page.goto(f"{url}/live", wait_until="networkidle")
-        choose(page, "GPU the server runs on", "CPU (vLLM CPU build)")
         choose(page, "dtype the server runs", "float32")
         choose(page, "Refresh every", "2 s")
         page.get_by_text("Estimate vs reality").wait_for(timeout=60_000)

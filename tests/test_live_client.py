@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from support import hostile
+
+from calculator.observe.access import BadAddress, policy_from_environment
 from calculator.observe.live_client import (
     AuthenticationRequired,
     HostNotAllowed,
     LiveClient,
-    LiveServerError,
     NotAVllmServer,
     ServerTimeout,
     ServerUnreachable,
-    check_host_allowed,
     normalise_base_url,
 )
 from calculator.observe.metrics import NotVllmMetrics
@@ -80,7 +81,7 @@ def test_a_hanging_server_times_out_quickly(serve):
 
     server = serve(vllm_routes(**{"/metrics": hang}))
     started = time.monotonic()
-    with pytest.raises(ServerTimeout), LiveClient(server.url, read_timeout_s=0.5, connect_timeout_s=0.5) as client:
+    with pytest.raises(ServerTimeout), LiveClient(server.url, deadline_s=0.5, connect_timeout_s=0.5) as client:
         client.metrics()
     assert time.monotonic() - started < 3
 
@@ -125,16 +126,72 @@ def test_unhealthy_engine_reports_503(serve):
 def test_address_validation():
     assert normalise_base_url("localhost:8000/") == "http://localhost:8000"
     for bad in ("ftp://host", "http://user:pass@host:8000", "http://host:8000/?x=1", "://"):
-        with pytest.raises(LiveServerError):
+        with pytest.raises(BadAddress):
             normalise_base_url(bad)
 
 
 def test_allowed_hosts_guard(monkeypatch):
-    check_host_allowed("http://10.1.2.3:8000", allowed="")
-    check_host_allowed("http://127.0.0.1:8000", allowed="127.0.0.0/8")
-    check_host_allowed("http://vllm.internal:8000", allowed="vllm.internal:8000,other")
-    with pytest.raises(HostNotAllowed):
-        check_host_allowed("http://127.0.0.1:8000", allowed="10.0.0.0/8")
+    def allowed(url: str, rules: str) -> bool:
+        try:
+            LiveClient(url, policy=policy_from_environment({"VLLM_PLANNER_ALLOWED_HOSTS": rules})).close()
+        except HostNotAllowed:
+            return False
+        return True
+
+    assert allowed("http://10.1.2.3:8000", "")
+    assert allowed("http://127.0.0.1:8000", "127.0.0.0/8")
+    assert allowed("http://vllm.internal:8000", "vllm.internal:8000,other")
+    assert not allowed("http://127.0.0.1:8000", "10.0.0.0/8")
     monkeypatch.setenv("VLLM_PLANNER_ALLOWED_HOSTS", "vllm.internal")
     with pytest.raises(HostNotAllowed):
         LiveClient("http://localhost:8000")
+
+
+# --- issue 10 item 1: one wall-clock deadline covers connect, headers and body -------------------------------
+
+@pytest.mark.parametrize("route", [hostile.trickle_headers(0.05), hostile.trickle_status(0.05),
+                                   hostile.trickle_body(METRICS, 0.05), hostile.silent(5)],
+                         ids=["headers", "status line", "body", "silent"])
+def test_a_trickling_server_is_cut_off_at_the_deadline(serve, route):
+    server = serve(vllm_routes(**{"/metrics": route}))
+    started = time.monotonic()
+    with pytest.raises(ServerTimeout) as caught, LiveClient(server.url, deadline_s=1.0) as client:
+        client.metrics()
+    took_s = time.monotonic() - started
+    assert 1.0 <= took_s < 1.6
+    said_s = float(caught.value.args[0].split("within ")[1].split(" s")[0])
+    assert abs(said_s - took_s) < 0.3  # the message tells the time it really waited
+
+
+def test_a_whole_refresh_ends_by_its_deadline_when_every_endpoint_trickles(serve):
+    server = serve({path: hostile.trickle_headers(0.05) for path in
+                    ("/metrics", "/v1/models", "/version", "/health", "/server_info")})
+    started = time.monotonic()
+    with pytest.raises(ServerTimeout), LiveClient(server.url, deadline_s=1.5) as client:
+        client.read()
+    assert time.monotonic() - started < 2.2
+
+
+# --- issue 10 item 2: slow but valid servers are read concurrently; what arrived is shown --------------------
+
+def test_slow_endpoints_are_read_at_once_not_one_after_another(serve):
+    routes = {path: hostile.slow(1.0, reply) for path, reply in vllm_routes().items()}
+    server = serve(routes)
+    started = time.monotonic()
+    with LiveClient(server.url, deadline_s=3.0) as client:
+        report = client.read()
+    assert time.monotonic() - started < 2.0  # one after another: 4 x 1.0 s at least
+    assert report.version == "0.32.0" and report.healthy and report.models[0].id == "tiny"
+    assert report.metrics.engine("tiny").preemptions_total == 8.0 and report.problems == ()
+
+
+def test_what_arrived_is_kept_and_the_slow_endpoint_is_named(serve):
+    server = serve(vllm_routes(**{"/v1/models": hostile.silent(5), "/version": hostile.trickle_headers(0.05)}))
+    started = time.monotonic()
+    with LiveClient(server.url, deadline_s=1.0) as client:
+        report = client.read()
+    assert time.monotonic() - started < 1.6
+    assert report.metrics.engine("tiny").preemptions_total == 8.0 and report.healthy
+    assert report.models == () and report.version is None
+    assert sorted(report.slow_endpoints) == ["/v1/models", "/version"]
+    assert all("did not answer completely within" in p.message for p in report.problems)

@@ -23,7 +23,16 @@ from ..scenario import Scenario
 from .fleet_client import FleetReading, Sample, Series
 from .live import NEARLY_FULL_USAGE, scenario_from_server, workload_from_server
 from .live_client import ServerModel
-from .metrics import _COUNTERS, _GAUGES, _HISTOGRAMS, USAGE_METRICS, EngineMetrics, Histogram
+from .metrics import (
+    _COUNTERS,
+    _GAUGES,
+    _HISTOGRAMS,
+    USAGE_METRICS,
+    EngineMetrics,
+    Histogram,
+    admit,
+    histogram_from_parts,
+)
 from .promql import CACHE_CONFIG_METRIC
 
 REPLICA_LABELS = ("job", "instance", "engine")
@@ -50,29 +59,38 @@ def engine_from_samples(samples: Iterable[Sample]) -> EngineMetrics | None:
     target = {k: v for k, v in served.labels.items() if k not in ("__name__", "le")}
     fields: dict[str, Any] = {}
     parts: dict[str, dict] = defaultdict(lambda: {"buckets": []})
-    cache_config = None
+    cache_config, anomalies = None, []
     for sample in samples:
         name = sample.labels.get("__name__", "")
         if name == CACHE_CONFIG_METRIC:
             # NOTE: cache_config_info carries the target's labels too (job, instance, namespace...): drop them.
-            cache_config = {k: v for k, v in sample.labels.items() if k != "__name__" and k not in target}
-        elif name in _GAUGES:
-            fields[_GAUGES[name]] = sample.value
-        elif name in USAGE_METRICS:
-            if fields.get("usage_metric") != USAGE_METRICS[0]:  # the current name wins when both are exposed
-                fields["kv_cache_usage"], fields["usage_metric"] = sample.value, name
-        elif name in _COUNTERS:
-            fields[_COUNTERS[name]] = sample.value
+            cache_config = {k: v[:200] for k, v in sample.labels.items() if k != "__name__" and k not in target}
+        elif name in _GAUGES or name in USAGE_METRICS or name in _COUNTERS:
+            value = admit(name, sample.labels, sample.value, anomalies)
+            if value is None:
+                continue
+            if name in _GAUGES:
+                fields[_GAUGES[name]] = value
+            elif name in _COUNTERS:
+                fields[_COUNTERS[name]] = value
+            elif fields.get("usage_metric") != USAGE_METRICS[0]:  # the current name wins when both are exposed
+                fields["kv_cache_usage"], fields["usage_metric"] = value, name
         else:
             base, _, part = name.rpartition("_")
-            if base in _HISTOGRAMS and part == "bucket" and "le" in sample.labels:
-                parts[_HISTOGRAMS[base]]["buckets"].append((float(sample.labels["le"]), sample.value))
+            if base in _HISTOGRAMS and part == "bucket":
+                parts[_HISTOGRAMS[base]]["buckets"].append((sample.labels.get("le", "?"), sample.value))
             elif base in _HISTOGRAMS and part in ("sum", "count"):
                 parts[_HISTOGRAMS[base]][part] = sample.value
-    histograms = {name: Histogram(buckets=tuple(sorted(p["buckets"])), sum=p["sum"], count=p["count"])
-                  for name, p in parts.items() if "sum" in p and "count" in p}
-    return EngineMetrics(model_name=served.labels[MODEL_LABEL], engine=served.labels.get("engine", "0"),
-                         cache_config=cache_config, histograms=histograms, **fields)
+    histograms = {}
+    for name, p in parts.items():
+        if "sum" in p and "count" in p:
+            histogram = histogram_from_parts(p["buckets"], p["count"], p["sum"])
+            if histogram is None:
+                anomalies.append(f"the {name} histogram is not a valid histogram; ignored")
+            else:
+                histograms[name] = histogram
+    return EngineMetrics(model_name=served.labels[MODEL_LABEL][:200], engine=served.labels.get("engine", "0")[:40],
+                         cache_config=cache_config, histograms=histograms, anomalies=tuple(anomalies[:5]), **fields)
 
 
 def _increase(before: float | None, after: float | None) -> float | None:

@@ -1,8 +1,9 @@
 """I/O edge to Prometheus's HTTP API (``/api/v1/query``, ``/api/v1/query_range``, ``/api/v1/series``).
 
-The same rules as the live client: connect and read timeouts, a size cap, no redirects, the allowed-hosts guard
-(``VLLM_PLANNER_ALLOWED_HOSTS``), and credentials (a bearer token or basic auth) only in the ``Authorization``
-header — never in a URL, an error message or a log line. Prometheus's own error JSON
+The same rules as the live client: one wall-clock deadline per reading (connect, headers and body:
+``bounded_http``), a size cap, no redirects, the access policy checked on the address connected to (``access``),
+and credentials (a bearer token or basic auth) only in the ``Authorization`` header — never in a URL, an error
+message or a log line. Prometheus's own error JSON
 (``{"status": "error", "errorType": ..., "error": ...}``), HTTP failures and timeouts become the
 ``PrometheusError`` subclasses below, each saying what happened and what to try.
 """
@@ -13,21 +14,24 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import CalculatorError
-from .live_client import check_host_allowed, normalise_base_url
-from .promql import Matcher, TimeRange, instant_query, range_query
+from .access import AccessError, AccessPolicy, parse_server_address, policy_from_environment
+from .bounded_http import BoundedTransport, current_deadline, deadline_at
+from .promql import Matcher, TimeRange, instant_query, range_query, series_match
 
 DEFAULT_PROMETHEUS_ENV = "VLLM_PLANNER_PROMETHEUS_URL"
 DEFAULT_PROMETHEUS = "http://localhost:9090"
 CONNECT_TIMEOUT_S = 3.0
 QUERY_TIMEOUT_S = 15.0  # sent to Prometheus as ?timeout=, so it stops evaluating when we stop waiting
 MAX_RESPONSE_BYTES = 32 << 20  # ~100 replicas x 60 series x 1,000 points is about 20 MB of JSON
+_T = TypeVar("_T")
 
 
 class PrometheusError(CalculatorError):
@@ -81,6 +85,7 @@ class FleetReading(BaseModel):
     over_range: tuple[Series, ...]
     warnings: tuple[str, ...] = ()
     elapsed_s: float = 0.0
+    series_seen: int | None = None  # every vLLM series over the range (the filter's reach), when asked
 
 
 def default_prometheus_url() -> str:
@@ -88,16 +93,18 @@ def default_prometheus_url() -> str:
 
 
 class PrometheusClient:
-    """Queries one Prometheus. ``transport`` is the httpx seam for tests that need a custom transport."""
+    """Queries one Prometheus. ``policy``: which servers may be contacted (default: from the environment)."""
 
     def __init__(self, base_url: str, *, bearer_token: str | None = None, basic_auth: tuple[str, str] | None = None,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S, query_timeout_s: float = QUERY_TIMEOUT_S,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 policy: AccessPolicy | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 query_timeout_s: float = QUERY_TIMEOUT_S) -> None:
         try:
-            self.base_url = normalise_base_url(base_url)
-        except CalculatorError as exc:
-            raise PrometheusError(str(exc).replace("http://localhost:8000", DEFAULT_PROMETHEUS)) from exc
-        check_host_allowed(self.base_url)
+            address = parse_server_address(base_url, example=DEFAULT_PROMETHEUS)
+        except AccessError as exc:
+            raise PrometheusError(str(exc)) from exc
+        self.policy = policy if policy is not None else policy_from_environment()
+        self.policy.check(address)
+        self.base_url = address.url
         if bearer_token and basic_auth:
             raise PrometheusError("give either a bearer token or a user name and password, not both")
         headers = {"Accept": "application/json", "User-Agent": "vllm-capacity-planner"}
@@ -105,11 +112,11 @@ class PrometheusClient:
             headers["Authorization"] = f"Bearer {bearer_token}"
         self._query_timeout_s = query_timeout_s
         # NOTE: a little longer than the query timeout, so Prometheus's own "timeout" error arrives first.
-        self._deadline_s = connect_timeout_s + query_timeout_s + 2.0
+        self.deadline_s = connect_timeout_s + query_timeout_s + 2.0
         self._client = httpx.Client(
-            base_url=self.base_url, headers=headers, follow_redirects=False, transport=transport,
+            base_url=self.base_url, headers=headers, follow_redirects=False, transport=BoundedTransport(self.policy),
             auth=httpx.BasicAuth(*basic_auth) if basic_auth else None,
-            timeout=httpx.Timeout(query_timeout_s + 2.0, connect=connect_timeout_s))
+            timeout=httpx.Timeout(self.deadline_s, connect=connect_timeout_s))
         self.warnings: list[str] = []
 
     def close(self) -> None:
@@ -182,8 +189,10 @@ class PrometheusClient:
         return payload.get("data")
 
     def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
-        where = f"{self.base_url}{path}"
-        started = time.monotonic()
+        if current_deadline() is None:
+            with deadline_at(time.monotonic() + self.deadline_s):
+                return self._get(path, params)
+        where, started = f"{self.base_url}{path}", time.monotonic()
         try:
             with self._client.stream("GET", path, params=params) as response:
                 if response.status_code in (401, 403):
@@ -199,31 +208,46 @@ class PrometheusClient:
                     if len(body) > MAX_RESPONSE_BYTES:
                         raise PrometheusQueryError(f"{where} sent more than {MAX_RESPONSE_BYTES >> 20} MiB; narrow "
                                                    "the filter or shorten the time range")
-                    if time.monotonic() - started > self._deadline_s:
-                        raise PrometheusTimeout(f"{where} is sending too slowly; gave up after "
-                                                f"{self._deadline_s:.0f} s")
                 return response.status_code, bytes(body)
+        except httpx.ConnectTimeout as exc:
+            raise PrometheusUnreachable(f"cannot connect to {self.base_url}: no answer to the connection within "
+                                        f"{time.monotonic() - started:.1f} s. Is Prometheus running there?") from exc
         except httpx.ConnectError as exc:
             raise PrometheusUnreachable(f"cannot connect to {self.base_url}: {_reason(exc)}. Is Prometheus running "
                                         "there?") from exc
         except httpx.TimeoutException as exc:
-            raise PrometheusTimeout(f"{where} did not answer within {self._deadline_s:.0f} s; shorten the time "
-                                    "range or narrow the filter") from exc
+            raise PrometheusTimeout(f"{where} did not answer completely within {time.monotonic() - started:.1f} s "
+                                    f"(this dashboard waits at most {self.deadline_s:g} s); shorten the time range "
+                                    "or narrow the filter") from exc
         except httpx.HTTPError as exc:
             raise PrometheusUnreachable(f"{where}: {_reason(exc)}") from exc
 
 
-def read_fleet(client: PrometheusClient, window: TimeRange, matchers: Iterable[Matcher] = ()) -> FleetReading:
-    """The three queries behind the fleet view: every vLLM series at the range's end and start, and the gauges
-    (running, waiting, KV usage) over it."""
+def read_fleet(client: PrometheusClient, window: TimeRange, matchers: Iterable[Matcher] = (), *,
+               count_series: bool = False) -> FleetReading:
+    """The queries behind the fleet view, at once under one deadline: every vLLM series at the range's end and
+    start, the gauges (running, waiting, KV usage) over it, and (``count_series``) how many series match."""
     matchers = tuple(matchers)
     started, first_warning = time.monotonic(), len(client.warnings)
-    at_end = client.query(instant_query(matchers), window.end_s)
-    at_start = client.query(instant_query(matchers), window.start_s)
-    over_range = client.query_range(range_query(matchers), window)
-    return FleetReading(base_url=client.base_url, time_range=window, at_end=at_end, at_start=at_start,
-                        over_range=over_range, warnings=tuple(client.warnings[first_warning:]),
-                        elapsed_s=time.monotonic() - started)
+    deadline = started + client.deadline_s
+    queries: dict[str, Callable[[], Any]] = {
+        "at_end": lambda: client.query(instant_query(matchers), window.end_s),
+        "at_start": lambda: client.query(instant_query(matchers), window.start_s),
+        "over_range": lambda: client.query_range(range_query(matchers), window)}
+    if count_series:
+        queries["series"] = lambda: len(client.series(series_match(matchers), window.start_s, window.end_s))
+    with ThreadPoolExecutor(max_workers=len(queries), thread_name_prefix="fleet-read") as pool:
+        futures = {name: pool.submit(_within, deadline, query) for name, query in queries.items()}
+        results = {name: future.result() for name, future in futures.items()}  # the first failure is raised
+    return FleetReading(base_url=client.base_url, time_range=window, at_end=results["at_end"],
+                        at_start=results["at_start"], over_range=results["over_range"],
+                        warnings=tuple(client.warnings[first_warning:]), elapsed_s=time.monotonic() - started,
+                        series_seen=results.get("series"))
+
+
+def _within(deadline: float, query: Callable[[], _T]) -> _T:
+    with deadline_at(deadline):  # NOTE: a worker thread starts with an empty context: set it here
+        return query()
 
 
 def _api_error(error_type: str, message: str, status: int) -> PrometheusError:

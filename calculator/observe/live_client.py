@@ -1,35 +1,38 @@
 """I/O edge to a running vLLM server: ``/metrics``, ``/v1/models``, ``/version``, ``/health``, ``/server_info``.
 
-Every request has connect and read timeouts and a size cap, never follows a redirect, and sends the API key
-only in the ``Authorization`` header — never in a URL, an error message or a log line. When the dashboard is
-deployed for others, ``VLLM_PLANNER_ALLOWED_HOSTS`` (comma-separated host names, ``host:port`` pairs or CIDR
-ranges) restricts which servers it may contact, so the live page cannot be used to probe a private network.
+One refresh reads the five endpoints at once under one wall-clock deadline (connect, headers and body included:
+``bounded_http``), keeps what arrived and names what did not. Every request has a size cap, never follows a
+redirect, is checked against the access policy on the address it connects to (``access``), and sends the API
+key only in the ``Authorization`` header — never in a URL, an error message or a log line.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
-import socket
 import time
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import CalculatorError
+from .access import AccessPolicy, HostNotAllowed, parse_server_address, policy_from_environment
+from .bounded_http import BoundedTransport, current_deadline, deadline_at
 from .metrics import MetricsSnapshot, parse_metrics
 
-ALLOWED_HOSTS_ENV = "VLLM_PLANNER_ALLOWED_HOSTS"
 DEFAULT_SERVER_ENV = "VLLM_PLANNER_SERVER_URL"
 DEFAULT_SERVER = "http://localhost:8000"
 CONNECT_TIMEOUT_S = 3.0
-READ_TIMEOUT_S = 5.0
+DEADLINE_S = 8.0  # one refresh, all endpoints together
 MAX_METRICS_BYTES = 8 << 20  # a large multi-engine /metrics is a few hundred KB
 MAX_JSON_BYTES = 2 << 20
-
+MAX_MODELS = 256  # served models (LoRA adapters included) read from /v1/models
+MAX_VERSION_CHARS = 100
+ENDPOINTS = ("/metrics", "/health", "/version", "/v1/models", "/server_info")
+_T = TypeVar("_T")
 
 class LiveServerError(CalculatorError):
     """The server could not be read; the message says why and what to try."""
@@ -51,10 +54,6 @@ class NotAVllmServer(LiveServerError):
     pass
 
 
-class HostNotAllowed(LiveServerError):
-    pass
-
-
 class ServerModel(BaseModel):
     model_config = ConfigDict(frozen=True)
     id: str
@@ -63,17 +62,31 @@ class ServerModel(BaseModel):
     parent: str | None = None
 
 
+class EndpointProblem(BaseModel):
+    """An endpoint that gave nothing usable in this refresh, and why."""
+
+    model_config = ConfigDict(frozen=True)
+    path: str
+    message: str
+    timed_out: bool
+
+
 class ServerReport(BaseModel):
-    """One read of a server: what it serves and its metrics."""
+    """One read of a server: what arrived (None where an endpoint failed; ``problems`` says why)."""
 
     model_config = ConfigDict(frozen=True)
     base_url: str
-    healthy: bool
+    healthy: bool | None
     version: str | None
     models: tuple[ServerModel, ...]
-    metrics: MetricsSnapshot
+    metrics: MetricsSnapshot | None
     server_info: dict[str, Any] | None = None
+    problems: tuple[EndpointProblem, ...] = ()
     elapsed_s: float
+
+    @property
+    def slow_endpoints(self) -> tuple[str, ...]:
+        return tuple(p.path for p in self.problems if p.timed_out)
 
 
 def default_server_url() -> str:
@@ -81,61 +94,26 @@ def default_server_url() -> str:
 
 
 def normalise_base_url(url: str) -> str:
-    """``localhost:8000`` -> ``http://localhost:8000``; refuses other schemes and embedded credentials."""
-    text = url.strip().rstrip("/")
-    if "://" not in text:
-        text = f"http://{text}"
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise LiveServerError(f"not an http(s) server address: {url!r} (expected e.g. http://localhost:8000)")
-    if parts.username or parts.password:
-        raise LiveServerError("put the API key in its own field, not in the address")
-    if parts.query or parts.fragment:
-        raise LiveServerError("give the server's base address without ?query or #fragment")
-    return text
-
-
-def check_host_allowed(base_url: str, allowed: str | None = None) -> None:
-    """Enforce ``VLLM_PLANNER_ALLOWED_HOSTS`` (unset: every host is allowed)."""
-    rules = [r.strip() for r in (allowed if allowed is not None else os.environ.get(ALLOWED_HOSTS_ENV, "")).split(",")
-             if r.strip()]
-    if not rules:
-        return
-    parts = urlsplit(base_url)
-    host, port = (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
-    addresses = _resolve(host)
-    for rule in rules:
-        if "/" in rule:
-            network = ipaddress.ip_network(rule, strict=False)
-            if addresses and all(address in network for address in addresses):
-                return
-        elif rule.lower() in (host, f"{host}:{port}"):
-            return
-    raise HostNotAllowed(f"{host}:{port} is not in {ALLOWED_HOSTS_ENV}; this dashboard may only contact "
-                         f"the servers its operator allowed")
-
-
-def _resolve(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    try:
-        return [ipaddress.ip_address(info[4][0]) for info in socket.getaddrinfo(host, None)]
-    except (OSError, ValueError):
-        return []
+    """``localhost:8000`` -> ``http://localhost:8000``; ``BadAddress`` (one clear line) for anything else."""
+    return parse_server_address(url).url
 
 
 class LiveClient:
-    """Reads one vLLM server. ``transport`` is the httpx seam for tests that need a custom transport."""
+    """Reads one vLLM server. ``policy``: which servers may be contacted (default: from the environment)."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                 read_timeout_s: float = READ_TIMEOUT_S, transport: httpx.BaseTransport | None = None) -> None:
-        self.base_url = normalise_base_url(base_url)
-        check_host_allowed(self.base_url)
+    def __init__(self, base_url: str, api_key: str | None = None, *, policy: AccessPolicy | None = None,
+                 deadline_s: float = DEADLINE_S, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+        address = parse_server_address(base_url)
+        self.policy = policy if policy is not None else policy_from_environment()
+        self.policy.check(address)
+        self.base_url = address.url
+        self.deadline_s = deadline_s
         headers = {"Accept": "text/plain, application/json", "User-Agent": "vllm-capacity-planner"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.Client(
-            base_url=self.base_url, headers=headers, follow_redirects=False, transport=transport,
-            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s))
-        self._deadline_s = connect_timeout_s + read_timeout_s
+            base_url=self.base_url, headers=headers, follow_redirects=False, transport=BoundedTransport(self.policy),
+            timeout=httpx.Timeout(deadline_s, connect=min(connect_timeout_s, deadline_s)))
 
     def close(self) -> None:
         self._client.close()
@@ -147,8 +125,11 @@ class LiveClient:
         self.close()
 
     def _get(self, path: str, limit: int, *, missing_ok: bool = False) -> tuple[int, bytes]:
-        where = f"{self.base_url}{path}"
-        started = time.monotonic()
+        deadline = current_deadline()
+        if deadline is None:
+            with deadline_at(time.monotonic() + self.deadline_s):
+                return self._get(path, limit, missing_ok=missing_ok)
+        where, started = f"{self.base_url}{path}", time.monotonic()
         try:
             with self._client.stream("GET", path) as response:
                 if response.status_code in (401, 403):
@@ -166,13 +147,15 @@ class LiveClient:
                     body.extend(chunk)
                     if len(body) > limit:
                         raise NotAVllmServer(f"{where} sent more than {limit >> 20} MiB; stopped reading")
-                    if time.monotonic() - started > self._deadline_s:
-                        raise ServerTimeout(f"{where} is sending too slowly; gave up after {self._deadline_s:.0f} s")
                 return response.status_code, bytes(body)
+        except httpx.ConnectTimeout as exc:
+            raise ServerUnreachable(f"cannot connect to {self.base_url}: no answer to the connection within "
+                                    f"{time.monotonic() - started:.1f} s. Is vLLM running there?") from exc
         except httpx.ConnectError as exc:
             raise ServerUnreachable(f"cannot connect to {self.base_url}: {_reason(exc)}. Is vLLM running there?") from exc
         except httpx.TimeoutException as exc:
-            raise ServerTimeout(f"{where} did not answer within {self._deadline_s:.0f} s") from exc
+            raise ServerTimeout(f"{where} did not answer completely within {time.monotonic() - started:.1f} s "
+                                f"(this dashboard waits at most {self.deadline_s:g} s for a refresh)") from exc
         except httpx.HTTPError as exc:
             raise ServerUnreachable(f"{where}: {_reason(exc)}") from exc
 
@@ -194,7 +177,7 @@ class LiveClient:
         if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
             raise NotAVllmServer(f"{self.base_url}/v1/models is not an OpenAI model list")
         cards = []
-        for card in payload["data"]:
+        for card in payload["data"][:MAX_MODELS]:
             if isinstance(card, dict) and isinstance(card.get("id"), str):
                 length = card.get("max_model_len")
                 cards.append(ServerModel(id=card["id"], root=card.get("root") if isinstance(card.get("root"), str) else None,
@@ -204,7 +187,9 @@ class LiveClient:
 
     def version(self) -> str | None:
         payload = self._json("/version", missing_ok=True)
-        return str(payload["version"]) if isinstance(payload, dict) and "version" in payload else None
+        if not isinstance(payload, dict) or not isinstance(payload.get("version"), str | int | float):
+            return None
+        return str(payload["version"])[:MAX_VERSION_CHARS]
 
     def healthy(self) -> bool:
         try:
@@ -222,11 +207,41 @@ class LiveClient:
         return payload if isinstance(payload, dict) else None
 
     def read(self) -> ServerReport:
+        """All endpoints at once under one deadline: what arrived, and which endpoint failed or was slow.
+
+        Raises when nothing arrived, or when the server refuses us (an API key is needed, or it is not vLLM)."""
         started = time.monotonic()
-        metrics = self.metrics()
-        return ServerReport(base_url=self.base_url, healthy=self.healthy(), version=self.version(),
-                            models=self.models(), metrics=metrics, server_info=self.server_info(),
+        deadline = started + self.deadline_s
+        readers: dict[str, Callable[[], Any]] = {"/metrics": self.metrics, "/health": self.healthy,
+                                                 "/version": self.version, "/v1/models": self.models,
+                                                 "/server_info": self.server_info}
+        with ThreadPoolExecutor(max_workers=len(readers), thread_name_prefix="live-read") as pool:
+            futures = {path: pool.submit(_within, deadline, reader) for path, reader in readers.items()}
+            outcomes = {path: _outcome(future.result) for path, future in futures.items()}
+        values = {path: value for path, (value, _) in outcomes.items()}
+        errors = {path: error for path, (_, error) in outcomes.items() if error is not None}
+        if len(errors) == len(readers) or isinstance(errors.get("/metrics"), (AuthenticationRequired, HostNotAllowed)):
+            raise errors["/metrics"]
+        if "/metrics" in errors and not isinstance(errors["/metrics"], ServerTimeout) and "/v1/models" in errors:
+            raise errors["/metrics"]  # neither of the two endpoints every vLLM has: not (or no longer) vLLM
+        problems = tuple(EndpointProblem(path=path, message=str(error), timed_out=isinstance(error, ServerTimeout))
+                         for path, error in errors.items())
+        return ServerReport(base_url=self.base_url, healthy=values["/health"], version=values["/version"],
+                            models=values["/v1/models"] or (), metrics=values["/metrics"],
+                            server_info=values["/server_info"], problems=problems,
                             elapsed_s=time.monotonic() - started)
+
+
+def _within(deadline: float, reader: Callable[[], _T]) -> _T:
+    with deadline_at(deadline):  # NOTE: a worker thread starts with an empty context: set it here
+        return reader()
+
+
+def _outcome(result: Callable[[], _T]) -> tuple[_T | None, CalculatorError | None]:
+    try:
+        return result(), None
+    except CalculatorError as exc:
+        return None, exc
 
 
 def _reason(exc: Exception) -> str:

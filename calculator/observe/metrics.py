@@ -2,7 +2,10 @@
 
 Uses prometheus_client's own text parser. Handles both metric generations (``vllm:kv_cache_usage_perc`` since
 0.9.2, ``vllm:gpu_cache_usage_perc`` before 0.12), engines (``engine`` label, data parallel; absent in 0.7)
-and several served models. NaN and Inf samples are dropped with a warning rather than trusted.
+and several served models. A hostile or broken server cannot make the page lie or stall: NaN and Inf samples are
+dropped, impossible values (a negative count, a usage above 100 %, more requests than any server holds) are
+clamped or dropped, each with a warning, and at most ``MAX_ENGINES`` engines and ``MAX_WARNINGS`` warnings are
+kept — the snapshot says how many more there were.
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ _GAUGES = {
     "vllm:num_requests_waiting": "waiting",
     "vllm:num_requests_swapped": "swapped",
 }
+MAX_ENGINES = 64  # data-parallel servers run a handful of engines; beyond this a /metrics is not one server's
+MAX_WARNINGS = 20
+MAX_REQUESTS = 10**7  # running, waiting, swapped: far above any one server's max_num_seqs
+MAX_COUNTER = 1e18  # tokens served by one server's lifetime stay far below this
+MAX_CONFIG_INT = 2**53  # cache_config_info integers (blocks, bytes, tokens) must be exact in a float
+USAGE_TOLERANCE = 1e-6  # a fraction computed in float may overshoot 1 by rounding
 _COUNTERS = {  # sample name -> field (exposed names end in _total)
     "vllm:num_preemptions_total": "preemptions_total",
     "vllm:prefix_cache_queries_total": "prefix_cache_queries_total",
@@ -33,7 +42,11 @@ _HISTOGRAMS = {
     "vllm:request_prompt_tokens": "prompt_tokens",
     "vllm:request_generation_tokens": "generation_tokens",
     "vllm:request_params_n": "params_n",
+    "vllm:e2e_request_latency_seconds": "e2e_s",
+    "vllm:request_queue_time_seconds": "queue_s",
+    "vllm:time_to_first_token_seconds": "ttft_s",
 }
+_FINISHED = "vllm:request_success_total"  # one series per finished_reason: summed, and kept by reason
 
 
 class NotVllmMetrics(CalculatorError):
@@ -84,16 +97,20 @@ class EngineMetrics(BaseModel):
     prefix_cache_hits_total: float | None = None
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
+    requests_finished_total: float | None = None  # every finished_reason together
+    finished_by_reason: dict[str, float] = {}
     cache_config: dict[str, str] | None = None
     histograms: dict[str, Histogram] = {}
+    anomalies: tuple[str, ...] = ()  # values that were clamped or ignored (Prometheus readings; /metrics: warnings)
 
     def config_int(self, key: str) -> int | None:
         """An integer label of ``vllm:cache_config_info`` (``"None"`` and garbage give None)."""
         value = (self.cache_config or {}).get(key)
         try:
-            return int(float(value)) if value not in (None, "None", "") else None
+            number = float(value) if value not in (None, "None", "") else None
         except ValueError:
             return None
+        return int(number) if number is not None and 0 <= number <= MAX_CONFIG_INT else None
 
     def config_float(self, key: str) -> float | None:
         value = (self.cache_config or {}).get(key)
@@ -120,6 +137,8 @@ class MetricsSnapshot(BaseModel):
     scraped_at: float
     engines: tuple[EngineMetrics, ...]
     warnings: tuple[str, ...] = ()
+    engines_left_out: int = 0  # engines past MAX_ENGINES, not parsed
+    warnings_left_out: int = 0
 
     def engine(self, model_name: str | None = None, engine: str | None = None) -> EngineMetrics | None:
         for candidate in self.engines:
@@ -132,7 +151,7 @@ def _key(labels: dict[str, str]) -> tuple[str, str]:
     return labels.get("model_name", ""), labels.get("engine", "0")
 
 
-_WANTED_FAMILIES = ("vllm:cache_config_info", *USAGE_METRICS, *_GAUGES,
+_WANTED_FAMILIES = ("vllm:cache_config_info", *USAGE_METRICS, *_GAUGES, _FINISHED.removesuffix("_total"),
                     *(name.removesuffix("_total") for name in _COUNTERS), *_HISTOGRAMS)
 
 
@@ -153,49 +172,123 @@ def parse_metrics(text: str, scraped_at: float = 0.0) -> MetricsSnapshot:
         raise NotVllmMetrics("the response has no vllm:* metrics: this does not look like a vLLM server")
     try:
         families = list(text_string_to_metric_families(_wanted_lines(text)))
-    except (ValueError, TypeError, IndexError) as exc:
-        raise NotVllmMetrics(f"the response is not Prometheus metrics text ({exc})") from exc
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:  # what the text parser raises
+        raise NotVllmMetrics(f"the response is not Prometheus metrics text ({str(exc)[:200]})") from exc
     if not any(family.name.startswith("vllm:") for family in families):
         raise NotVllmMetrics("the response has no vllm:* metrics: this does not look like a vLLM server")
     fields: dict[tuple[str, str], dict] = {}
     cache_configs: dict[str, dict[str, str]] = {}  # by engine: cache_config_info carries no model_name
     buckets: dict[tuple[tuple[str, str], str], dict[str, object]] = {}
     warnings: list[str] = []
+    left_out: set[tuple[str, str]] = set()
+
+    def wanted(labels: dict[str, str]) -> bool:
+        """At most MAX_ENGINES engines: later ones are counted, not parsed."""
+        key = _key(labels)
+        if key in fields or len(fields) < MAX_ENGINES:
+            fields.setdefault(key, {})
+            return True
+        left_out.add(key)
+        return False
 
     def put(labels: dict[str, str], name: str, value: object) -> None:
-        fields.setdefault(_key(labels), {})[name] = value
+        fields[_key(labels)][name] = value
 
     for family in families:
         for sample in family.samples:
-            name, labels, value = sample.name, sample.labels, sample.value
+            name, labels, value = sample.name, sample.labels, _as_float(sample.value)
             if name == "vllm:cache_config_info":
-                cache_configs[labels.get("engine", "0")] = {k: v for k, v in labels.items() if k != "engine"}
+                if len(cache_configs) < MAX_ENGINES:
+                    cache_configs[labels.get("engine", "0")] = {k: v[:200] for k, v in labels.items() if k != "engine"}
                 continue
-            if not math.isfinite(value):
-                warnings.append(f"{name}{{{','.join(f'{k}={v}' for k, v in sorted(labels.items()))}}} is {value}; ignored")
+            if not (name in _GAUGES or name in USAGE_METRICS or name in _COUNTERS or name == _FINISHED
+                    or name.rpartition("_")[0] in _HISTOGRAMS) or not labels.get("model_name") or not wanted(labels):
                 continue
-            if name in _GAUGES:
-                put(labels, _GAUGES[name], value)
-            elif name in USAGE_METRICS:
-                put(labels, "kv_cache_usage", value)
-                put(labels, "usage_metric", name)
-            elif name in _COUNTERS:
-                put(labels, _COUNTERS[name], value)
+            if name in _GAUGES or name in USAGE_METRICS or name in _COUNTERS or name == _FINISHED:
+                checked = admit(name, labels, value, warnings)
+                if checked is None:
+                    continue
+                if name in _GAUGES:
+                    put(labels, _GAUGES[name], checked)
+                elif name in USAGE_METRICS:
+                    put(labels, "kv_cache_usage", checked)
+                    put(labels, "usage_metric", name)
+                elif name == _FINISHED:
+                    slot = fields[_key(labels)]
+                    slot["requests_finished_total"] = slot.get("requests_finished_total", 0.0) + checked
+                    slot.setdefault("finished_by_reason", {})[labels.get("finished_reason", "")[:40]] = checked
+                else:
+                    put(labels, _COUNTERS[name], checked)
+            elif not math.isfinite(value) and not name.endswith("_bucket"):
+                warnings.append(f"{_series(name, labels)} is {value}; ignored")
             else:
                 base, _, part = name.rpartition("_")
-                if base in _HISTOGRAMS and part in ("bucket", "sum", "count"):
+                if part in ("bucket", "sum", "count") and (part == "bucket" or math.isfinite(value)):
                     slot = buckets.setdefault((_key(labels), _HISTOGRAMS[base]), {"buckets": []})
                     if part == "bucket":
-                        slot["buckets"].append((float(labels["le"]), value))  # type: ignore[union-attr]
+                        slot["buckets"].append((labels.get("le", "?"), value))  # type: ignore[union-attr]
                     else:
                         slot[part] = value
     for (key, name), slot in buckets.items():
         if "sum" in slot and "count" in slot:
-            histogram = Histogram(buckets=tuple(sorted(slot["buckets"])), sum=slot["sum"], count=slot["count"])
-            fields.setdefault(key, {}).setdefault("histograms", {})[name] = histogram
+            histogram = histogram_from_parts(slot["buckets"], slot["count"], slot["sum"])  # type: ignore[arg-type]
+            if histogram is None:
+                warnings.append(f"the {name} histogram of {key[0]} (engine {key[1]}) is not a valid histogram "
+                                "(a bad bound, a NaN, a negative or decreasing count); ignored")
+            else:
+                fields[key].setdefault("histograms", {})[name] = histogram
     engines = tuple(EngineMetrics(model_name=model, engine=engine, cache_config=cache_configs.get(engine), **values)
-                    for (model, engine), values in sorted(fields.items()) if model)
-    return MetricsSnapshot(scraped_at=scraped_at, engines=engines, warnings=tuple(warnings))
+                    for (model, engine), values in sorted(fields.items()))
+    return MetricsSnapshot(scraped_at=scraped_at, engines=engines, warnings=tuple(warnings[:MAX_WARNINGS]),
+                           engines_left_out=len(left_out), warnings_left_out=max(0, len(warnings) - MAX_WARNINGS))
+
+
+def _as_float(value: float) -> float:
+    """The parser keeps integers as Python ints, which can be too large for a float: those are infinite here."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def admit(name: str, labels: dict[str, str], value: float, warnings: list[str]) -> float | None:
+    """A gauge, usage or counter sample as the page may show it: NaN/Inf and impossible counts are dropped and a
+    usage outside 0-1 is clamped, each with a warning naming the series."""
+    if not math.isfinite(value):
+        warnings.append(f"{_series(name, labels)} is {value}; ignored")
+        return None
+    if name in USAGE_METRICS:
+        usage = min(max(value, 0.0), 1.0)
+        if abs(usage - value) > USAGE_TOLERANCE:
+            warnings.append(f"{_series(name, labels)} is {value:g}, outside 0-1 (0-100 %); shown as {usage:.0%}")
+        return usage
+    if name in _GAUGES and not 0 <= value <= MAX_REQUESTS:
+        warnings.append(f"{_series(name, labels)} is {value:g}, impossible for a count of requests; ignored")
+        return None
+    if name not in _GAUGES and not 0 <= value <= MAX_COUNTER:
+        warnings.append(f"{_series(name, labels)} is {value:g}, impossible for a counter; ignored")
+        return None
+    return value
+
+
+def histogram_from_parts(buckets: list[tuple[str, float]], total: float, summed: float) -> Histogram | None:
+    """Cumulative counts by ``le`` label text, or None when they cannot be a histogram (a bad bound, a NaN, a
+    negative or decreasing count, an +Inf bucket that disagrees with the count)."""
+    try:
+        pairs = sorted((float(le), count) for le, count in buckets)
+    except ValueError:
+        return None
+    counts = [count for _, count in pairs]
+    if (not all(math.isfinite(c) for c in counts) or not math.isfinite(total) or not math.isfinite(summed)
+            or any(b < a for a, b in zip(counts, counts[1:])) or (counts and counts[0] < 0) or total < 0
+            or summed < 0 or (pairs and math.isinf(pairs[-1][0]) and pairs[-1][1] != total)):
+        return None
+    return Histogram(buckets=tuple(pairs), sum=summed, count=total)
+
+
+def _series(name: str, labels: dict[str, str]) -> str:
+    text = name + "{" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())) + "}"
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 class Rates(BaseModel):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import streamlit as st
 
@@ -28,10 +27,14 @@ from calculator.observe.live_client import ServerModel
 from calculator.url_state import to_query_params
 
 from .inputs import cached_model_spec
-from .live_view import resolve_spec
+from .live_view import access_policy, resolve_spec
 from .outputs import CHART_CONFIG
 from .state import DTYPES, MODEL_SOURCES, QUANTIZATIONS, link_to, plan_link
 
+GROUP_PANELS = 8  # groups drawn in full (each runs estimates and charts); the rest are named
+ESTIMATED_REPLICAS = 50  # replicas per group whose blocks are checked against the estimate
+NOTES_SHOWN = 10  # flags and value warnings per group
+TABLE_ROWS = 500
 RANGES_S = {"5 min": 300, "15 min": 900, "1 h": 3600, "6 h": 6 * 3600, "24 h": 86400, "7 days": 7 * 86400}
 # NOTE: each refresh runs a handful of range queries; Prometheus' own scrape interval is rarely under 15 s.
 REFRESH_EVERY_S = {"off": None, "30 s": 30, "1 min": 60, "5 min": 300}
@@ -146,8 +149,10 @@ def model_specs(models: list[str]) -> dict[str, ModelSpec | None]:
 
 def _given_spec(given: str) -> tuple[ModelSpec | None, str]:
     try:
-        if given in preset_ids() or Path(given).expanduser().exists():
+        if given in preset_ids():
             return cached_model_spec(MODEL_SOURCES[0], given), given
+        if (folder := access_policy().local_folder(given)) is not None:  # where this deployment reads folders
+            return cached_model_spec(MODEL_SOURCES[0], str(folder)), given
         return cached_model_spec(MODEL_SOURCES[1], given), f"{given} from the Hugging Face Hub"
     except CalculatorError as exc:
         return None, str(exc)
@@ -185,17 +190,26 @@ def group_panel(group: ReplicaGroup, spec: ModelSpec | None, base: Scenario, tar
     """One group: its replicas, flags, load over time, the plan and the what-ifs."""
     st.subheader(group.title)
     estimated: dict[str, int] = {}
-    for replica in group.replicas if spec else ():
+    for replica in group.replicas[:ESTIMATED_REPLICAS] if spec else ():
         try:
             result = estimate(replica_scenario(replica, base.replace(model=spec.model_id)), spec)
             estimated[replica.name] = result.capacity.num_gpu_blocks
         except CalculatorError as exc:
             st.caption(f"Estimate for {replica.name}: {exc}")
     workload = observed_workload(group.replicas)
-    st.dataframe(replica_rows(group, workload, labels), hide_index=True, key=f"replicas_{group.title}")
-    for replica in group.replicas:
-        for flag in flags(replica, estimated.get(replica.name)):
-            (st.info if flag.kind == "idle" else st.warning)(flag.message, icon="💤" if flag.kind == "idle" else "⚠️")
+    rows = replica_rows(group, workload, labels)
+    st.dataframe(rows[:TABLE_ROWS], hide_index=True, key=f"replicas_{group.title}")
+    if len(rows) > TABLE_ROWS:
+        st.caption(f"{len(rows) - TABLE_ROWS:,} more replicas not listed (the table shows {TABLE_ROWS:,}).")
+    notes = [(flag.kind, flag.message) for replica in group.replicas
+             for flag in flags(replica, estimated.get(replica.name))]
+    notes += [("value", f"{replica.name}: {anomaly}") for replica in group.replicas for anomaly in replica.now.anomalies]
+    for kind, message in notes[:NOTES_SHOWN]:
+        (st.info if kind == "idle" else st.warning)(message, icon="💤" if kind == "idle" else "⚠️")
+    if len(notes) > NOTES_SHOWN:
+        st.caption(f"{len(notes) - NOTES_SHOWN:,} more notes about these replicas not shown.")
+    if spec and len(group.replicas) > ESTIMATED_REPLICAS:
+        st.caption(f"Blocks checked against the estimate for the first {ESTIMATED_REPLICAS} replicas only.")
     if group.times:
         st.plotly_chart(live_history_figure(group.times, group.used_tokens, group.kv_cache_tokens, group.running,
                                             group.waiting), config=CHART_CONFIG, key=f"load_{group.title}")

@@ -1,15 +1,22 @@
-"""Streamlit pieces of the Live page: per-user history, the model resolution and the rendered panels."""
+"""Streamlit pieces of the Live page, in sections: access and header, server, one engine (settings, usage,
+activity between reads, estimate vs reality, workload). Per-user history lives in the session, never in globals."""
 
 from __future__ import annotations
 
+import sys
+import time
 from collections import deque
 from pathlib import Path
 
 import streamlit as st
 
-from calculator import CalculatorError, ModelSpec, Scenario, estimate, preset_ids, workload_capacity
+from calculator import CalculatorError, ModelSpec, Scenario, estimate, gpu_catalog, preset_ids, workload_capacity
 from calculator.charts import histogram_figure, live_history_figure, memory_stack_figure
+from calculator.engine.estimate import Estimate
 from calculator.model.model_source import load_model_spec
+from calculator.observe.access import AccessPolicy, LocalPathRefused, policy_from_environment
+from calculator.observe.activity import IntervalActivity, describe, interval_activity
+from calculator.observe.device import DeviceEvidence, detect_device, device_mismatch
 from calculator.observe.live import (
     advice,
     calibration_gib,
@@ -23,26 +30,65 @@ from calculator.observe.live import (
 )
 from calculator.observe.live_client import ServerModel, ServerReport
 from calculator.observe.metrics import EngineMetrics, rates
+from calculator.scenario import DEFAULT_GPU
 from calculator.units import GIB
 
 from .outputs import CHART_CONFIG
 from .state import plan_link
 
 HISTORY_POINTS = 720  # an hour at a 5 s refresh, per user session
+ENGINE_PANELS = 4  # engines drawn in full; the others go in one table (a panel runs an estimate and charts)
+ENGINE_TABLE_ROWS = 60
+AUTO = "auto"
+CPU = "cpu"
+_LABEL_CHARS = 80
 
 
-def history(base_url: str, engine_key: str) -> deque:
-    """This session's bounded history for one server engine (never module-level state)."""
-    store = st.session_state.setdefault("live_history", {})
-    return store.setdefault(f"{base_url}|{engine_key}", deque(maxlen=HISTORY_POINTS))
+# --- access and header ---------------------------------------------------------------------------------------
+
+@st.cache_resource
+def access_policy() -> AccessPolicy:
+    """The deployment's policy, read once per process; bad rules are reported once, here, and on the page."""
+    policy = policy_from_environment(dashboard=True)
+    for problem in policy.problems:
+        print(f"vllm-capacity-planner: {problem}", file=sys.stderr)
+    return policy
 
 
-def resolve_spec(model: ServerModel) -> tuple[ModelSpec | None, str]:
-    """The served model's config: a local folder the server names, else a bundled preset with that id."""
+def access_notice(policy: AccessPolicy) -> None:
+    st.caption(f"🔒 This dashboard may contact: {policy.describe()}. Cloud metadata and link-local addresses are "
+               "never contacted.")
+    for problem in policy.problems:
+        st.warning(f"Configuration: {problem}", icon="⚙️")
+
+
+def header_line(report: ServerReport, device: DeviceEvidence | None) -> None:
+    """Which server and deployment the numbers below are about."""
+    models = ", ".join(_short(m.id) for m in report.models[:3]) or "no model listed"
+    where = {"cpu": "a CPU build", "gpu": device.gpu_name or "a GPU"}.get(device.device or "", "device not stated") \
+        if device else "device not stated"
+    st.markdown(f"**Numbers about** `{report.base_url}` · vLLM {_short(report.version or 'version unknown')} · "
+                f"{models} · {where}")
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _LABEL_CHARS else text[:_LABEL_CHARS - 1] + "…"
+
+
+# --- the model config ----------------------------------------------------------------------------------------
+
+def resolve_spec(model: ServerModel, policy: AccessPolicy | None = None) -> tuple[ModelSpec | None, str]:
+    """The served model's config: a local folder the server names (where this deployment reads local folders),
+    else a bundled preset with that id."""
+    policy = policy or access_policy()
     for candidate in (model.root, model.id):
-        if candidate and Path(candidate).is_dir() and (Path(candidate) / "config.json").is_file():
+        try:
+            folder = policy.local_folder(candidate) if candidate else None
+        except LocalPathRefused:
+            continue  # the server's own path: not ours to read in a shared deployment
+        if folder is not None and folder.is_dir() and (folder / "config.json").is_file():
             try:
-                return load_model_spec(candidate), f"the model folder {candidate}"
+                return load_model_spec(str(folder)), f"the model folder {candidate}"
             except CalculatorError:
                 continue
     for candidate in (model.id, model.root or "", model.parent or ""):
@@ -52,38 +98,92 @@ def resolve_spec(model: ServerModel) -> tuple[ModelSpec | None, str]:
     return None, "no bundled preset or local folder matches the served model; choose its config in the sidebar"
 
 
+# --- the server ----------------------------------------------------------------------------------------------
+
 def server_panel(report: ServerReport) -> None:
     cols = st.columns(4)
-    cols[0].metric("Server", "healthy" if report.healthy else "UNHEALTHY")
-    cols[1].metric("vLLM version", report.version or "unknown")
-    cols[2].metric("Served models", ", ".join(m.id for m in report.models) or "none")
-    cols[3].metric("Read in", f"{report.elapsed_s * 1e3:.0f} ms")
-    for warning in report.metrics.warnings:
-        st.warning(f"/metrics: {warning}")
+    health = {True: "healthy", False: "UNHEALTHY", None: "unknown"}[report.healthy]
+    cols[0].metric("Server", health)
+    cols[1].metric("vLLM version", _short(report.version or "unknown"))
+    cols[2].metric("Served models", _short(", ".join(m.id for m in report.models[:5])) or "none")
+    cols[3].metric("Read in", f"{report.elapsed_s * 1e3:.0f} ms", help="all endpoints at once, under one deadline")
+    for problem in report.problems:
+        if problem.path != "/server_info" or problem.timed_out:
+            st.warning(f"{problem.path}: {problem.message}. Shown without it.", icon="🐢" if problem.timed_out else None)
+    if report.metrics is not None:
+        for warning in report.metrics.warnings:
+            st.warning(f"/metrics: {warning}")
+        if report.metrics.warnings_left_out:
+            st.warning(f"/metrics: {report.metrics.warnings_left_out:,} more values were clamped or ignored.")
     if report.server_info is not None:
         with st.expander("Server configuration (/server_info, VLLM_SERVER_DEV_MODE)"):
             st.json(report.server_info, expanded=False)
 
 
-def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | None, base: Scenario) -> None:
-    """Everything about one engine: config, usage, rates, charts, estimate vs reality, calibration, advice."""
-    key = f"{engine.model_name} · engine {engine.engine}"
-    points = history(report.base_url, key)
-    previous = points[-1][1] if points else None
-    points.append((report.metrics.scraped_at, engine))
-    change = rates(previous, engine, report.metrics.scraped_at - points[-2][0]) if previous is not None and \
-        len(points) > 1 else None
+def engines_beyond_panels(report: ServerReport) -> None:
+    """Engines past ENGINE_PANELS in one table, and how many the page left out altogether."""
+    metrics = report.metrics
+    if metrics is None or len(metrics.engines) <= ENGINE_PANELS and not metrics.engines_left_out:
+        return
+    rest = metrics.engines[ENGINE_PANELS:]
+    total = len(metrics.engines) + metrics.engines_left_out
+    st.markdown(f"#### {total:,} engines reported")
+    st.caption(f"{ENGINE_PANELS} drawn in full above; {min(len(rest), ENGINE_TABLE_ROWS):,} in this table"
+               + (f"; {len(rest) - ENGINE_TABLE_ROWS:,} more read but not listed" if len(rest) > ENGINE_TABLE_ROWS
+                  else "")
+               + (f"; {metrics.engines_left_out:,} not read (this page reads at most {len(metrics.engines):,})"
+                  if metrics.engines_left_out else "") + ".")
+    st.dataframe([{"model": _short(e.model_name), "engine": _short(e.engine), "running": e.running,
+                   "waiting": e.waiting, "KV usage %": None if e.kv_cache_usage is None else round(e.kv_cache_usage * 100, 1)}
+                  for e in rest[:ENGINE_TABLE_ROWS]], hide_index=True, key="live_other_engines")
+
+
+# --- one engine ----------------------------------------------------------------------------------------------
+
+def history(base_url: str, engine_key: str) -> deque:
+    """This session's bounded history for one server engine: (time, metrics, activity since the previous read)."""
+    store = st.session_state.setdefault("live_history", {})
+    return store.setdefault(f"{base_url}|{engine_key}", deque(maxlen=HISTORY_POINTS))
+
+
+def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | None, base: Scenario,
+                 gpu_choice: str) -> None:
+    """Everything about one engine, section by section."""
+    key = f"{_short(engine.model_name)} · engine {_short(engine.engine)}"
+    points = history(report.base_url, f"{engine.model_name}|{engine.engine}")
+    now = report.metrics.scraped_at if report.metrics else time.time()
+    previous = points[-1] if points else None
+    activity = interval_activity(previous[1], engine, now - previous[0]) if previous else None
+    change = rates(previous[1], engine, now - previous[0]) if previous else None
+    points.append((now, engine, activity))
     st.subheader(key)
+    settings_section(engine, key)
+    usage_section(engine, change)
+    activity_section(points, key)
+    usage = estimate_section(report, engine, spec, base, gpu_choice, points, key)
+    for note in advice(engine, change, preemptions_rising([(t, e) for t, e, _ in points])):
+        st.warning(note, icon="⚠️")
+    if usage is not None:
+        workload_section(engine, change, usage, key)
+
+
+def settings_section(engine: EngineMetrics, key: str) -> None:
     config = engine.cache_config or {}
     shown = ("block_size", "num_gpu_blocks", "cache_dtype", "gpu_memory_utilization", "kv_cache_size_tokens",
              "kv_cache_max_concurrency", "kv_cache_memory_bytes", "enable_prefix_caching", "num_gpu_blocks_override")
     st.dataframe([{"setting": k, "value": config.get(k, "—")} for k in shown], hide_index=True, key=f"cfg_{key}")
+
+
+def usage_section(engine: EngineMetrics, change) -> None:
+    def count(value: float | None) -> str:
+        return "—" if value is None else f"{value:,.0f}"
+
     cols = [*st.columns(3), *st.columns(3)]  # NOTE: six in one row cut the longer values short
-    cols[0].metric("KV cache usage", f"{(engine.kv_cache_usage or 0) * 100:.1f}%",
+    cols[0].metric("KV cache usage", "—" if engine.kv_cache_usage is None else f"{engine.kv_cache_usage * 100:.1f}%",
                    help=f"from {engine.usage_metric or 'no usage metric'}")
-    cols[1].metric("Running", f"{engine.running or 0:,.0f}")
-    cols[2].metric("Waiting", f"{engine.waiting or 0:,.0f}")
-    cols[3].metric("Preemptions (total)", f"{engine.preemptions_total or 0:,.0f}",
+    cols[1].metric("Running", count(engine.running))
+    cols[2].metric("Waiting", count(engine.waiting))
+    cols[3].metric("Preemptions (total)", count(engine.preemptions_total),
                    delta=None if change is None or change.preemptions_per_s is None
                    else f"{change.preemptions_per_s:.2f}/s")
     hits, queries = engine.prefix_cache_hits_total or 0, engine.prefix_cache_queries_total or 0
@@ -92,15 +192,65 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
     cols[5].metric("Throughput (prompt / generation)",
                    "–" if change is None or change.generation_tokens_per_s is None
                    else f"{change.prompt_tokens_per_s or 0:,.0f} / {change.generation_tokens_per_s:,.0f} tok/s")
+
+
+def activity_section(points: deque, key: str) -> None:
+    """What happened between reads, from counters and histograms: a burst between two refreshes still shows."""
+    st.markdown("#### Between reads")
+    latest: IntervalActivity | None = points[-1][2]
+    if latest is None:
+        st.caption("The next refresh shows what happened since this read (requests finished, tokens, the peak).")
+        return
+    cols = st.columns(4)
+    cols[0].metric("Requests finished (since last read)", _count(latest.requests_finished))
+    cols[1].metric("Prompt tokens (since last read)", _count(latest.prompt_tokens))
+    cols[2].metric("Generated tokens (since last read)", _count(latest.generation_tokens))
+    cols[3].metric("Peak requests in the server (at least)", _count(latest.peak_requests_at_least),
+                   help="Little's law on the end-to-end latency histogram: the finished requests' time in the "
+                        "server, summed, over the window they lived in; never more than really were")
+    st.caption(describe(latest))
+    busy = [(t, a) for t, _, a in points if a is not None and a.busy]
+    if busy and not latest.busy:
+        when, last = busy[-1]
+        st.info(f"Last activity, read {time.time() - when:,.0f} s ago: {describe(last)}")
+    if len(busy) > 1:
+        st.caption(f"This session: {sum(a.requests_finished or 0 for _, a in busy):,} requests finished, "
+                   f"{sum(a.prompt_tokens or 0 for _, a in busy):,} prompt and "
+                   f"{sum(a.generation_tokens or 0 for _, a in busy):,} generated tokens over {len(busy)} busy intervals.")
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+# --- estimate vs reality -------------------------------------------------------------------------------------
+
+def device_for(engine: EngineMetrics, report: ServerReport, gpu_choice: str) -> tuple[str | None, DeviceEvidence]:
+    """(catalog GPU key, or None for the CPU; the evidence): the user's choice, or what the server says (auto)."""
+    evidence = detect_device(report.version, report.server_info, engine)
+    if gpu_choice != AUTO:
+        return (None if gpu_choice == CPU else gpu_choice), evidence
+    if evidence.device == "cpu":
+        return None, evidence
+    return evidence.gpu_key or DEFAULT_GPU, evidence
+
+
+def estimate_section(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | None, base: Scenario,
+                     gpu_choice: str, points: deque, key: str):
     model = next((m for m in report.models if m.id == engine.model_name), report.models[0] if report.models else None)
+    gpu, evidence = device_for(engine, report, gpu_choice)
     if spec is None:
+        device_notice(None, evidence, gpu_choice, gpu, engine, key)
         st.info("Choose the served model's config (sidebar) to compare with the estimate.")
-        return
+        return None
+    chosen = base.replace(model=spec.model_id, gpu=gpu, device=CPU if gpu is None else None)
     try:
-        result = estimate(scenario_from_server(engine, model, report.version, base.replace(model=spec.model_id)), spec)
+        result = estimate(scenario_from_server(engine, model, report.version, chosen), spec)
     except CalculatorError as exc:
+        device_notice(None, evidence, gpu_choice, gpu, engine, key)
         st.error(f"Estimate for the server's settings: {exc}")
-        return
+        return None
+    device_notice(result, evidence, gpu_choice, gpu, engine, key)
     blocks = engine.config_int("num_gpu_blocks")
     actual = with_actual_blocks(result, blocks) if blocks else result
     usage = live_usage(engine, actual)
@@ -109,12 +259,11 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
         cols[0].metric("KV tokens in use", f"{usage.used_tokens:,.0f} / {usage.capacity_tokens:,}")
         cols[1].metric("KV memory in use", f"{usage.used_bytes / GIB:,.3f} / {usage.pool_bytes / GIB:,.3f} GiB")
         cols[2].metric("Blocks in use", f"{usage.used_blocks:,.1f} / {usage.usable_blocks:,}")
-        series = usage_history(list(points), usage.capacity_tokens)
+        series = usage_history([(t, e) for t, e, _ in points], usage.capacity_tokens)
+        finished = [None if a is None else a.requests_finished for _, _, a in points]
         st.plotly_chart(live_history_figure(series["times"], series["used_tokens"], usage.capacity_tokens,
-                                            series["running"], series["waiting"]),
+                                            series["running"], series["waiting"], finished=finished),
                         config=CHART_CONFIG, key=f"history_{key}")
-    for note in advice(engine, change, preemptions_rising(list(points))):
-        st.warning(note, icon="⚠️")
     st.markdown("#### Estimate vs reality")
     st.dataframe([{"quantity": r.quantity, "predicted": round(r.predicted, 4),
                    "actual": None if r.actual is None else round(r.actual, 4),
@@ -127,16 +276,57 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
         st.link_button(f"Open the Plan page calibrated to this server ({adjustment:+.2f} GiB overhead)",
                        plan_link(result.scenario.replace(overhead_adjustment_gib=adjustment,
                                                          num_gpu_blocks_override=None)))
+    return actual
+
+
+def device_notice(result: Estimate | None, evidence: DeviceEvidence, gpu_choice: str, gpu: str | None,
+                  engine: EngineMetrics, key: str) -> None:
+    """Which device the estimate assumes and why; next to the chart, a one-click fix when it cannot be right."""
+    name = "the CPU (vLLM CPU build)" if gpu is None else gpu_options().get(gpu, gpu)
+    if gpu_choice == AUTO:
+        why = "; ".join(evidence.reasons) if evidence.device else "the server does not say which GPU; assumed"
+        st.caption(f"Device for the estimate: **{name}** — detected from the server: {why}.")
+    else:
+        st.caption(f"Device for the estimate: **{name}** (chosen in the sidebar).")
+    mismatch = device_mismatch(evidence, gpu, name, result, engine)
+    if mismatch is None:
+        return
+    st.warning(mismatch.message, icon="🧭")
+    if mismatch.suggestion is not None and mismatch.suggestion != (gpu or CPU):
+        if st.button(f"Use {mismatch.suggestion_name} for the estimate", key=f"use_device_{key}",
+                     on_click=_choose_device, args=(mismatch.suggestion,)):
+            st.rerun()  # the whole page, so the sidebar shows the new choice too
+
+
+def _choose_device(choice: str) -> None:
+    st.session_state["live_gpu"] = choice
+
+
+def gpu_options() -> dict[str, str]:
+    """The sidebar's device choices: auto-detect, the catalog, the CPU."""
+    return {AUTO: "Auto-detect from the server", **{g.key: g.name for g in gpu_catalog()},
+            CPU: "CPU (vLLM CPU build)"}
+
+
+# --- the workload it really sees -----------------------------------------------------------------------------
+
+def workload_section(engine: EngineMetrics, change, actual: Estimate, key: str) -> None:
     workload = workload_from_server(engine, change)
-    if workload is not None:
-        capacity = workload_capacity(actual, workload)
-        st.markdown(f"#### This server's real workload\nPrompts {workload.prompt_tokens_mean:,} tokens on average "
-                    f"(p95 {workload.prompt_tokens_p95:,}), outputs {workload.output_tokens_mean:,} "
-                    f"(p95 {workload.output_tokens_p95:,}), shared prefix ≈ {workload.shared_prefix_tokens:,} tokens: "
-                    f"**about {capacity.concurrency_p95:,} such requests fit at once** "
-                    f"({capacity.concurrency_mean:,} at mean lengths).")
-        left, right = st.columns(2)
-        for column, name, title in ((left, "prompt_tokens", "Prompt lengths"),
-                                    (right, "generation_tokens", "Generated lengths")):
-            column.plotly_chart(histogram_figure(title, engine.histograms[name].buckets), config=CHART_CONFIG,
-                                key=f"hist_{name}_{key}")
+    if workload is None:
+        return
+    capacity = workload_capacity(actual, workload)
+    st.markdown(f"#### This server's real workload\nPrompts {workload.prompt_tokens_mean:,} tokens on average "
+                f"(p95 {workload.prompt_tokens_p95:,}), outputs {workload.output_tokens_mean:,} "
+                f"(p95 {workload.output_tokens_p95:,}), shared prefix ≈ {workload.shared_prefix_tokens:,} tokens: "
+                f"**about {capacity.concurrency_p95:,} such requests fit at once** "
+                f"({capacity.concurrency_mean:,} at mean lengths).")
+    left, right = st.columns(2)
+    for column, name, title in ((left, "prompt_tokens", "Prompt lengths"),
+                                (right, "generation_tokens", "Generated lengths")):
+        column.plotly_chart(histogram_figure(title, engine.histograms[name].buckets), config=CHART_CONFIG,
+                            key=f"hist_{name}_{key}")
+
+
+def local_model_path(text: str) -> Path | None:
+    """The sidebar's local folder, as this deployment allows (``LocalPathRefused`` otherwise)."""
+    return access_policy().local_folder(text)
