@@ -40,7 +40,8 @@ def test_version_suffixes_and_gpu_models():
 
 def test_a_kv_pool_larger_than_the_gpu_is_impossible_and_the_likely_gpu_is_offered():
     """Llama-3.1-8B bf16 on one L4 (22.05 GiB usable): 4,000 blocks of 16 tokens x 128 KiB per token = 7.8 GiB of
-    KV on top of ~15 GiB of weights cannot fit; at 0.32's default utilization (0.92) it needs about 26 GiB."""
+    KV on top of ~15 GiB of weights cannot fit; at 0.32's default utilization (0.92) it needs about 27 GiB
+    (with the ~1 GiB that stays in use after profiling from 0.27 on)."""
     spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
     result = estimate(Scenario(model=spec.model_id, gpu="l4", max_model_len=8192, block_size=16,
                                vllm_version="0.32.0"), spec)
@@ -53,5 +54,5 @@ def test_a_kv_pool_larger_than_the_gpu_is_impossible_and_the_likely_gpu_is_offer
     needed = (result.budget.weights_bytes + result.budget.activation_bytes + result.budget.non_torch_bytes
               + (result.budget.cudagraph_bytes if result.budget.cudagraph_in_budget else 0) + 4000 * 16 * 131072)
     assert result.budget.gpu_memory_utilization == 0.92  # vllm/config/cache.py, 0.32.0
-    assert mismatch.suggestion == likely_gpu(needed / 0.92).key and 24 < needed / 0.92 / GIB < 27
+    assert mismatch.suggestion == likely_gpu(needed / 0.92).key and 25 < needed / 0.92 / GIB < 28
     assert likely_gpu(30 * GIB).memory_gib >= 30 * 0.98
