@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from support.hostile import trickle_headers
 from support.local_hub import LocalHub, safetensors_header
 
 from calculator.errors import GatedModel, HubUnreachable, InvalidConfig, ModelNotFound
@@ -61,3 +65,30 @@ def test_invalid_repo_id_is_a_clear_error(hub, tmp_path):
 
 def test_parameter_count_from_safetensors_headers(hub):
     assert fetch_safetensors_parameter_count("acme/tiny", endpoint=hub.url) == {"BF16": 2 * 100 * 64}
+
+
+def test_a_hub_that_trickles_its_headers_is_cut_off_at_the_deadline(tmp_path):
+    """huggingface_hub's own timeouts bound each socket read, so a byte every 0.2 s is never cut off by them."""
+    trickle = trickle_headers(every_s=0.2)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):  # noqa: N802 (http.server API)
+            trickle(self)
+
+        do_GET = do_HEAD  # noqa: N815
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(HubUnreachable, match="did not answer for acme/tiny within 2 s"):
+            fetch_config("acme/tiny", endpoint=f"http://127.0.0.1:{server.server_address[1]}",
+                         cache_dir=str(tmp_path), deadline_s=2)
+        assert time.monotonic() - started < 3
+    finally:
+        server.shutdown()
+        server.server_close()

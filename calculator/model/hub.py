@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..errors import GatedModel, HubUnreachable, InvalidConfig, ModelNotFound
@@ -17,6 +20,23 @@ from .config_json import parse_config_text
 
 HUB_TIMEOUT_S = 10.0
 REACHABILITY_TIMEOUT_S = 3.0  # huggingface_hub retries with backoff (~25 s); a person should not wait that long
+HUB_DEADLINE_S = 20.0  # one wall-clock bound on a whole Hub read: look-up, connect, headers, body and retries
+# NOTE: huggingface_hub's timeouts bound each socket operation, so an endpoint that trickles its headers a byte a
+# second is never cut off by them. The read runs on a worker and the caller stops waiting at the deadline; a worker
+# stuck on such a socket ends when huggingface_hub's own per-read timeout fires.
+_HUB_WORKERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hub")
+T = TypeVar("T")
+
+
+def _within_deadline(repo_id: str, read: Callable[[], T], deadline_s: float) -> T:
+    """``read()``, or HubUnreachable when it has not finished within ``deadline_s`` seconds."""
+    future = _HUB_WORKERS.submit(read)
+    try:
+        return future.result(timeout=deadline_s)
+    except FutureTimeout as exc:
+        future.cancel()
+        raise HubUnreachable(f"the Hugging Face Hub did not answer for {repo_id} within {deadline_s:g} s; pick a "
+                             "bundled preset or upload its config.json") from exc
 
 
 def _endpoint(endpoint: str | None) -> str | None:
@@ -48,8 +68,15 @@ def _ensure_reachable(repo_id: str, endpoint: str | None) -> None:
 
 
 def fetch_config(repo_id: str, *, token: str | None = None, revision: str | None = None,
-                 endpoint: str | None = None, cache_dir: str | None = None) -> dict[str, Any]:
+                 endpoint: str | None = None, cache_dir: str | None = None,
+                 deadline_s: float = HUB_DEADLINE_S) -> dict[str, Any]:
     """Download ``config.json`` of a Hub repository (cached by huggingface_hub; ``endpoint`` for mirrors)."""
+    return _within_deadline(repo_id, lambda: _fetch_config(repo_id, token, revision, endpoint, cache_dir),
+                            deadline_s)
+
+
+def _fetch_config(repo_id: str, token: str | None, revision: str | None, endpoint: str | None,
+                  cache_dir: str | None) -> dict[str, Any]:
     import huggingface_hub
     from huggingface_hub import errors as hub_errors
 
@@ -79,9 +106,13 @@ def fetch_config(repo_id: str, *, token: str | None = None, revision: str | None
         return parse_config_text(handle.read(), repo_id)
 
 
-def fetch_safetensors_parameter_count(repo_id: str, *, token: str | None = None,
-                                      endpoint: str | None = None) -> dict[str, int] | None:
+def fetch_safetensors_parameter_count(repo_id: str, *, token: str | None = None, endpoint: str | None = None,
+                                      deadline_s: float = HUB_DEADLINE_S) -> dict[str, int] | None:
     """Parameters per stored dtype from the safetensors headers (``{"BF16": 8030261248}``), or None."""
+    return _within_deadline(repo_id, lambda: _fetch_parameter_count(repo_id, token, endpoint), deadline_s)
+
+
+def _fetch_parameter_count(repo_id: str, token: str | None, endpoint: str | None) -> dict[str, int] | None:
     from huggingface_hub import HfApi
     from huggingface_hub import errors as hub_errors
 
