@@ -17,8 +17,12 @@ class SpeedConstants(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     bandwidth_efficiency: float = Field(gt=0, le=1)  # achieved / peak HBM bandwidth in a decode step
     compute_efficiency: float = Field(gt=0, le=1)  # achieved / peak dense TFLOPS in prefill-sized GEMMs
-    step_overhead_s: float = Field(ge=0)  # per engine step: scheduler, sampler, input preparation
+    overlap_penalty: float = Field(ge=0, le=1)  # share of the smaller of memory and compute time not hidden
+    step_overhead_s: float = Field(ge=0)  # per engine step: scheduler, input preparation, launch
+    sequence_overhead_s: float = Field(ge=0)  # per running request per step: sampling, detokenizing, output
     layer_overhead_s: float = Field(ge=0)  # per decoder layer per step: kernel launch and tail floors
+    moe_layer_overhead_s: float = Field(ge=0)  # per MoE layer per step: routing, token sorting, grouped GEMM
+    eager_layer_overhead_s: float = Field(ge=0)  # per layer per step without CUDA graphs (--enforce-eager)
     all_reduce_latency_s: float = Field(ge=0)  # per all-reduce call at TP > 1
     all_reduce_efficiency: float = Field(gt=0, le=1)  # achieved / link bandwidth for the all-reduce payload
     request_overhead_s: float = Field(ge=0)  # per request, before its first token: HTTP, tokenizer, detokenizer
@@ -26,7 +30,8 @@ class SpeedConstants(BaseModel):
 
 
 CUDA = SpeedConstants(
-    bandwidth_efficiency=0.80, compute_efficiency=0.60, step_overhead_s=1.5e-3, layer_overhead_s=20e-6,
+    bandwidth_efficiency=0.80, compute_efficiency=0.60, overlap_penalty=0.5, step_overhead_s=1.0e-3,
+    sequence_overhead_s=50e-6, layer_overhead_s=20e-6, moe_layer_overhead_s=150e-6, eager_layer_overhead_s=200e-6,
     all_reduce_latency_s=8e-6, all_reduce_efficiency=0.7, request_overhead_s=0.010,
     fallback_interconnect_bytes_s=32e9,
 )

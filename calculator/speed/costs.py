@@ -46,6 +46,8 @@ class ForwardCosts(BaseModel):
     recurrent_state_bytes_per_request: float  # Mamba/linear-attention state read and written each step
     activation_bytes_per_token: float  # hidden and intermediate tensors written and read, all layers
     layers: int  # decoder layers on the busiest stage
+    moe_layers: int  # of which mixture-of-experts layers
+    cuda_graphs: bool  # False under --enforce-eager: every kernel launch is paid from the CPU
     all_reduce_bytes_per_token: float  # one all-reduce's payload per token (hidden x activation bytes)
     tensor_parallel_size: int
     pipeline_parallel_size: int
@@ -84,12 +86,12 @@ def forward_costs(result: Estimate) -> ForwardCosts:
     """The step costs of ``result``'s deployment (memoised per model and parallel layout)."""
     s = result.settings
     return _forward_costs(result.model, s.tensor_parallel_size, s.pipeline_parallel_size, s.dtype_bytes,
-                          s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())))
+                          s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())), not s.enforce_eager)
 
 
 @lru_cache(maxsize=1024)
 def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache_dtype: str,
-                   weights_by_role: tuple[tuple[str, int], ...]) -> ForwardCosts:
+                   weights_by_role: tuple[tuple[str, int], ...], cuda_graphs: bool) -> ForwardCosts:
     roles = dict(weights_by_role)
     ranges = pp_layer_ranges(spec.num_hidden_layers, pp)
     first, last = max(ranges, key=lambda r: r[1] - r[0])
@@ -102,6 +104,10 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
                         for w in spec.weights if w.role in _LINEAR_ROLES and w.loaded)
     if spec.tie_word_embeddings:
         linear_params += spec.vocab_size * spec.hidden_size / tp
+    moe_layers = 0
+    if moe:
+        routed = [w for w in spec.weights if w.role == "expert" and w.layers is not None and w.loaded]
+        moe_layers = max((max(0, min(last, w.layers[1]) - max(first, w.layers[0])) for w in routed), default=0)
     intermediate = max(spec.intermediate_size, moe.expert_intermediate_size * moe.experts_per_token if moe else 0)
     activation = len(on_stage) * dtype_bytes * 2 * (FORWARD_HIDDEN_TENSORS * spec.hidden_size
                                                     + FORWARD_INTERMEDIATE_TENSORS * intermediate / tp)
@@ -113,7 +119,7 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
         recurrent_state_bytes_per_request=2.0 * sum(
             mamba_state_bytes(layer, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
             for layer in on_stage if layer.kind == "mamba"),
-        activation_bytes_per_token=activation, layers=len(on_stage),
+        activation_bytes_per_token=activation, layers=len(on_stage), moe_layers=moe_layers, cuda_graphs=cuda_graphs,
         all_reduce_bytes_per_token=float(spec.hidden_size * dtype_bytes),
         tensor_parallel_size=tp, pipeline_parallel_size=pp)
 

@@ -24,11 +24,13 @@ class StepTime(BaseModel):
     compute_s: float  # FLOPs / (peak of the compute path x efficiency)
     communication_s: float  # TP all-reduces (0 at TP = 1)
     overhead_s: float  # scheduling, sampling, kernel launches: paid every step
+    overlap_penalty: float = 0.0  # share of the smaller of memory and compute time that does not overlap
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def total_s(self) -> float:
-        return max(self.memory_s, self.compute_s) + self.communication_s + self.overhead_s
+        roofline = max(self.memory_s, self.compute_s) + self.overlap_penalty * min(self.memory_s, self.compute_s)
+        return roofline + self.communication_s + self.overhead_s
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -56,9 +58,11 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
              + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens))
     memory_s = streamed / (rates.memory_bandwidth_bytes_s * constants.bandwidth_efficiency)
     compute_s = flops / (rates.peak_flops * constants.compute_efficiency)
-    return StepTime(memory_s=memory_s, compute_s=compute_s,
-                    communication_s=all_reduce_s(costs, rates, constants, tokens),
-                    overhead_s=constants.step_overhead_s + constants.layer_overhead_s * costs.layers)
+    overhead = (constants.step_overhead_s + constants.sequence_overhead_s * requests
+                + constants.layer_overhead_s * costs.layers + constants.moe_layer_overhead_s * costs.moe_layers
+                + (0.0 if costs.cuda_graphs else constants.eager_layer_overhead_s * costs.layers))
+    return StepTime(memory_s=memory_s, compute_s=compute_s, overlap_penalty=constants.overlap_penalty,
+                    communication_s=all_reduce_s(costs, rates, constants, tokens), overhead_s=overhead)
 
 
 def all_reduce_s(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, tokens: float) -> float:
