@@ -190,9 +190,18 @@ def _open_loop(replica: _Replica, traffic: Traffic, limit: int) -> tuple[float, 
 def _compute_bound_from(replica: _Replica, context_tokens: float) -> int | None:
     """The smallest decode batch whose compute time passes its memory time (None beyond 2^20)."""
     def compute_bound(batch: int) -> bool:
-        step = step_time(replica.costs, replica.rates, replica.constants, decode_tokens=batch,
-                         decode_context_tokens=context_tokens)
-        return step.compute_s > step.memory_s
+        memory_s, compute_s = step_time(replica.costs, replica.rates, replica.constants, decode_tokens=batch,
+                                        decode_context_tokens=context_tokens, with_overheads=False)
+        return compute_s > memory_s
+
+    # NOTE: per request, a decode step adds KV bytes and FLOPs in a fixed ratio; when the KV bytes already take
+    # longer than the FLOPs, no batch turns compute-bound (long contexts), so skip the search.
+    one_more = step_time(replica.costs, replica.rates, replica.constants, decode_tokens=2,
+                         decode_context_tokens=context_tokens, with_overheads=False)
+    one = step_time(replica.costs, replica.rates, replica.constants, decode_tokens=1,
+                    decode_context_tokens=context_tokens, with_overheads=False)
+    if one_more[1] - one[1] <= (one_more[0] - one[0]) and not replica.costs.num_experts:
+        return None
 
     high = 1
     while not compute_bound(high):

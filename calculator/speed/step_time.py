@@ -40,11 +40,12 @@ class StepTime(BaseModel):
 
 def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *, decode_tokens: float,
               decode_context_tokens: float, prefill_tokens: float = 0.0, prefill_start_tokens: float = 0.0,
-              prefill_prompts: float = 1.0, requests: float | None = None) -> StepTime:
+              prefill_prompts: float = 1.0, requests: float | None = None, with_overheads: bool = True) -> StepTime:
     """Time of one step with ``decode_tokens`` running requests at a mean context and ``prefill_tokens`` of
     prompt, split into ``prefill_prompts`` equal chunks that each start after ``prefill_start_tokens``.
 
     ``requests`` (default: the decode tokens, plus the prompts when a chunk is present) carry recurrent state.
+    ``with_overheads=False`` returns just ``(memory_s, compute_s)`` (searches that only compare the two).
     """
     tokens = decode_tokens + prefill_tokens
     if requests is None:
@@ -58,11 +59,15 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
              + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens))
     memory_s = streamed / (rates.memory_bandwidth_bytes_s * constants.bandwidth_efficiency)
     compute_s = flops / (rates.peak_flops * constants.compute_efficiency)
+    if not with_overheads:
+        return memory_s, compute_s  # type: ignore[return-value]
     overhead = (constants.step_overhead_s + constants.sequence_overhead_s * requests
                 + constants.layer_overhead_s * costs.layers + constants.moe_layer_overhead_s * costs.moe_layers
                 + (0.0 if costs.cuda_graphs else constants.eager_layer_overhead_s * costs.layers))
-    return StepTime(memory_s=memory_s, compute_s=compute_s, overlap_penalty=constants.overlap_penalty,
-                    communication_s=all_reduce_s(costs, rates, constants, tokens), overhead_s=overhead)
+    # NOTE: model_construct skips validation: every field is a float computed above (this runs ~10^4 times per
+    # recommender call).
+    return StepTime.model_construct(memory_s=memory_s, compute_s=compute_s, overlap_penalty=constants.overlap_penalty,
+                                    communication_s=all_reduce_s(costs, rates, constants, tokens), overhead_s=overhead)
 
 
 def all_reduce_s(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, tokens: float) -> float:
