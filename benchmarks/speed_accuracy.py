@@ -5,12 +5,16 @@ Run: ``python benchmarks/speed_accuracy.py`` (from the repository root). It repl
 in ``calculator/speed/calibration.py`` (in sample), refits the constants without each source and predicts that
 source's records (held out: leave-one-source-out), runs the peers' methods, prints the summary and writes
 ``docs/speed-accuracy.md`` and ``docs/speed-accuracy.png``. ``--fit`` prints freshly fitted constants and bands to
-paste into ``calibration.py``; ``--check`` exits 1 when a target fails.
+paste into ``calibration.py``; ``--check`` exits 1 when a target fails. The held-out refits take ~15 minutes on
+two cores; they are saved to ``benchmarks/data/speed_held_out.json`` and ``--reuse-held-out`` rebuilds the report
+from that file. AIConfigurator's predictions come from ``benchmarks/data/speed_aiconfigurator.json`` (written by
+``benchmarks/speed_aiconfigurator.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -24,15 +28,18 @@ from benchmarks import speed_fit, speed_peers, speed_replay  # noqa: E402
 from benchmarks.speed_report import render_chart, render_markdown  # noqa: E402
 from calculator.speed.calibration import constants_for  # noqa: E402
 
-METHODS = ("ours", "ours held out", "ridgepoint", "llm-optimizer")
+METHODS = ("ours", "ours held out", "ridgepoint", "llm-optimizer", "AIConfigurator")
+HELD_OUT = ROOT / "benchmarks" / "data" / "speed_held_out.json"
+AICONFIGURATOR = ROOT / "benchmarks" / "data" / "speed_aiconfigurator.json"
 HEADLINE = ("ttft_ms", "tpot_ms", "output_tok_s")
 TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}
 BAND_QUANTILE = 0.8  # the band holds 80 % of the held-out errors
 
 
-def predictions(records: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
+def predictions(records: list[dict], reuse_held_out: bool = False) -> dict[str, dict[str, dict[str, float]]]:
     """record id -> method -> metric -> predicted value (methods that cannot express a record's load skip it)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
+    cached = json.loads(AICONFIGURATOR.read_text())["predictions"] if AICONFIGURATOR.exists() else {}
     for record in records:
         platform = speed_replay.deployment(record["id"]).gpu.platform
         out[record["id"]] = {"ours": speed_replay.predict(record, constants_for(platform))}
@@ -40,6 +47,13 @@ def predictions(records: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
             predicted = method(record)
             if predicted is not None:
                 out[record["id"]][name] = predicted
+        aic = cached.get(record["id"], {})
+        if "error" not in aic and aic:
+            out[record["id"]]["AIConfigurator"] = {k: v for k, v in aic.items() if k in speed_replay.METRICS}
+    if reuse_held_out:
+        for record_id, values in json.loads(HELD_OUT.read_text()).items():
+            out[record_id]["ours held out"] = values
+        return out
     for source in sorted({speed_replay.source_of(r) for r in records}):
         training = [r for r in records if speed_replay.source_of(r) != source]
         cuda, rocm = speed_fit.fit_all(training)
@@ -47,6 +61,7 @@ def predictions(records: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
             if speed_replay.source_of(record) == source:
                 platform = speed_replay.deployment(record["id"]).gpu.platform
                 out[record["id"]]["ours held out"] = speed_replay.predict(record, rocm if platform == "rocm" else cuda)
+    HELD_OUT.write_text(json.dumps({r: v["ours held out"] for r, v in out.items()}, indent=1) + "\n")
     return out
 
 
@@ -86,10 +101,22 @@ def targets(table: dict) -> list[tuple[str, float, float, bool]]:
         for method in ("ours", "ours held out"):
             value = median_abs(list(table[method].get(metric, {}).values()))
             rows.append((f"{metric} median |error| %, {method}", value, limit, value <= limit))
-        for peer in ("ridgepoint", "llm-optimizer"):
+        for peer in ("ridgepoint", "llm-optimizer", "AIConfigurator"):
             ours, theirs, n = head_to_head(table, metric, peer)
+            if n == 0:
+                continue
             rows.append((f"{metric}: ours held out vs {peer} (n={n})", ours, theirs, n == 0 or ours < theirs))
     return rows
+
+
+def cuda_held_out(table: dict) -> dict[str, tuple[float, int]]:
+    """Held-out median |error| without the one ROCm source (whose held-out terms can only be CUDA's)."""
+    out = {}
+    for metric in HEADLINE:
+        values = [e for r, e in table["ours held out"].get(metric, {}).items()
+                  if speed_replay.deployment(r).gpu.platform != "rocm"]
+        out[metric] = (median_abs(values), len(values))
+    return out
 
 
 def bands(table: dict) -> dict[str, float]:
@@ -105,13 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="print freshly fitted constants for calibration.py")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
+    parser.add_argument("--reuse-held-out", action="store_true",
+                        help=f"read the held-out predictions from {HELD_OUT.name}")
     args = parser.parse_args(argv)
     records = speed_replay.load_records()
     if args.fit:
         cuda, rocm = speed_fit.fit_all(records)
         print("CUDA =", repr(cuda))
         print("ROCM =", repr(rocm))
-    predicted = predictions(records)
+    predicted = predictions(records, args.reuse_held_out)
     table = errors(records, predicted)
     rows = targets(table)
     for metric, per_method in summary(table).items():
@@ -121,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     print("bands (held out, 80 %):", bands(table))
     docs = ROOT / "docs"
     render_chart(records, predicted, table, docs / "speed-accuracy.png")
+    aic = json.loads(AICONFIGURATOR.read_text()) if AICONFIGURATOR.exists() else None
     (docs / "speed-accuracy.md").write_text(render_markdown(records, predicted, table, summary(table), rows,
-                                                            bands(table), png_name="speed-accuracy.png"))
+                                                            bands(table), png_name="speed-accuracy.png",
+                                                            aiconfigurator=aic, cuda_held_out=cuda_held_out(table)))
     return 1 if args.check and not all(holds for *_, holds in rows) else 0
 
 

@@ -2,7 +2,8 @@
 
 The fit minimises, per metric (TTFT, TPOT, output throughput, requests/s, end-to-end), the mean |log(predicted /
 measured)| capped at ``ERROR_CAP`` (so a record that no physics explains, such as a run a GitHub issue reports as
-anomalous, cannot drag every term) and adds the metrics up, by coordinate descent over a grid of each term within physical bounds. ROCm
+anomalous, cannot drag every term) and adds the metrics up, by coordinate descent over a grid of each term within
+physical bounds. ROCm
 records refit the hardware-efficiency terms only (one source: the CUDA kernels do not describe the 2024 ROCm stack).
 Leave-one-source-out refits without every record of one publication and predicts those records.
 """
@@ -86,7 +87,8 @@ STARTS = tuple({"bandwidth_efficiency": bw, "step_overhead_s": step, "moe_layer_
                for bw in (0.7, 0.85) for step in (0.5e-3, 2e-3) for moe in (50e-6, 200e-6))
 
 
-def fit(records: list[dict], start: SpeedConstants = PRIOR_CONSTANTS, terms: tuple[str, ...] = tuple(BOUNDS)) -> SpeedConstants:
+def fit(records: list[dict], start: SpeedConstants = PRIOR_CONSTANTS,
+        terms: tuple[str, ...] = tuple(BOUNDS)) -> SpeedConstants:
     """The best of a local search from each of ``STARTS`` (applied to ``start``)."""
     starts = [start.model_copy(update=corner) for corner in STARTS] if terms == tuple(BOUNDS) else [start]
     fitted = [_descend(records, s, terms) for s in starts]

@@ -47,7 +47,8 @@ def _facts(result: Estimate) -> dict[str, float]:
     return {"bandwidth": rates.memory_bandwidth_bytes_s * gpus, "flops": rates.peak_flops * gpus,
             "weight_bytes": weight_bytes, "active_weight_bytes": weight_bytes * active_share,
             "params": total_params, "active_params": active_flops_per_token / 2,
-            "kv_bytes_per_token": result.layout.kv_bytes_per_token * gpus / max(1, result.settings.pipeline_parallel_size),
+            "kv_bytes_per_token": result.layout.kv_bytes_per_token * gpus
+            / max(1, result.settings.pipeline_parallel_size),
             "hidden": result.model.hidden_size, "layers": result.model.num_hidden_layers}
 
 

@@ -11,11 +11,8 @@ from calculator.speed.calibration import CUDA, ROCM
 LABELS = {"ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "output_tok_s": "output tok/s",
           "request_per_s": "requests/s", "e2e_ms": "end-to-end (ms)"}
 MARKERS = {"ours": ("circle", "#1f77b4"), "ours held out": ("circle-open", "#1f77b4"),
-           "ridgepoint": ("square", "#ff7f0e"), "llm-optimizer": ("diamond", "#2ca02c")}
-AICONFIGURATOR_NOTE = (
-    "NVIDIA AIConfigurator (PyPI `aiconfigurator`) was installed into a separate virtual environment on the "
-    "2-core CPU development machine; see `docs/speed-accuracy.md` \"AIConfigurator\" for what it could and could not "
-    "predict here.")
+           "ridgepoint": ("square", "#ff7f0e"), "llm-optimizer": ("diamond", "#2ca02c"),
+           "AIConfigurator": ("x", "#9467bd")}
 
 
 def render_chart(records: list[dict], predicted: dict, table: dict, path) -> None:
@@ -27,10 +24,10 @@ def render_chart(records: list[dict], predicted: dict, table: dict, path) -> Non
     for column, metric in enumerate(metrics, start=1):
         rows = [r for r in records if metric in speed_replay.measured(r)]
         measured = [speed_replay.measured(r)[metric] for r in rows]
-        for method in ("ours held out", "ridgepoint", "llm-optimizer"):
+        for method in ("ours held out", "ridgepoint", "llm-optimizer", "AIConfigurator"):
             symbol, color = MARKERS[method]
             points = [(m, predicted[r["id"]][method][metric]) for r, m in zip(rows, measured)
-                      if method in predicted[r["id"]] and math.isfinite(predicted[r["id"]][method].get(metric, math.nan))]
+                      if math.isfinite(predicted[r["id"]].get(method, {}).get(metric, math.nan))]
             figure.add_trace(go.Scatter(x=[p[0] for p in points], y=[max(p[1], 1e-3) for p in points],
                                         mode="markers", name=method, legendgroup=method, showlegend=column == 1,
                                         marker={"symbol": symbol, "color": color, "size": 9}), row=1, col=column)
@@ -52,7 +49,7 @@ def _fmt(value: float | None) -> str:
 
 
 def render_markdown(records: list[dict], predicted: dict, table: dict, summary: dict, targets: list,
-                    bands: dict, *, png_name: str) -> str:
+                    bands: dict, *, png_name: str, aiconfigurator: dict | None, cuda_held_out: dict) -> str:
     digest = hashlib.sha256(speed_replay.RECORDS.read_bytes()).hexdigest()
     out = [
         "# Speed accuracy on measured vLLM runs",
@@ -71,7 +68,8 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "",
         "| target | value | limit | holds |",
         "|---|---:|---:|:---:|",
-        *[f"| {name} | {value:.1f} | {limit:.1f} | {'yes' if holds else 'no'} |" for name, value, limit, holds in targets],
+        *[f"| {name} | {value:.1f} | {limit:.1f} | {'yes' if holds else 'no'} |"
+          for name, value, limit, holds in targets],
         "",
         "## Side by side",
         "",
@@ -83,10 +81,13 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         *[f"| {LABELS[metric]} | " + " | ".join(f"{v:.1f} (n={n})" if n else "—" for v, n in per.values()) + " |"
           for metric, per in summary.items()],
         "",
+        "Held out, without the one ROCm source (its records can only fall back to the CUDA terms): "
+        + ", ".join(f"{LABELS[m]} {v:.1f} % (n={n})" for m, (v, n) in cuda_held_out.items()) + ".",
+        "",
         f"![predicted vs measured]({png_name})",
         "",
-        f"Uncertainty band (80 % of held-out errors fall inside): TTFT ×/÷ {bands['ttft']}, TPOT ×/÷ {bands['tpot']}, "
-        f"output throughput ×/÷ {bands['throughput']}.",
+        f"Uncertainty band (80 % of held-out errors fall inside): TTFT ×/÷ {bands['ttft']}, "
+        f"TPOT ×/÷ {bands['tpot']}, output throughput ×/÷ {bands['throughput']}.",
         "",
         "## How each record is replayed",
         "",
@@ -118,16 +119,43 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "",
         "## AIConfigurator",
         "",
-        "AICONFIGURATOR_SECTION",
+        _aiconfigurator_section(aiconfigurator),
         "",
         "## Every record",
         "",
-        "| record | figure | measured | ours | held out | ridgepoint | llm-optimizer |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| record | figure | measured | ours | held out | ridgepoint | llm-optimizer | AIConfigurator |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for record in records:
         for metric, value in speed_replay.measured(record).items():
             cells = [_fmt(predicted[record["id"]].get(m, {}).get(metric))
-                     for m in ("ours", "ours held out", "ridgepoint", "llm-optimizer")]
+                     for m in ("ours", "ours held out", "ridgepoint", "llm-optimizer", "AIConfigurator")]
             out.append(f"| {record['id']} | {LABELS[metric]} | {_fmt(value)} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
+
+
+def _aiconfigurator_section(cache: dict | None) -> str:
+    if not cache:
+        return ("Not run: `benchmarks/data/speed_aiconfigurator.json` is missing (see "
+                "`benchmarks/speed_aiconfigurator.py`).")
+    predictions = cache["predictions"]
+    done = [r for r, v in predictions.items() if "error" not in v]
+    reasons: dict[str, int] = {}
+    for value in predictions.values():
+        if "error" in value:
+            reasons[value["error"]] = reasons.get(value["error"], 0) + 1
+    lines = [
+        f"`pip install aiconfigurator` ({cache['aiconfigurator']}) into a separate virtual environment works here and "
+        "its `aiconfigurator cli estimate` runs offline on the 2-core CPU machine (it interpolates NVIDIA's measured "
+        "kernel database; no GPU needed). `benchmarks/speed_aiconfigurator.py` ran it for every record, with the "
+        "vLLM backend, the record's prompt and output lengths, batch size = concurrency and TP, on the model's "
+        f"config.json. It predicted {len(done)} of {len(predictions)} records; the others:",
+        "",
+        *[f"* {count} x {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])],
+        "",
+        "Its databases cover A100 SXM, H100 SXM, H200, B200/B300, GB200/GB300, L40S and RTX PRO 6000 servers; the "
+        "records' L4, A40, RTX 4090, A10G, A100 40GB, H100 NVL and MI300X have none. It has no queueing model (an "
+        "open-loop rate cannot be expressed) and rejects AWQ checkpoints. Where it predicts, its figures are in the "
+        "tables; the head-to-head rows in the targets table compare it with ours held out on the same records.",
+    ]
+    return "\n".join(lines)

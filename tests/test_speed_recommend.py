@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from calculator import GpuPrice, Slo, Traffic, capacity_plan, estimate, load_model_spec, recommend, Scenario
-from calculator import slo_violations, speed_estimate
+from calculator import (
+    GpuPrice,
+    Scenario,
+    Slo,
+    Traffic,
+    capacity_plan,
+    estimate,
+    find_gpu,
+    load_model_spec,
+    recommend,
+    slo_violations,
+    speed_estimate,
+)
 from calculator.speed.plan import share
 from calculator.speed.recommend import Deployment, _evaluate, candidates, workload_model_len
 
@@ -63,8 +74,7 @@ def test_recommendations_are_ranked_by_cost(llama8) -> None:
     cheapest = result.by_cost_per_hour[0]
     assert (cheapest.deployment.gpu, cheapest.plan.gpus, cheapest.plan.cost_per_hour) == ("l4-24gb", 1, 0.5)
     assert result.max_model_len == 1024  # 512 + 128 rounded up to a power of two
-    assert len(result.by_cost_per_hour) + len(result.rejected) == len(candidates(llama8, [
-        __import__("calculator").find_gpu(g) for g in GPUS]))
+    assert len(result.by_cost_per_hour) + len(result.rejected) == len(candidates(llama8, [find_gpu(g) for g in GPUS]))
 
 
 def test_every_deployment_left_out_says_why(llama8) -> None:
@@ -80,8 +90,8 @@ def test_every_deployment_left_out_says_why(llama8) -> None:
 
 def test_tensor_parallel_must_divide_the_heads() -> None:
     spec = load_model_spec("Qwen/Qwen2.5-1.5B-Instruct")  # 12 attention heads
-    reasons = {d.tensor_parallel_size: r for d, r in candidates(spec, [__import__("calculator").find_gpu("h100")],
-                                                                 quantizations=[None], kv_cache_dtypes=["auto"])}
+    reasons = {d.tensor_parallel_size: r for d, r in candidates(spec, [find_gpu("h100")], quantizations=[None],
+                                                                 kv_cache_dtypes=["auto"])}
     assert reasons[8] == "TP 8 does not divide the 12 attention heads"
     assert reasons[4] is None and reasons[2] is None
 

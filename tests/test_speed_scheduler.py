@@ -11,7 +11,7 @@ from calculator.speed.calibration import CUDA
 from calculator.speed.costs import forward_costs
 from calculator.speed.hardware import gpu_rates
 from calculator.speed.queueing import burst_wait, closed_loop_wait, erlang_c, open_loop_wait
-from calculator.speed.scheduler import served_concurrency, steady_state, prefill_time_s
+from calculator.speed.scheduler import prefill_time_s, served_concurrency, steady_state
 
 
 @pytest.mark.parametrize(("requested", "max_num_seqs", "kv", "served", "binding"), [

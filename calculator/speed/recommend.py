@@ -85,7 +85,8 @@ def candidates(spec: ModelSpec, gpus: Sequence[GpuSpec], quantizations: Sequence
                     if quantization == "fp8" and gpu.family in NO_FP8_WEIGHT_FAMILIES:
                         reason = f"FP8 weights need Ampere or newer ({gpu.name} is {gpu.family})"
                     elif kv_dtype.startswith("fp8") and gpu.family not in FP8_KV_FAMILIES:
-                        reason = f"FP8 KV cache needs FP8 hardware (Ada, Hopper, Blackwell, MI300+); {gpu.name} has none"
+                        reason = ("FP8 KV cache needs FP8 hardware (Ada, Hopper, Blackwell, MI300+); "
+                                  f"{gpu.name} has none")
                     elif spec.num_attention_heads % tp:
                         reason = f"TP {tp} does not divide the {spec.num_attention_heads} attention heads"
                     out.append((Deployment(gpu=gpu.key, gpu_name=gpu.name, tensor_parallel_size=tp,
