@@ -126,6 +126,8 @@ def render_markdown(report: Report, targets: list[tuple[str, float, float, bool]
         "`shared/data/vllm-startup-logs/calibration.jsonl`: settings and what vLLM printed, transcribed from public "
         "issues, pull requests and files; its README lists the caveats). Do not edit by hand.",
         "",
+        "Serving speed (TTFT, TPOT, throughput) has its own report: [speed-accuracy.md](speed-accuracy.md).",
+        "",
         f"{len(report.rows)} records; {len(scored)} run on a bundled model config; {len(skipped)} have no config "
         "(listed at the end) and are left out of the statistics. Figures are per GPU/rank as vLLM prints them "
         "(weights, available KV memory, blocks); tokens and concurrency are per engine. Errors are "
