@@ -100,7 +100,7 @@ def targets(table: dict) -> list[tuple[str, float, float, bool]]:
     for metric, limit in TARGETS_PCT.items():
         for method in ("ours", "ours held out"):
             value = median_abs(list(table[method].get(metric, {}).values()))
-            rows.append((f"{metric} median |error| %, {method}", value, limit, value <= limit))
+            rows.append((f"{metric} median abs. error %, {method}", value, limit, value <= limit))
         for peer in ("ridgepoint", "llm-optimizer", "AIConfigurator"):
             ours, theirs, n = head_to_head(table, metric, peer)
             if n == 0:
