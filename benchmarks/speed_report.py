@@ -108,6 +108,20 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "default `max_num_seqs` and `max_num_batched_tokens`. Lengths that the ShareGPT rows give only as throughputs "
         "are output / requests and (total − output) / requests.",
         "",
+        "## What the model does not capture (the largest residuals)",
+        "",
+        "* `dbmart-a40-llama31-8b-c50`: a median TTFT of 220 ms for 50 prompts of 100 tokens would need ~360 TFLOPS "
+        "on a 150 TFLOPS A40 (the same vendor's R1-Distill-Llama-8B, the same architecture, measured 757 ms); "
+        "likely shorter or cached prompts. `dbmart-a40-gemma3-12b-c50` is similar (and decodes slower than its size "
+        "suggests).",
+        "* `vllm-12315-4xa100` (ShareGPT, 200 prompts offline, 0.6.6) and `vllm-17788-h100nvl` (ShareGPT, "
+        "`max-num-seqs 32`): ShareGPT output lengths have a long tail, so the last requests decode almost alone; "
+        "the records give only mean lengths, and both issues report slower-than-expected runs.",
+        "* TPOT held out: three of the five TPOT records are one MoE source (DeepSeek-R1 AWQ on 8xH100), the only "
+        "one that pins the MoE per-layer cost; held out, that term falls back to its prior and the error is large. "
+        "The same holds for `--enforce-eager` (one record) and for ROCm (one source, 2024 stack).",
+        "* `vllm-20710-2xb200-*`: the source itself is inconsistent (end-to-end at c=16 below c=1).",
+        "",
         "## The fitted constants",
         "",
         "| term | CUDA | ROCm |",
