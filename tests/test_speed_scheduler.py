@@ -99,3 +99,27 @@ def test_latency_grows_and_per_user_speed_falls_with_concurrency() -> None:
     assert speeds[0].tpot_ms < speeds[1].tpot_ms < speeds[2].tpot_ms
     assert speeds[0].output_throughput_tok_s < speeds[1].output_throughput_tok_s < speeds[2].output_throughput_tok_s
     assert speeds[0].per_user_tok_s == pytest.approx(1000 / speeds[0].tpot_ms)
+
+
+def test_pipeline_stages_add_to_every_token() -> None:
+    one = estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="h100-sxm-80gb", tensor_parallel_size=2,
+                            max_model_len=8192))
+    staged = estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="h100-sxm-80gb", tensor_parallel_size=2,
+                               pipeline_parallel_size=2, max_model_len=8192))
+    traffic = Traffic(input_tokens=512, output_tokens=128, concurrency=1)
+    a, b = speed_estimate(one, traffic, prices={}), speed_estimate(staged, traffic, prices={})
+    # each stage holds half the layers, so a stage step is about half as long, but a token crosses both stages
+    # plus one hop: a single request gains nothing from PP (the latency of a token is not split)
+    assert b.decode_step.memory_s == pytest.approx(a.decode_step.memory_s / 2, rel=0.05)
+    assert b.tpot_ms == pytest.approx(2 * b.decode_step.total_s * 1e3 + CUDA.all_reduce_latency_s * 1e3, rel=1e-9)
+    assert b.tpot_ms == pytest.approx(a.tpot_ms, rel=0.1)
+
+
+def test_the_speed_model_refuses_what_it_cannot_model() -> None:
+    from calculator.errors import InvalidInput
+    cpu = estimate(Scenario(model="meta-llama/Llama-3.2-1B-Instruct", gpu=None, device="cpu", max_model_len=4096))
+    with pytest.raises(InvalidInput, match="covers GPUs"):
+        speed_estimate(cpu, Traffic(input_tokens=10, output_tokens=10, concurrency=1))
+    too_big = estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="l4-24gb", max_model_len=4096))
+    with pytest.raises(InvalidInput, match="does not start"):
+        speed_estimate(too_big, Traffic(input_tokens=10, output_tokens=10, concurrency=1))

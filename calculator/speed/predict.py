@@ -108,7 +108,7 @@ class _Replica:
 
     def state(self, running: float, traffic: Traffic) -> SteadyState:
         # NOTE: with PP, vLLM keeps pp micro-batches in flight; each stage steps through running / pp requests.
-        return steady_state(self.costs, self.rates, self.constants, running=max(running, 1.0) / self.pp,
+        return steady_state(self.costs, self.rates, self.constants, running=max(running / self.pp, 1.0),
                             prompt_tokens=traffic.input_tokens, output_tokens=traffic.output_tokens,
                             budget_tokens=self.budget)
 
