@@ -123,3 +123,10 @@ def test_the_speed_model_refuses_what_it_cannot_model() -> None:
     too_big = estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="l4-24gb", max_model_len=4096))
     with pytest.raises(InvalidInput, match="does not start"):
         speed_estimate(too_big, Traffic(input_tokens=10, output_tokens=10, concurrency=1))
+
+
+def test_requests_longer_than_max_model_len_are_refused() -> None:
+    from calculator.errors import InvalidInput
+    with pytest.raises(InvalidInput, match="requests of 9,000 tokens .* exceed max_model_len 8,192"):
+        speed_estimate(_llama8(max_model_len=8192), Traffic(input_tokens=1000, input_tokens_p95=8000,
+                                                            output_tokens=1000, concurrency=1))

@@ -134,6 +134,10 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
                    prices: Mapping[str, GpuPrice] | None = None) -> SpeedEstimate:
     """How fast ``result``'s deployment serves ``traffic``, per replica. ``InvalidInput`` if it cannot start."""
     replica = _Replica(result, constants)
+    longest = traffic.prompt_p95 + traffic.output_p95
+    if longest > result.settings.max_model_len:
+        raise InvalidInput(f"requests of {longest:,} tokens (p95 prompt + output) exceed max_model_len "
+                           f"{result.settings.max_model_len:,}: vLLM rejects them; raise --max-model-len")
     kv_limit = workload_capacity(result, Workload(
         prompt_tokens_mean=traffic.input_tokens, output_tokens_mean=traffic.output_tokens)).concurrency_mean
     limits = served_concurrency(traffic.concurrency, result.settings.max_num_seqs, kv_limit)
