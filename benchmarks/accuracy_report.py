@@ -128,6 +128,8 @@ def render_markdown(report: Report, targets: list[tuple[str, float, float, bool]
         "vLLM printed, transcribed from public issues, pull requests and files; its README lists the caveats). Do not "
         "edit by hand.",
         "",
+        "Serving speed (TTFT, TPOT, throughput) has its own report: [speed-accuracy.md](speed-accuracy.md).",
+        "",
         f"{len(report.rows)} records; {len(scored)} run on a bundled model config, {len(excluded)} of them shown but "
         f"left out of the statistics (listed below); {len(skipped)} have no config (listed at the end, with what is "
         "missing). Figures are per GPU/rank as vLLM prints them (weights, available KV memory, blocks); tokens and "

@@ -19,6 +19,7 @@ from .errors import CalculatorError
 from .gpus import gpu_catalog
 from .model.model_source import preset_ids
 from .scenario import Scenario
+from .speed import cli as speed_cli
 from .summary import estimate_summary
 from .units import gib, parse_size
 
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--other-processes-memory-gib", type=float, default=0.0,
                      help="memory other processes already hold on each GPU")
     est.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    speed_cli.register(commands, est)
     commands.add_parser("presets", help="list the bundled model presets")
     commands.add_parser("gpus", help="list the GPU catalog")
     return parser
@@ -116,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{g.key:24} {g.memory_gib:8.2f} GiB  {g.name}")
         return 0
     try:
+        if args.command in speed_cli.COMMANDS:
+            print(speed_cli.run(args, scenario_from_args))
+            return 0
         result = estimate(scenario_from_args(args))
     except CalculatorError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -57,6 +57,13 @@ class GpuSpec(BaseModel):
     memory_gib: float = Field(gt=0, lt=MAX_GPU_MEMORY_GIB)  # usable: torch.cuda.mem_get_info() total
     memory_bandwidth_gb_s: float | None = Field(gt=0)  # None when unknown (custom GPU)
     bf16_dense_tflops: float | None = Field(gt=0)  # without sparsity; FP16 below compute capability 8.0
+    # Speed model inputs (calculator.speed); None where the GPU has no such tensor path or it is unknown.
+    fp8_dense_tflops: float | None = Field(None, gt=0)  # FP8 tensor cores (Ada, Hopper, Blackwell, CDNA3+)
+    int8_dense_tops: float | None = Field(None, gt=0)  # INT8 tensor cores (W8A8 int8)
+    fp4_dense_tflops: float | None = Field(None, gt=0)  # FP4 tensor cores (NVFP4/MXFP4 on Blackwell, CDNA4)
+    interconnect: str | None = None  # how TP ranks talk: "NVLink 4", "PCIe 4.0 x16", "Infinity Fabric (xGMI)"
+    interconnect_gb_s: float | None = Field(None, gt=0)  # per GPU, each direction
+    speed_source: str | None = None  # where the speed fields come from
     aliases: tuple[str, ...] = ()  # exact nvidia-smi / torch names first, then short forms
     memory_architecture: MemoryArchitecture = "discrete"
     source: str = Field(min_length=1)
@@ -94,10 +101,19 @@ def find_gpu(name: str) -> GpuSpec:
     raise UnknownGpu(_unknown_gpu_message(name, wanted, index))
 
 
-def custom_gpu(memory_gib: float, name: str = "Custom GPU") -> GpuSpec:
-    """A GPU the catalog lacks, known only by the memory the driver reports (``--gpu-memory-gib``)."""
+def custom_gpu(memory_gib: float, name: str = "Custom GPU", *, memory_bandwidth_gb_s: float | None = None,
+               bf16_dense_tflops: float | None = None, fp8_dense_tflops: float | None = None,
+               interconnect_gb_s: float | None = None) -> GpuSpec:
+    """A GPU the catalog lacks, known by the memory the driver reports (``--gpu-memory-gib``) and, for the speed
+    model, optionally its HBM bandwidth, dense TFLOPS and interconnect bandwidth (per direction)."""
     if isinstance(memory_gib, bool) or not (isinstance(memory_gib, (int, float)) and math.isfinite(memory_gib)):
         raise InvalidInput(f"GPU memory must be a number of GiB, got {memory_gib!r}")
+    rates = {"memory bandwidth (GB/s)": memory_bandwidth_gb_s, "BF16 TFLOPS": bf16_dense_tflops,
+             "FP8 TFLOPS": fp8_dense_tflops, "interconnect bandwidth (GB/s)": interconnect_gb_s}
+    for label, rate in rates.items():
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                                 or not math.isfinite(rate) or rate <= 0):
+            raise InvalidInput(f"custom GPU {label} must be a positive number, got {rate!r}")
     if not 0 < memory_gib < MAX_GPU_MEMORY_GIB:
         raise InvalidInput(
             f"GPU memory must be above 0 and below {MAX_GPU_MEMORY_GIB:,.0f} GiB, got {memory_gib} "
@@ -112,9 +128,12 @@ def custom_gpu(memory_gib: float, name: str = "Custom GPU") -> GpuSpec:
         compute_capability=None,
         marketed_memory_gb=None,
         memory_gib=float(memory_gib),
-        memory_bandwidth_gb_s=None,
-        bf16_dense_tflops=None,
-        source="memory given by the user; bandwidth and compute unknown",
+        memory_bandwidth_gb_s=memory_bandwidth_gb_s,
+        bf16_dense_tflops=bf16_dense_tflops,
+        fp8_dense_tflops=fp8_dense_tflops,
+        interconnect_gb_s=interconnect_gb_s,
+        speed_source="given by the user" if memory_bandwidth_gb_s else None,
+        source="memory given by the user" + ("" if memory_bandwidth_gb_s else "; bandwidth and compute unknown"),
     )
 
 

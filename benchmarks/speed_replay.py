@@ -1,0 +1,199 @@
+"""Replay a measured vLLM run (benchmarks/data/speed_records.jsonl) through the speed model.
+
+Each record is mapped to the deployment it ran (model, GPU, vLLM version, flags it printed) and to the way its
+benchmark loaded the engine: a closed loop (``vllm bench serve --max-concurrency``), one batch submitted at once
+(``benchmark_latency.py``, bursts, offline runs), all prompts at once at ``--request-rate inf``, or Poisson
+arrivals at a rate. The mapping states only what the record or its notes say; assumptions are marked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from calculator import Scenario, estimate, load_model_spec
+from calculator.engine.estimate import Estimate
+from calculator.speed.calibration import SpeedConstants
+from calculator.speed.predict import _Replica, speed_estimate
+from calculator.speed.queueing import burst_wait
+from calculator.speed.scheduler import burst_timeline
+from calculator.speed.traffic import Traffic
+
+DATA = Path(__file__).resolve().parent / "data"
+RECORDS = DATA / "speed_records.jsonl"
+CONFIGS = DATA / "speed_configs"
+METRICS = ("ttft_ms", "tpot_ms", "output_tok_s", "request_per_s", "e2e_ms")
+
+
+@dataclass(frozen=True)
+class Run:
+    """How one record's deployment and load are replayed."""
+
+    model: str  # preset id or a config under speed_configs/
+    gpu: str
+    vllm_version: str  # the record's, or the era's release when the source does not print it (assumed)
+    mode: str  # closed | burst | rate_inf | rate
+    settings: dict = field(default_factory=dict)
+    longest_output_tokens: int | None = None  # bursts whose outputs may stop at EOS (capped here)
+
+
+def _config(name: str) -> str:
+    return str(CONFIGS / f"{name}.json")
+
+
+# Record id prefix -> Run. Versions in brackets are assumptions by date of the source (see docs/speed-accuracy.md).
+RUNS: dict[str, Run] = {
+    "ridgepoint-a100-80g-llama3-8b-c1": Run("meta-llama/Meta-Llama-3-8B-Instruct", "a100-sxm-80gb", "0.28.0", "closed",
+                                            {"max_model_len": 8192}),
+    "ridgepoint-h100-80g-llama3-8b-c1": Run("meta-llama/Meta-Llama-3-8B-Instruct", "h100-sxm-80gb", "0.28.0", "closed",
+                                            {"max_model_len": 8192}),
+    "ridgepoint-a100-80g-llama3-8b-c32": Run("meta-llama/Meta-Llama-3-8B-Instruct", "a100-sxm-80gb", "0.28.0",
+                                             "burst", {"max_model_len": 8192}),
+    "ridgepoint-h100-80g-llama3-8b-c32": Run("meta-llama/Meta-Llama-3-8B-Instruct", "h100-sxm-80gb", "0.28.0",
+                                             "burst", {"max_model_len": 8192}),
+    "oracle-mi300x": Run("meta-llama/Meta-Llama-3.1-405B-Instruct-FP8", "mi300x-192gb", "0.6.2", "burst",
+                         {"tensor_parallel_size": 8, "max_model_len": 8192}),
+    # Fixed lengths (random, --ignore-eos) in a closed loop: all C requests start together and, being equal,
+    # finish together, so the loop runs in lockstep waves: replayed as one batch of C.
+    "wmx-l4": Run(_config("Qwen__Qwen2.5-0.5B-Instruct"), "l4-24gb", "0.23.0", "burst",
+                  {"gpu_memory_utilization": 0.6}),
+    "musgrave-a100-40g": Run("meta-llama/Llama-3.1-8B-Instruct", "a100-sxm-40gb", "0.23.0", "closed",
+                             {"max_model_len": 8192}),
+    "qwen3-1536-a100-80g": Run("Qwen/Qwen3-14B-AWQ", "a100-sxm-80gb", "0.9.0", "closed",
+                               {"max_num_seqs": 30, "enforce_eager": True}),
+    "tt356-8xh100": Run(_config("DeepSeek-R1-0528-AWQ"), "h100-sxm-80gb", "0.9.0", "closed",
+                        {"tensor_parallel_size": 8, "max_model_len": 16384}),
+    "vllm-12315-4xa100": Run("meta-llama/Llama-3.3-70B-Instruct", "a100-sxm-80gb", "0.6.6", "rate_inf",
+                             {"tensor_parallel_size": 4, "max_num_seqs": 256, "max_model_len": 8192}),
+    "vllm-20710-2xb200": Run("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "b200-180gb", "0.9.0", "closed",
+                             {"tensor_parallel_size": 2}),
+    "vllm-17788-h100nvl": Run("Qwen/Qwen3-32B", "h100-nvl-94gb", "0.8.5", "rate_inf", {"max_num_seqs": 32}),
+    "dbmart-a40-llama31-8b": Run("meta-llama/Llama-3.1-8B-Instruct", "a40-48gb", "0.8.0", "burst",
+                                 {"max_model_len": 4096}, 600),
+    "dbmart-a40-r1d-llama-8b": Run("meta-llama/Llama-3.1-8B-Instruct", "a40-48gb", "0.8.0", "burst",
+                                   {"max_model_len": 4096}, 600),
+    "dbmart-a40-r1d-qwen-14b": Run("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "a40-48gb", "0.8.0", "burst",
+                                   {"max_model_len": 4096}, 600),
+    "dbmart-a40-qwen25-14b": Run("Qwen/Qwen2.5-14B-Instruct", "a40-48gb", "0.8.0", "burst",
+                                 {"max_model_len": 4096}, 600),
+    "dbmart-a40-qwen25-7b": Run("Qwen/Qwen2.5-7B-Instruct", "a40-48gb", "0.8.0", "burst",
+                                {"max_model_len": 4096}, 600),
+    "dbmart-a40-gemma3-12b": Run(_config("google__gemma-3-12b-it"), "a40-48gb", "0.8.0", "burst",
+                                 {"max_model_len": 4096}, 600),
+    "dbmart-rtx4090-qwen25-3b": Run(_config("Qwen__Qwen2.5-3B-Instruct"), "rtx-4090", "0.8.0", "rate_inf",
+                                    {"max_model_len": 4096}),
+    "dbmart-rtx4090-r1d-qwen-1.5b": Run(_config("deepseek-ai__DeepSeek-R1-Distill-Qwen-1.5B"), "rtx-4090", "0.8.0",
+                                        "rate_inf", {"max_model_len": 4096}),
+    "dbmart-rtx4090-r1d-llama-8b": Run("meta-llama/Llama-3.1-8B-Instruct", "rtx-4090", "0.8.0", "rate_inf",
+                                       {"max_model_len": 4096}),
+    "dbmart-rtx4090-r1d-qwen-7b": Run("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "rtx-4090", "0.8.0", "rate_inf",
+                                      {"max_model_len": 4096}),
+    "dbmart-rtx4090-gemma2-9b": Run("google/gemma-2-9b-it", "rtx-4090", "0.8.0", "rate_inf", {"max_model_len": 4096}),
+    "pricecompass-6-2xa10g": Run("meta-llama/Meta-Llama-3-8B-Instruct", "a10g-24gb", "0.5.4", "rate_inf",
+                                 {"tensor_parallel_size": 2}),
+    "lmdeploy-2019-2xa800": Run("mistralai/Mixtral-8x7B-Instruct-v0.1", "a100-sxm-80gb", "0.5.1", "rate",
+                                {"tensor_parallel_size": 2, "max_model_len": 8192}),
+}
+
+
+def load_records() -> list[dict]:
+    return [json.loads(line) for line in RECORDS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def run_for(record: dict) -> Run:
+    for prefix, run in RUNS.items():
+        if record["id"].startswith(prefix):
+            return run
+    raise KeyError(f"no replay mapping for record {record['id']}")
+
+
+def source_of(record: dict) -> str:
+    """Records of one publication share a source group (held out together in cross-validation)."""
+    return record["id"].split("-")[0] if not record["id"].startswith("vllm-") else "-".join(record["id"].split("-")[:2])
+
+
+def measured(record: dict) -> dict[str, float]:
+    """The figures a record gives, by metric (means where printed, otherwise medians)."""
+    pick = lambda *names: next((record[n] for n in names if record.get(n) is not None), None)  # noqa: E731
+    values = {"ttft_ms": pick("ttft_ms_mean", "ttft_ms_median"), "tpot_ms": pick("tpot_ms_mean", "tpot_ms_median"),
+              "output_tok_s": record.get("output_throughput_tok_s"), "e2e_ms": record.get("e2e_ms_mean"),
+              "request_per_s": record.get("request_throughput") if record.get("output_throughput_tok_s") is None
+              else None}
+    return {k: float(v) for k, v in values.items() if v is not None and v > 0}
+
+
+def lengths(record: dict) -> tuple[int, int]:
+    """Prompt and output tokens; the ridgepoint prompts are ~8 tokens ('Count from one to two hundred:').
+
+    A ShareGPT run that prints only throughputs gives its mean lengths as output / requests and
+    (total - output) / requests.
+    """
+    rate, out, total = record["request_throughput"], record["output_throughput_tok_s"], record["total_throughput_tok_s"]
+    if record["input_tokens"] is None and rate and out and total:
+        return round((total - out) / rate), round(out / rate)
+    prompt = record["input_tokens"] or 8
+    output = record["output_tokens"] or 128
+    return max(1, round(prompt)), max(1, round(output))
+
+
+@cache
+def deployment(record_id: str) -> Estimate:
+    record = next(r for r in load_records() if r["id"] == record_id)
+    run = run_for(record)
+    scenario = Scenario(model=run.model, gpu=run.gpu, vllm_version=run.vllm_version, **run.settings)
+    return estimate(scenario, load_model_spec(run.model))
+
+
+def predict(record: dict, constants: SpeedConstants | None = None) -> dict[str, float]:
+    """Our prediction of every metric the record measures."""
+    run, result = run_for(record), deployment(record["id"])
+    prompt, output = lengths(record)
+    concurrency = record.get("concurrency")
+    if run.mode == "burst":
+        replica = _Replica(result, constants)
+        batch = int(concurrency)
+        timeline = burst_timeline(replica.costs, replica.rates, replica.constants, requests=batch,
+                                  prompt_tokens=prompt, output_tokens=output, budget_tokens=replica.budget,
+                                  longest_output_tokens=run.longest_output_tokens)
+        pp_total = replica.token_latency_s(timeline.total_s) + replica.constants.request_overhead_s
+        return {"ttft_ms": (timeline.mean_first_token_s + replica.constants.request_overhead_s) * 1e3,
+                "tpot_ms": replica.token_latency_s(timeline.decode_step.total_s) * 1e3,
+                "output_tok_s": batch * output / pp_total, "request_per_s": batch / pp_total,
+                "e2e_ms": pp_total * 1e3}
+    if run.mode == "closed":
+        traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(concurrency))
+    elif run.mode == "rate_inf":
+        traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(record["num_prompts"]))
+    else:
+        traffic = Traffic(input_tokens=prompt, output_tokens=output, request_rate=float(record["request_rate"]))
+    speed = speed_estimate(result, traffic, constants=constants, prices={})
+    values = {"ttft_ms": speed.ttft_ms, "tpot_ms": speed.tpot_ms, "output_tok_s": speed.output_throughput_tok_s,
+              "request_per_s": speed.request_throughput, "e2e_ms": speed.e2e_ms}
+    if run.mode == "rate_inf":
+        # All prompts at once: the engine runs at its limit and the rest queue once (a finite burst, not a loop).
+        served = speed.concurrency.served
+        service_ms = speed.e2e_ms - speed.queue_wait_ms
+        rate = served / (service_ms / 1e3)
+        wait = burst_wait(int(record["num_prompts"]), served, rate)
+        values.update(ttft_ms=speed.ttft_ms - speed.queue_wait_ms + wait.mean_s * 1e3,
+                      request_per_s=rate, output_tok_s=rate * output)
+    elif run.mode == "rate":
+        # A finite run: the last arrival still needs its own end-to-end time after the arrivals stop.
+        prompts = record["num_prompts"]
+        duration = prompts / speed.request_throughput + speed.e2e_ms / 1e3
+        values.update(request_per_s=prompts / duration, output_tok_s=prompts * output / duration)
+    return values
+
+
+def log_errors(constants: SpeedConstants | None = None, records: list[dict] | None = None) -> list[tuple]:
+    """(record id, metric, log(predicted / measured)) for every measured figure."""
+    rows = []
+    for record in records or load_records():
+        got = predict(record, constants)
+        for metric, value in measured(record).items():
+            if metric in got and math.isfinite(got[metric]) and got[metric] > 0:
+                rows.append((record["id"], metric, math.log(got[metric] / value)))
+    return rows

@@ -1,0 +1,163 @@
+"""``python -m calculator speed`` and ``python -m calculator recommend`` (registered by ``calculator.cli``).
+
+Contract (scripted): ``speed`` takes every ``estimate`` flag plus the traffic; with ``--json`` stdout is one object
+(``calculator.speed.summary.speed_summary``). ``recommend`` prints the ranked deployments (``--json``: one object).
+Bad input: exit 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import Counter
+
+from ..engine.estimate import estimate
+from ..engine.vllm_versions import LATEST_VERSION
+from ..errors import InvalidInput
+from ..model.model_source import load_model_spec
+from .plan import Slo
+from .predict import SpeedEstimate, speed_estimate
+from .prices import GpuPrice
+from .recommend import Recommendations, recommend
+from .summary import recommendations_summary, speed_summary
+from .traffic import Traffic
+
+COMMANDS = ("speed", "recommend")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from exc
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _traffic_flags(parser: argparse.ArgumentParser, users_flag: str) -> None:
+    parser.add_argument("--input-tokens", type=_positive_int, required=True, help="mean prompt tokens")
+    parser.add_argument("--output-tokens", type=_positive_int, required=True, help="mean output tokens")
+    parser.add_argument("--input-tokens-p95", type=_positive_int, help="p95 prompt tokens (TTFT p95)")
+    parser.add_argument("--output-tokens-p95", type=_positive_int)
+    load = parser.add_mutually_exclusive_group(required=True)
+    load.add_argument(users_flag, dest="concurrency", type=_positive_int,
+                      help="requests in flight (closed loop, like vllm bench serve --max-concurrency)")
+    load.add_argument("--request-rate", type=_positive_float, help="Poisson arrivals per second (open loop)")
+
+
+def register(commands: argparse._SubParsersAction, estimate_parser: argparse.ArgumentParser) -> None:
+    """Add ``speed`` (every ``estimate`` flag plus traffic) and ``recommend`` to the CLI's sub-commands."""
+    speed = commands.add_parser("speed", parents=[estimate_parser], add_help=False,
+                                help="TTFT, inter-token latency, throughput and cost of one deployment")
+    _traffic_flags(speed, "--concurrency")
+    speed.add_argument("--price-per-gpu-hour", type=_positive_float, help="your price (default: the price list)")
+    speed.add_argument("--gpu-memory-bandwidth-gb-s", type=_positive_float, help="custom GPU: HBM bandwidth")
+    speed.add_argument("--gpu-bf16-tflops", type=_positive_float, help="custom GPU: dense BF16 TFLOPS")
+    speed.add_argument("--gpu-fp8-tflops", type=_positive_float, help="custom GPU: dense FP8 TFLOPS")
+    speed.add_argument("--gpu-interconnect-gb-s", type=_positive_float, help="custom GPU: link GB/s per direction")
+    rec = commands.add_parser("recommend", help="every GPU x TP x quantization x KV dtype that meets the SLOs, "
+                                                "ranked by cost")
+    rec.add_argument("--model", required=True, help="HF id (bundled presets work offline), config.json or folder")
+    _traffic_flags(rec, "--concurrent-users")
+    rec.add_argument("--ttft-p95-ms", type=_positive_float)
+    rec.add_argument("--tpot-ms", type=_positive_float, help="inter-token latency limit")
+    rec.add_argument("--min-tok-s-per-user", type=_positive_float)
+    rec.add_argument("--e2e-s", type=_positive_float, help="end-to-end latency limit")
+    rec.add_argument("--gpu", action="append", help="GPU to consider (repeat); default: the whole catalog")
+    rec.add_argument("--max-gpus", type=_positive_int, help="most GPUs the whole deployment may use")
+    rec.add_argument("--budget-per-hour", type=_positive_float, help="most dollars per hour")
+    rec.add_argument("--max-model-len", type=_positive_int, help="default: the longest request, to a power of 2")
+    rec.add_argument("--vllm-version", default=LATEST_VERSION)
+    rec.add_argument("--top", type=_positive_int, default=10, help="rows to print (text output)")
+    rec.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+
+def _traffic(args: argparse.Namespace) -> Traffic:
+    return Traffic(input_tokens=args.input_tokens, output_tokens=args.output_tokens,
+                   input_tokens_p95=args.input_tokens_p95, output_tokens_p95=args.output_tokens_p95,
+                   concurrency=args.concurrency, request_rate=args.request_rate)
+
+
+def run(args: argparse.Namespace, scenario_from_args) -> str:
+    """Run ``speed`` or ``recommend``; returns the text to print. Raises CalculatorError/ValidationError."""
+    traffic = _traffic(args)
+    if args.command == "recommend":
+        slo = Slo(ttft_p95_ms=args.ttft_p95_ms, tpot_ms=args.tpot_ms, min_tok_s_per_user=args.min_tok_s_per_user,
+                  e2e_s=args.e2e_s)
+        result = recommend(load_model_spec(args.model), traffic, slo, gpus=args.gpu, max_gpus=args.max_gpus,
+                           budget_per_hour=args.budget_per_hour, vllm_version=args.vllm_version,
+                           max_model_len=args.max_model_len)
+        return json.dumps(recommendations_summary(result)) if args.json else render_recommendations(result, args.top)
+    deployment = estimate(scenario_from_args(args))
+    rates = {"memory_bandwidth_gb_s": args.gpu_memory_bandwidth_gb_s, "bf16_dense_tflops": args.gpu_bf16_tflops,
+             "fp8_dense_tflops": args.gpu_fp8_tflops, "interconnect_gb_s": args.gpu_interconnect_gb_s}
+    given = {k: v for k, v in rates.items() if v is not None}
+    if given and deployment.gpu is not None:
+        deployment = deployment.model_copy(update={"gpu": deployment.gpu.model_copy(update=given)})
+    prices = None
+    if args.price_per_gpu_hour is not None and deployment.gpu is not None:
+        prices = {deployment.gpu.key: GpuPrice(usd_per_gpu_hour=args.price_per_gpu_hour, source="--price-per-gpu-hour")}
+    if deployment.gpu is not None and not deployment.gpu.memory_bandwidth_gb_s:
+        raise InvalidInput("a custom GPU needs --gpu-memory-bandwidth-gb-s and --gpu-bf16-tflops for the speed model")
+    speed = speed_estimate(deployment, traffic, prices=prices)
+    return json.dumps(speed_summary(speed)) if args.json else render_speed(speed)
+
+
+def _ms(value: float) -> str:
+    if not math.isfinite(value):
+        return "unbounded (saturated)"
+    return f"{value / 1e3:,.2f} s" if value >= 1e4 else f"{value:,.1f} ms"
+
+
+def render_speed(speed: SpeedEstimate) -> str:
+    c = speed.concurrency
+    cost = (f"${speed.gpu_hour_cost:,.2f}/h for {speed.num_gpus} GPU(s), "
+            f"${speed.cost_per_million_output_tokens:,.3f} per million output tokens ({speed.gpu_price.source})"
+            if speed.gpu_hour_cost is not None and speed.cost_per_million_output_tokens is not None else "no price")
+    rows = [
+        ("deployment", f"{speed.gpu_name} x {speed.num_gpus}, {speed.compute_path} matmuls"),
+        ("served concurrency", f"{speed.running_requests:,.1f} (limit {c.binding}: max_num_seqs {c.max_num_seqs}, "
+                               f"KV cache {c.kv_cache_limit})"),
+        ("TTFT mean / p95", f"{_ms(speed.ttft_ms)} / {_ms(speed.ttft_p95_ms)} (queue {_ms(speed.queue_wait_ms)})"),
+        ("TPOT (ITL)", f"{_ms(speed.tpot_ms)} = {speed.per_user_tok_s:,.1f} tokens/s per user"),
+        ("end-to-end", _ms(speed.e2e_ms)),
+        ("throughput", f"{speed.output_throughput_tok_s:,.0f} output tok/s, {speed.total_throughput_tok_s:,.0f} "
+                       f"total tok/s, {speed.request_throughput:,.2f} req/s per replica"),
+        ("decode", f"{speed.decode_bound}-bound" + (f"; compute-bound from batch {speed.compute_bound_from_batch}"
+                                                    if speed.compute_bound_from_batch else "")),
+        ("cost", cost),
+        ("band (80 %)", f"TTFT {_ms(speed.ttft_band_ms.low)}-{_ms(speed.ttft_band_ms.high)}, "
+                        f"TPOT {_ms(speed.tpot_band_ms.low)}-{_ms(speed.tpot_band_ms.high)}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def render_recommendations(result: Recommendations, top: int) -> str:
+    lines = [f"planned with max_model_len {result.max_model_len:,}",
+             f"{'#':>3}  {'GPU':24} {'TP':>2} {'PP':>2} {'weights':8} {'KV':5} {'replicas':>8} {'GPUs':>5} "
+             f"{'$/hour':>9} {'$/M tok':>8} {'TTFT p95':>10} {'ITL':>9}"]
+    for rank, option in enumerate(result.by_cost_per_hour[:top], start=1):
+        d, p = option.deployment, option.plan
+        lines.append(f"{rank:>3}  {d.gpu_name:24} {d.tensor_parallel_size:>2} {d.pipeline_parallel_size:>2} "
+                     f"{d.quantization or 'as is':8} {d.kv_cache_dtype:5} {p.replicas:>8} {p.gpus:>5} "
+                     f"{p.cost_per_hour:>9,.2f} {p.cost_per_million_output_tokens:>8,.3f} "
+                     f"{_ms(p.per_replica.ttft_p95_ms):>10} {_ms(p.per_replica.tpot_ms):>9}")
+    if not result.by_cost_per_hour:
+        lines.append("  no deployment meets the SLOs within the limits")
+    reasons = Counter(option.reason for option in result.rejected)
+    lines.append(f"{len(result.by_cost_per_hour)} deployments qualify; {len(result.rejected)} do not:")
+    lines += [f"  {count:>4} x {reason}" for reason, count in reasons.most_common(8)]
+    return "\n".join(lines)

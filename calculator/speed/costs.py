@@ -1,0 +1,161 @@
+"""What one forward step costs on one GPU: bytes it must read and FLOPs it must do, per token and per context token.
+
+Pure arithmetic on an ``Estimate`` (weights as vLLM loads them, the KV layout, TP/PP). Everything here is per rank
+of the busiest pipeline stage, because the slowest rank sets the step time.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict
+
+from ..engine.estimate import Estimate
+from ..engine.kv_cache import kv_page_bytes_per_token, mamba_state_bytes, pp_layer_ranges
+from ..engine.overheads import FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS
+from ..model.spec import LayerAttention, ModelSpec, WeightTensor
+
+# Roles a decode step does not stream from HBM: the embedding is a lookup of B rows; vision towers and projectors
+# run only on images in prefill; MTP (speculative) layers are not run without speculative decoding.
+_NOT_STREAMED = frozenset({"embedding", "position_embedding", "vision", "projector", "mtp", "expert"})
+_LINEAR_ROLES = frozenset({"attention", "mlp", "expert", "router", "lm_head"})
+TP_ALL_REDUCES_PER_LAYER = 2  # after attention (o_proj) and after the MLP/MoE (down_proj): RowParallelLinear
+
+
+class AttentionGroup(BaseModel):
+    """Layers on the busiest rank that attend over the same span (full context, or a window)."""
+
+    model_config = ConfigDict(frozen=True)
+    window_tokens: int | None  # None: the whole context
+    kv_bytes_per_context_token: float  # all layers of the group, this rank
+    decode_flops_per_context_token: float  # one query token attending over one context token, all layers
+    prefill_flops_per_context_token: float  # the same in prefill (MLA runs un-absorbed there)
+
+
+class ForwardCosts(BaseModel):
+    """Per rank of the busiest stage: the fixed bytes of a step, per-token FLOPs, attention and communication."""
+
+    model_config = ConfigDict(frozen=True)
+    dense_weight_bytes: float  # streamed every step whatever the batch
+    expert_weight_bytes: float  # routed experts on this rank; a step streams the share its tokens touch
+    num_experts: int  # routed experts per MoE layer (0 for a dense model)
+    experts_per_token: int
+    linear_flops_per_token: float  # 2 x matmul parameters a token passes through on this rank
+    attention: tuple[AttentionGroup, ...]
+    recurrent_state_bytes_per_request: float  # Mamba/linear-attention state read and written each step
+    activation_bytes_per_token: float  # hidden and intermediate tensors written and read, all layers
+    layers: int  # decoder layers on the busiest stage
+    moe_layers: int  # of which mixture-of-experts layers
+    cuda_graphs: bool  # False under --enforce-eager: every kernel launch is paid from the CPU
+    all_reduce_bytes_per_token: float  # one all-reduce's payload per token (hidden x activation bytes)
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+
+    def touched_expert_fraction(self, tokens: float) -> float:
+        """Expected share of routed experts that ``tokens`` tokens touch (uniform top-k routing).
+
+        Each token picks k of E experts, so an expert is missed by all of them with probability (1 - k/E)^tokens.
+        """
+        if not self.num_experts or tokens <= 0:
+            return 0.0
+        return 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** tokens
+
+    def kv_read_bytes(self, context_tokens: float) -> float:
+        """KV bytes one request's decode step reads at this context length."""
+        return sum(g.kv_bytes_per_context_token * _span(context_tokens, g.window_tokens) for g in self.attention)
+
+    def decode_attention_flops(self, context_tokens: float) -> float:
+        return sum(g.decode_flops_per_context_token * _span(context_tokens, g.window_tokens) for g in self.attention)
+
+    def prefill_attention_flops(self, chunk_tokens: float, start_tokens: float) -> float:
+        """Causal attention FLOPs of a prompt chunk of ``chunk_tokens`` that starts after ``start_tokens``."""
+        total = 0.0
+        for group in self.attention:
+            # each new token attends over everything before it: sum of (start + i) for i < chunk, capped by the window
+            mean_span = _span(start_tokens + chunk_tokens / 2, group.window_tokens)
+            total += group.prefill_flops_per_context_token * chunk_tokens * mean_span
+        return total
+
+
+def _span(context_tokens: float, window: int | None) -> float:
+    return context_tokens if window is None else min(context_tokens, window)
+
+
+def forward_costs(result: Estimate) -> ForwardCosts:
+    """The step costs of ``result``'s deployment (memoised per model and parallel layout)."""
+    s = result.settings
+    return _forward_costs(result.model, s.tensor_parallel_size, s.pipeline_parallel_size, s.dtype_bytes,
+                          s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())), not s.enforce_eager)
+
+
+@lru_cache(maxsize=1024)
+def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache_dtype: str,
+                   weights_by_role: tuple[tuple[str, int], ...], cuda_graphs: bool) -> ForwardCosts:
+    roles = dict(weights_by_role)
+    ranges = pp_layer_ranges(spec.num_hidden_layers, pp)
+    first, last = max(ranges, key=lambda r: r[1] - r[0])
+    on_stage = [layer for index, layer in enumerate(spec.layers) if first <= index < last]
+    dense = sum(v for role, v in roles.items() if role not in _NOT_STREAMED)
+    if spec.tie_word_embeddings and "lm_head" not in roles:
+        dense += roles.get("embedding", 0)  # the tied embedding is the LM head's matrix, streamed every step
+    moe = spec.moe
+    linear_params = sum(_params_per_rank(w, tp, first, last, moe.experts_per_token if moe else 0)
+                        for w in spec.weights if w.role in _LINEAR_ROLES and w.loaded)
+    if spec.tie_word_embeddings:
+        linear_params += spec.vocab_size * spec.hidden_size / tp
+    moe_layers = 0
+    if moe:
+        routed = [w for w in spec.weights if w.role == "expert" and w.layers is not None and w.loaded]
+        moe_layers = max((max(0, min(last, w.layers[1]) - max(first, w.layers[0])) for w in routed), default=0)
+    intermediate = max(spec.intermediate_size, moe.expert_intermediate_size * moe.experts_per_token if moe else 0)
+    activation = len(on_stage) * dtype_bytes * 2 * (FORWARD_HIDDEN_TENSORS * spec.hidden_size
+                                                    + FORWARD_INTERMEDIATE_TENSORS * intermediate / tp)
+    return ForwardCosts(
+        dense_weight_bytes=float(dense), expert_weight_bytes=float(roles.get("expert", 0)),
+        num_experts=moe.num_experts if moe else 0, experts_per_token=moe.experts_per_token if moe else 0,
+        linear_flops_per_token=2.0 * linear_params, attention=_attention_groups(spec, on_stage, tp, dtype_bytes,
+                                                                                kv_cache_dtype),
+        recurrent_state_bytes_per_request=2.0 * sum(
+            mamba_state_bytes(layer, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
+            for layer in on_stage if layer.kind == "mamba"),
+        activation_bytes_per_token=activation, layers=len(on_stage), moe_layers=moe_layers, cuda_graphs=cuda_graphs,
+        all_reduce_bytes_per_token=float(spec.hidden_size * dtype_bytes),
+        tensor_parallel_size=tp, pipeline_parallel_size=pp)
+
+
+def _params_per_rank(tensor: WeightTensor, tp: int, first: int, last: int, experts_per_token: int) -> float:
+    if tensor.placement == "layers" and tensor.layers is not None:
+        layers = max(0, min(last, tensor.layers[1]) - max(first, tensor.layers[0]))
+    else:
+        layers = 1
+    copies = experts_per_token if tensor.role == "expert" else tensor.count  # a token passes through k experts
+    split = 1 if tensor.tp == "replicated" else tp
+    return tensor.numel * copies * layers / split
+
+
+def _attention_groups(spec: ModelSpec, layers: list[LayerAttention], tp: int, dtype_bytes: int,
+                      kv_cache_dtype: str) -> tuple[AttentionGroup, ...]:
+    q_heads = math.ceil(spec.num_attention_heads / tp)
+    groups: dict[int | None, list[float]] = {}
+    for layer in layers:
+        if layer.kind == "mamba":
+            continue
+        window = layer.sliding_window if layer.kind == "sliding_window" else (
+            layer.attention_chunk_size if layer.kind == "chunked_local" else None)
+        kv = kv_page_bytes_per_token(layer, kv_cache_dtype=kv_cache_dtype, model_dtype_bytes=dtype_bytes,
+                                     tensor_parallel_size=tp)
+        if layer.kind == "mla" and spec.mla is not None:
+            mla = spec.mla
+            # NOTE: decode absorbs W_UK/W_UV, so every head scores the 576-wide latent and mixes the 512-wide one;
+            # prefill expands K/V per head (qk_nope + rope for scores, v_head_dim for values).
+            decode = 2.0 * q_heads * (mla.latent_size + mla.kv_lora_rank)
+            prefill = 2.0 * q_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+        else:
+            decode = prefill = 2.0 * q_heads * (layer.head_size + (layer.head_size_v or layer.head_size))
+        totals = groups.setdefault(window, [0.0, 0.0, 0.0])
+        totals[0] += kv
+        totals[1] += decode
+        totals[2] += prefill
+    return tuple(AttentionGroup(window_tokens=w, kv_bytes_per_context_token=t[0], decode_flops_per_context_token=t[1],
+                                prefill_flops_per_context_token=t[2]) for w, t in groups.items())

@@ -1,0 +1,60 @@
+"""Which tensor-core path a deployment's matmuls take, and the peak rates of that path on its GPU.
+
+vLLM picks the GEMM kernel from the weight format and the GPU: FP8 checkpoints run W8A8 on FP8 tensor cores
+(Ada, Hopper, Blackwell, CDNA3+) and W8A16 Marlin elsewhere; AWQ/GPTQ/bitsandbytes int4 are W4A16 (16-bit math
+on dequantized weights); NVFP4/MXFP4 use FP4 tensor cores only where the GPU has them (Blackwell, CDNA4).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import InvalidInput
+from ..gpus import GpuSpec
+from ..model.spec import QuantizationSpec
+
+ComputePath = Literal["bf16", "fp8", "int8", "fp4"]
+_FP8_METHODS = frozenset({"fp8", "fbgemm_fp8", "modelopt", "ptpc_fp8"})
+_FP4_METHODS = frozenset({"mxfp4", "modelopt_fp4", "nvfp4"})
+
+
+class GpuRates(BaseModel):
+    """Peak rates of one GPU for the deployment's matmul path (dense, no sparsity)."""
+
+    model_config = ConfigDict(frozen=True)
+    gpu_name: str
+    compute_path: ComputePath
+    memory_bandwidth_bytes_s: float
+    peak_flops: float  # of the compute path
+    interconnect_bytes_s: float | None  # per direction; None: unknown (TP > 1 then needs it)
+    platform: Literal["cuda", "rocm"]
+
+
+def compute_path(gpu: GpuSpec, quantization: QuantizationSpec | None) -> ComputePath:
+    """The tensor-core path vLLM's linear layers take for this weight format on this GPU."""
+    if quantization is None:
+        return "bf16"
+    method, bits = quantization.method, quantization.weight_bits
+    if method in _FP4_METHODS or (method == "compressed-tensors" and bits == 4 and quantization.scale_bytes == 1):
+        return "fp4" if gpu.fp4_dense_tflops else "bf16"
+    if bits == 8 and (method in _FP8_METHODS or method == "compressed-tensors"):
+        if gpu.fp8_dense_tflops:
+            return "fp8"
+        # NOTE: compressed-tensors W8A8 int8 checkpoints use int8 tensor cores where there are no FP8 ones.
+        return "int8" if method == "compressed-tensors" and gpu.int8_dense_tops else "bf16"
+    return "bf16"  # W4A16 (AWQ, GPTQ, bitsandbytes), W8A16 Marlin: 16-bit math on dequantized weights
+
+
+def gpu_rates(gpu: GpuSpec, quantization: QuantizationSpec | None) -> GpuRates:
+    """The peak rates the speed model divides by; ``InvalidInput`` when the GPU lacks bandwidth or TFLOPS."""
+    if not gpu.memory_bandwidth_gb_s or not gpu.bf16_dense_tflops:
+        raise InvalidInput(f"{gpu.name} has no memory bandwidth or BF16 TFLOPS: the speed model needs both "
+                           "(give them for a custom GPU)")
+    path = compute_path(gpu, quantization)
+    tflops = {"bf16": gpu.bf16_dense_tflops, "fp8": gpu.fp8_dense_tflops, "int8": gpu.int8_dense_tops,
+              "fp4": gpu.fp4_dense_tflops}[path] or gpu.bf16_dense_tflops
+    link = gpu.interconnect_gb_s * 1e9 if gpu.interconnect_gb_s else None
+    return GpuRates(gpu_name=gpu.name, compute_path=path, memory_bandwidth_bytes_s=gpu.memory_bandwidth_gb_s * 1e9,
+                    peak_flops=tflops * 1e12, interconnect_bytes_s=link, platform=gpu.platform)

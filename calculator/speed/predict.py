@@ -1,0 +1,219 @@
+"""One speed estimate: a deployment (an ``Estimate``) and its traffic in; latency, throughput and cost out."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from ..engine.estimate import Estimate
+from ..engine.workload import Workload, workload_capacity
+from ..errors import InvalidInput
+from ..model.quantization import quantization_from_flag
+from .calibration import BAND_FACTOR, SpeedConstants, constants_for
+from .costs import ForwardCosts, forward_costs
+from .hardware import ComputePath, GpuRates, gpu_rates
+from .prices import GpuPrice, gpu_price
+from .queueing import QueueWait, closed_loop_wait, open_loop_wait
+from .scheduler import ServedConcurrency, SteadyState, prefill_time_s, served_concurrency, steady_state
+from .step_time import StepTime, step_time
+from .traffic import Traffic
+
+_RATE_FIXED_POINT_ROUNDS = 30
+_TURN_SEARCH_LIMIT = 1 << 20
+MS = 1e3
+
+
+class Band(BaseModel):
+    """The measured spread of a prediction: the model's residuals on real runs, as low and high values."""
+
+    model_config = ConfigDict(frozen=True)
+    low: float
+    high: float
+
+
+class SpeedEstimate(BaseModel):
+    """Latency, throughput and cost of one replica (TP x PP GPUs) under ``traffic``. Times in ms."""
+
+    model_config = ConfigDict(frozen=True)
+    traffic: Traffic
+    gpu_name: str
+    num_gpus: int
+    compute_path: ComputePath
+    concurrency: ServedConcurrency
+    running_requests: float  # mean requests in the engine (under a rate: rate x service time)
+    ttft_ms: float
+    ttft_p95_ms: float
+    tpot_ms: float  # = mean inter-token latency
+    e2e_ms: float
+    queue_wait_ms: float
+    queue_wait_p95_ms: float
+    utilisation: float
+    saturated: bool  # arrivals outrun the engine: the queue (and TTFT) grows without bound
+    request_throughput: float  # requests/s
+    output_throughput_tok_s: float
+    total_throughput_tok_s: float
+    prefill_steps: int
+    decode_step: StepTime  # the steady decode step on the busiest rank (one pipeline stage)
+    decode_bound: Literal["memory", "compute"]
+    compute_bound_from_batch: int | None  # decode batch where compute time overtakes memory time
+    gpu_price: GpuPrice | None
+    ttft_band_ms: Band
+    tpot_band_ms: Band
+    output_throughput_band_tok_s: Band
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def itl_ms(self) -> float:
+        return self.tpot_ms
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def per_user_tok_s(self) -> float:
+        return MS / self.tpot_ms if self.tpot_ms > 0 else math.inf
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gpu_hour_cost(self) -> float | None:
+        """Dollars per hour for this replica's GPUs."""
+        return self.gpu_price.usd_per_gpu_hour * self.num_gpus if self.gpu_price else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_per_million_output_tokens(self) -> float | None:
+        if self.gpu_hour_cost is None or self.output_throughput_tok_s <= 0:
+            return None
+        return self.gpu_hour_cost / (self.output_throughput_tok_s * 3600) * 1e6
+
+
+class _Replica:
+    """The pieces every sub-estimate of one deployment shares (costs, rates, constants, budget)."""
+
+    def __init__(self, result: Estimate, constants: SpeedConstants | None) -> None:
+        if result.gpu is None:
+            raise InvalidInput("the speed model covers GPUs; this deployment has none (CPU)")
+        if not result.fits:
+            raise InvalidInput(f"the deployment does not start, so it serves nothing: {result.error}")
+        s = result.settings
+        quantization = (quantization_from_flag(result.scenario.quantization, result.model)
+                        if result.scenario.quantization else result.model.quantization)
+        self.result = result
+        self.rates: GpuRates = gpu_rates(result.gpu, quantization)
+        self.constants = constants or constants_for(result.gpu.platform)
+        self.costs: ForwardCosts = forward_costs(result)
+        self.pp = s.pipeline_parallel_size
+        self.budget = s.max_num_batched_tokens
+
+    def state(self, running: float, traffic: Traffic) -> SteadyState:
+        # NOTE: with PP, vLLM keeps pp micro-batches in flight; each stage steps through running / pp requests.
+        return steady_state(self.costs, self.rates, self.constants, running=max(running / self.pp, 1.0),
+                            prompt_tokens=traffic.input_tokens, output_tokens=traffic.output_tokens,
+                            budget_tokens=self.budget)
+
+    def token_latency_s(self, stage_s: float) -> float:
+        """A token crosses every stage: pp stage times plus a hop between stages."""
+        return self.pp * stage_s + (self.pp - 1) * self.constants.all_reduce_latency_s
+
+    def first_token_s(self, state: SteadyState, prompt_tokens: int) -> float:
+        """Service time to the first token (no queue): half a step to line up, the chunks, the request overhead."""
+        prefill = prefill_time_s(self.costs, self.rates, self.constants, prompt_tokens=prompt_tokens, state=state,
+                                 budget_tokens=self.budget)
+        alignment = 0.5 * state.step.total_s if state.running * self.pp > 1 else 0.0
+        return alignment + self.token_latency_s(prefill) + self.constants.request_overhead_s
+
+    def service_s(self, running: float, traffic: Traffic) -> tuple[SteadyState, float, float, float]:
+        state = self.state(running, traffic)
+        tpot = self.token_latency_s(state.step.total_s)
+        ttft = self.first_token_s(state, traffic.input_tokens)
+        return state, ttft, tpot, ttft + (traffic.output_tokens - 1) * tpot
+
+
+def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConstants | None = None,
+                   prices: Mapping[str, GpuPrice] | None = None) -> SpeedEstimate:
+    """How fast ``result``'s deployment serves ``traffic``, per replica. ``InvalidInput`` if it cannot start."""
+    replica = _Replica(result, constants)
+    longest = traffic.prompt_p95 + traffic.output_p95
+    if longest > result.settings.max_model_len:
+        raise InvalidInput(f"requests of {longest:,} tokens (p95 prompt + output) exceed max_model_len "
+                           f"{result.settings.max_model_len:,}: vLLM rejects them; raise --max-model-len")
+    kv_limit = workload_capacity(result, Workload(
+        prompt_tokens_mean=traffic.input_tokens, output_tokens_mean=traffic.output_tokens)).concurrency_mean
+    limits = served_concurrency(traffic.concurrency, result.settings.max_num_seqs, kv_limit)
+    if limits.served < 1:
+        raise InvalidInput(f"not one request of {traffic.input_tokens} + {traffic.output_tokens} tokens fits in "
+                           "the KV cache")
+    if traffic.concurrency is not None:
+        running = float(limits.served)
+        state, ttft_s, tpot_s, service_s = replica.service_s(running, traffic)
+        wait = closed_loop_wait(traffic.concurrency, limits.served, service_s)
+        throughput = traffic.concurrency / (service_s + wait.mean_s)
+    else:
+        running, (state, ttft_s, tpot_s, service_s), wait = _open_loop(replica, traffic, limits.served)
+        throughput = traffic.request_rate if not wait.saturated else limits.served / service_s
+    ttft_p95_s = replica.first_token_s(state, traffic.prompt_p95) + wait.p95_s
+    ttft_ms = (ttft_s + wait.mean_s) * MS
+    step = state.decode_only_step
+    turn = _compute_bound_from(replica, state.decode_context_tokens)
+    price = gpu_price(result.gpu, prices)
+    tpot_ms = tpot_s * MS
+    output = throughput * traffic.output_tokens
+    return SpeedEstimate(
+        traffic=traffic, gpu_name=result.gpu.name if result.gpu else "", num_gpus=result.num_gpus,
+        compute_path=replica.rates.compute_path, concurrency=limits, running_requests=running,
+        ttft_ms=ttft_ms, ttft_p95_ms=ttft_p95_s * MS, tpot_ms=tpot_ms,
+        e2e_ms=ttft_ms + (traffic.output_tokens - 1) * tpot_ms, queue_wait_ms=wait.mean_s * MS,
+        queue_wait_p95_ms=wait.p95_s * MS, utilisation=wait.utilisation, saturated=wait.saturated,
+        request_throughput=throughput, output_throughput_tok_s=output,
+        total_throughput_tok_s=throughput * (traffic.input_tokens + traffic.output_tokens),
+        prefill_steps=state.prefill_steps, decode_step=state.step, decode_bound=step.bound,
+        compute_bound_from_batch=turn, gpu_price=price,
+        ttft_band_ms=_band(ttft_ms, BAND_FACTOR["ttft"]), tpot_band_ms=_band(tpot_ms, BAND_FACTOR["tpot"]),
+        output_throughput_band_tok_s=_band(output, BAND_FACTOR["throughput"]))
+
+
+def _band(value: float, factor: float) -> Band:
+    return Band(low=value / factor, high=value * factor)
+
+
+def _open_loop(replica: _Replica, traffic: Traffic, limit: int) -> tuple[float, tuple, QueueWait]:
+    """Requests in the engine under a Poisson rate: running = rate x service time(running), at most ``limit``."""
+    rate = traffic.request_rate or 0.0
+    running = 1.0
+    service = replica.service_s(running, traffic)
+    for _ in range(_RATE_FIXED_POINT_ROUNDS):
+        wanted = min(float(limit), max(1.0, rate * service[3]))
+        if abs(wanted - running) < 1e-3 * running:
+            break
+        running = wanted
+        service = replica.service_s(running, traffic)
+    return running, service, open_loop_wait(rate, limit, service[3])
+
+
+def _compute_bound_from(replica: _Replica, context_tokens: float) -> int | None:
+    """The smallest decode batch whose compute time passes its memory time (None beyond 2^20)."""
+    def compute_bound(batch: int) -> bool:
+        memory_s, compute_s = step_time(replica.costs, replica.rates, replica.constants, decode_tokens=batch,
+                                        decode_context_tokens=context_tokens, with_overheads=False)
+        return compute_s > memory_s
+
+    # NOTE: per request, a decode step adds KV bytes and FLOPs in a fixed ratio; when the KV bytes already take
+    # longer than the FLOPs, no batch turns compute-bound (long contexts), so skip the search.
+    one_more = step_time(replica.costs, replica.rates, replica.constants, decode_tokens=2,
+                         decode_context_tokens=context_tokens, with_overheads=False)
+    one = step_time(replica.costs, replica.rates, replica.constants, decode_tokens=1,
+                    decode_context_tokens=context_tokens, with_overheads=False)
+    if one_more[1] - one[1] <= (one_more[0] - one[0]) and not replica.costs.num_experts:
+        return None
+
+    high = 1
+    while not compute_bound(high):
+        high *= 2
+        if high > _TURN_SEARCH_LIMIT:
+            return None
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if compute_bound(middle) else (middle, high)
+    return high

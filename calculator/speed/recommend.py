@@ -1,0 +1,181 @@
+"""The recommender: every deployment of a model across GPUs x TP (PP where needed) x weight quantization x KV dtype,
+planned for a load and SLOs, ranked by cost; every other one with the reason it is out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from ..engine.estimate import estimate
+from ..engine.vllm_versions import LATEST_VERSION
+from ..errors import CalculatorError
+from ..gpus import GpuSpec, find_gpu, gpu_catalog
+from ..model.spec import ModelSpec
+from ..scenario import Scenario
+from .plan import CapacityPlan, Slo, capacity_plan
+from .prices import GpuPrice, price_table
+from .traffic import Traffic
+
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)  # one node
+PIPELINE_PARALLEL_SIZES = (2, 4)  # across nodes, tried only when TP 8 cannot hold the weights
+FP8_KV_FAMILIES = frozenset({"ada", "hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4"})
+NO_FP8_WEIGHT_FAMILIES = frozenset({"volta", "turing", "cdna2"})  # no FP8 kernels (not even W8A16 Marlin)
+
+
+class Deployment(BaseModel):
+    """One way to serve the model: GPU, parallelism, weight quantization flag and KV dtype."""
+
+    model_config = ConfigDict(frozen=True)
+    gpu: str  # catalog key
+    gpu_name: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    quantization: str | None  # the --quantization flag (None: the checkpoint's own format)
+    kv_cache_dtype: str
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def scenario(self, model: str, vllm_version: str, max_model_len: int | None) -> Scenario:
+        return Scenario(model=model, gpu=self.gpu, tensor_parallel_size=self.tensor_parallel_size,
+                        pipeline_parallel_size=self.pipeline_parallel_size, quantization=self.quantization,
+                        kv_cache_dtype=self.kv_cache_dtype, vllm_version=vllm_version, max_model_len=max_model_len)
+
+
+class Option(BaseModel):
+    """A deployment and its plan, or the reason it is out."""
+
+    model_config = ConfigDict(frozen=True)
+    deployment: Deployment
+    plan: CapacityPlan | None = None
+    reason: str | None = None  # None: fits, meets the SLOs and the limits
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def feasible(self) -> bool:
+        return self.reason is None
+
+
+class Recommendations(BaseModel):
+    """Feasible options by cost per hour and by cost per million output tokens; the rest with reasons."""
+
+    model_config = ConfigDict(frozen=True)
+    traffic: Traffic
+    slo: Slo
+    max_model_len: int  # what every deployment was planned with
+    by_cost_per_hour: tuple[Option, ...]
+    by_cost_per_million_tokens: tuple[Option, ...]
+    rejected: tuple[Option, ...]
+
+
+def candidates(spec: ModelSpec, gpus: Sequence[GpuSpec], quantizations: Sequence[str | None] | None = None,
+               kv_cache_dtypes: Sequence[str] = ("auto", "fp8")) -> list[tuple[Deployment, str | None]]:
+    """Every deployment to try, with a reason already known to rule it out (None when it must be estimated)."""
+    if quantizations is None:
+        quantizations = (None,) if spec.quantization else (None, "fp8")
+    out = []
+    for gpu in gpus:
+        for quantization in quantizations:
+            for kv_dtype in kv_cache_dtypes:
+                for tp in TENSOR_PARALLEL_SIZES:
+                    reason = None
+                    if quantization == "fp8" and gpu.family in NO_FP8_WEIGHT_FAMILIES:
+                        reason = f"FP8 weights need Ampere or newer ({gpu.name} is {gpu.family})"
+                    elif kv_dtype.startswith("fp8") and gpu.family not in FP8_KV_FAMILIES:
+                        reason = ("FP8 KV cache needs FP8 hardware (Ada, Hopper, Blackwell, MI300+); "
+                                  f"{gpu.name} has none")
+                    elif spec.num_attention_heads % tp:
+                        reason = f"TP {tp} does not divide the {spec.num_attention_heads} attention heads"
+                    out.append((Deployment(gpu=gpu.key, gpu_name=gpu.name, tensor_parallel_size=tp,
+                                           pipeline_parallel_size=1, quantization=quantization,
+                                           kv_cache_dtype=kv_dtype), reason))
+    return out
+
+
+def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus: Sequence[str] | None = None,
+              max_gpus: int | None = None, budget_per_hour: float | None = None,
+              quantizations: Sequence[str | None] | None = None, kv_cache_dtypes: Sequence[str] = ("auto", "fp8"),
+              prices: Mapping[str, GpuPrice] | None = None, vllm_version: str = LATEST_VERSION,
+              max_model_len: int | None = None) -> Recommendations:
+    """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost."""
+    slo = slo or Slo()
+    max_model_len = max_model_len or workload_model_len(spec, traffic)
+    table = price_table(prices)
+    chosen = [find_gpu(name) for name in gpus] if gpus else [g for g in gpu_catalog() if g.memory_bandwidth_gb_s]
+    options: list[Option] = []
+    for deployment, reason in candidates(spec, chosen, quantizations, kv_cache_dtypes):
+        if reason:
+            options.append(Option(deployment=deployment, reason=reason))
+            continue
+        option = _evaluate(spec, deployment, traffic, slo, table, vllm_version, max_model_len)
+        if option.reason == "weights exceed memory" and deployment.tensor_parallel_size == TENSOR_PARALLEL_SIZES[-1]:
+            option = _with_pipeline(spec, deployment, traffic, slo, table, vllm_version, max_model_len) or option
+        options.append(_limits(option, max_gpus, budget_per_hour))
+    feasible = [o for o in options if o.feasible]
+    return Recommendations(
+        traffic=traffic, slo=slo, max_model_len=max_model_len,
+        by_cost_per_hour=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_hour, o.plan.gpus))),
+        by_cost_per_million_tokens=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_million_output_tokens,
+                                                                        o.plan.gpus))),
+        rejected=tuple(o for o in options if not o.feasible))
+
+
+def workload_model_len(spec: ModelSpec, traffic: Traffic) -> int:
+    """The ``--max-model-len`` to plan with: the longest request (p95 prompt + p95 output) rounded up to a power
+    of two, within what the model supports. Sizing for the model's full context would waste KV cache."""
+    needed = traffic.prompt_p95 + traffic.output_p95
+    return min(spec.derived_max_model_len, 1 << max(0, (needed - 1).bit_length()))
+
+
+def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Slo, prices: Mapping[str, GpuPrice],
+              vllm_version: str, max_model_len: int | None) -> Option:
+    try:
+        result = estimate(deployment.scenario(spec.model_id, vllm_version, max_model_len), spec)
+    except CalculatorError as exc:
+        return Option(deployment=deployment, reason=str(exc).split("\n")[0])
+    if not result.fits:
+        budget = result.budget
+        if budget.weights_bytes >= budget.requested_bytes:
+            return Option(deployment=deployment, reason="weights exceed memory")
+        return Option(deployment=deployment, reason=_short(result.error or "does not start"))
+    if deployment.gpu not in prices:
+        return Option(deployment=deployment, reason=f"no price for {deployment.gpu_name} (give one to rank it)")
+    try:
+        plan = capacity_plan(result, traffic, slo, prices=prices)
+    except CalculatorError as exc:
+        return Option(deployment=deployment, reason=_short(str(exc)))
+    return Option(deployment=deployment, plan=plan, reason=None if plan.meets_slo else "; ".join(plan.violations))
+
+
+def _with_pipeline(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Slo,
+                   prices: Mapping[str, GpuPrice], vllm_version: str, max_model_len: int | None) -> Option | None:
+    """TP 8 cannot hold the weights: the smallest pipeline that can, if any."""
+    for pp in PIPELINE_PARALLEL_SIZES:
+        staged = deployment.model_copy(update={"pipeline_parallel_size": pp})
+        option = _evaluate(spec, staged, traffic, slo, prices, vllm_version, max_model_len)
+        if option.reason != "weights exceed memory":
+            return option
+    return None
+
+
+def _limits(option: Option, max_gpus: int | None, budget_per_hour: float | None) -> Option:
+    plan = option.plan
+    if option.reason or plan is None:
+        return option
+    if max_gpus is not None and plan.gpus > max_gpus:
+        return option.model_copy(update={"reason": f"needs {plan.gpus} GPUs > {max_gpus} allowed"})
+    if budget_per_hour is not None and plan.cost_per_hour is not None and plan.cost_per_hour > budget_per_hour:
+        return option.model_copy(update={
+            "reason": f"costs ${plan.cost_per_hour:,.2f}/h > budget ${budget_per_hour:,.2f}/h"})
+    return option
+
+
+def _short(message: str) -> str:
+    first = message.strip().split("\n")[0]
+    return first if len(first) <= 160 else first[:157] + "..."
+
+
+__all__ = ["Deployment", "Option", "Recommendations", "candidates", "recommend"]

@@ -1,0 +1,82 @@
+"""The roofline time of one engine step: the larger of streaming the bytes and doing the FLOPs, plus the
+tensor-parallel all-reduces and a fixed per-step cost.
+
+A step is what vLLM's scheduler hands the model runner once: some decode tokens (one per running request) and,
+with chunked prefill, some prompt tokens, all in one forward pass over the same weights.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from .calibration import SpeedConstants
+from .costs import TP_ALL_REDUCES_PER_LAYER, ForwardCosts
+from .hardware import GpuRates
+
+
+class StepTime(BaseModel):
+    """One step on the busiest rank, split into its parts (seconds)."""
+
+    model_config = ConfigDict(frozen=True)
+    memory_s: float  # bytes / (HBM bandwidth x efficiency)
+    compute_s: float  # FLOPs / (peak of the compute path x efficiency)
+    communication_s: float  # TP all-reduces (0 at TP = 1)
+    overhead_s: float  # scheduling, sampling, kernel launches: paid every step
+    overlap_penalty: float = 0.0  # share of the smaller of memory and compute time that does not overlap
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total_s(self) -> float:
+        roofline = max(self.memory_s, self.compute_s) + self.overlap_penalty * min(self.memory_s, self.compute_s)
+        return roofline + self.communication_s + self.overhead_s
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def bound(self) -> Literal["memory", "compute"]:
+        return "memory" if self.memory_s >= self.compute_s else "compute"
+
+
+def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *, decode_tokens: float,
+              decode_context_tokens: float, prefill_tokens: float = 0.0, prefill_start_tokens: float = 0.0,
+              prefill_prompts: float = 1.0, requests: float | None = None, with_overheads: bool = True) -> StepTime:
+    """Time of one step with ``decode_tokens`` running requests at a mean context and ``prefill_tokens`` of
+    prompt, split into ``prefill_prompts`` equal chunks that each start after ``prefill_start_tokens``.
+
+    ``requests`` (default: the decode tokens, plus the prompts when a chunk is present) carry recurrent state.
+    ``with_overheads=False`` returns just ``(memory_s, compute_s)`` (searches that only compare the two).
+    """
+    tokens = decode_tokens + prefill_tokens
+    if requests is None:
+        requests = decode_tokens + (prefill_prompts if prefill_tokens else 0)
+    streamed = (costs.dense_weight_bytes + costs.expert_weight_bytes * costs.touched_expert_fraction(tokens)
+                + decode_tokens * costs.kv_read_bytes(decode_context_tokens)
+                + (costs.kv_read_bytes(prefill_start_tokens) if prefill_tokens else 0.0)
+                + tokens * costs.activation_bytes_per_token
+                + requests * costs.recurrent_state_bytes_per_request)
+    flops = (tokens * costs.linear_flops_per_token + decode_tokens * costs.decode_attention_flops(decode_context_tokens)
+             + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens))
+    memory_s = streamed / (rates.memory_bandwidth_bytes_s * constants.bandwidth_efficiency)
+    compute_s = flops / (rates.peak_flops * constants.compute_efficiency)
+    if not with_overheads:
+        return memory_s, compute_s  # type: ignore[return-value]
+    overhead = (constants.step_overhead_s + constants.sequence_overhead_s * requests
+                + constants.layer_overhead_s * costs.layers + constants.moe_layer_overhead_s * costs.moe_layers
+                + (0.0 if costs.cuda_graphs else constants.eager_layer_overhead_s * costs.layers))
+    # NOTE: model_construct skips validation: every field is a float computed above (this runs ~10^4 times per
+    # recommender call).
+    return StepTime.model_construct(memory_s=memory_s, compute_s=compute_s, overlap_penalty=constants.overlap_penalty,
+                                    communication_s=all_reduce_s(costs, rates, constants, tokens), overhead_s=overhead)
+
+
+def all_reduce_s(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, tokens: float) -> float:
+    """Two ring all-reduces per layer of ``tokens x hidden`` activations: 2(tp-1)/tp of the payload crosses each
+    GPU's link, plus a fixed latency per call (launch and synchronisation)."""
+    tp = costs.tensor_parallel_size
+    if tp == 1:
+        return 0.0
+    link = rates.interconnect_bytes_s or constants.fallback_interconnect_bytes_s
+    payload = tokens * costs.all_reduce_bytes_per_token
+    one = constants.all_reduce_latency_s + 2 * (tp - 1) / tp * payload / (link * constants.all_reduce_efficiency)
+    return TP_ALL_REDUCES_PER_LAYER * costs.layers * one

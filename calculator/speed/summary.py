@@ -1,0 +1,66 @@
+"""The speed estimate and the recommendations as plain JSON objects (the CLI's ``--json`` contract)."""
+
+from __future__ import annotations
+
+import math
+
+from .predict import SpeedEstimate
+from .recommend import Option, Recommendations
+
+
+def _number(value: float | None, digits: int = 3) -> float | None:
+    """Rounded; infinity (a saturated queue) becomes null, as JSON has no infinity."""
+    if value is None or not math.isfinite(value):
+        return None
+    return round(value, digits)
+
+
+def speed_summary(speed: SpeedEstimate) -> dict:
+    """One replica's speed, cost and limits; times in ms, throughputs per second."""
+    return {
+        "gpu": speed.gpu_name, "num_gpus": speed.num_gpus, "compute_path": speed.compute_path,
+        "input_tokens": speed.traffic.input_tokens, "output_tokens": speed.traffic.output_tokens,
+        "concurrency": speed.traffic.concurrency, "request_rate": speed.traffic.request_rate,
+        "ttft_ms": _number(speed.ttft_ms), "ttft_p95_ms": _number(speed.ttft_p95_ms),
+        "tpot_ms": _number(speed.tpot_ms), "itl_ms": _number(speed.itl_ms), "e2e_ms": _number(speed.e2e_ms),
+        "queue_wait_ms": _number(speed.queue_wait_ms), "queue_wait_p95_ms": _number(speed.queue_wait_p95_ms),
+        "per_user_tok_s": _number(speed.per_user_tok_s),
+        "output_throughput_tok_s": _number(speed.output_throughput_tok_s),
+        "total_throughput_tok_s": _number(speed.total_throughput_tok_s),
+        "request_throughput": _number(speed.request_throughput, 4),
+        "effective_concurrency": _number(speed.running_requests, 2),
+        "concurrency_limit": speed.concurrency.binding,
+        "max_num_seqs": speed.concurrency.max_num_seqs, "kv_cache_concurrency": speed.concurrency.kv_cache_limit,
+        "utilisation": _number(speed.utilisation, 4), "saturated": speed.saturated,
+        "decode_bound": speed.decode_bound, "compute_bound_from_batch": speed.compute_bound_from_batch,
+        "prefill_steps": speed.prefill_steps,
+        "gpu_hour_cost": _number(speed.gpu_hour_cost, 4),
+        "cost_per_million_output_tokens": _number(speed.cost_per_million_output_tokens, 4),
+        "price_source": speed.gpu_price.source if speed.gpu_price else None,
+        "bands": {"ttft_ms": [_number(speed.ttft_band_ms.low), _number(speed.ttft_band_ms.high)],
+                  "tpot_ms": [_number(speed.tpot_band_ms.low), _number(speed.tpot_band_ms.high)],
+                  "output_throughput_tok_s": [_number(speed.output_throughput_band_tok_s.low),
+                                              _number(speed.output_throughput_band_tok_s.high)]},
+    }
+
+
+def option_summary(option: Option) -> dict:
+    d, plan = option.deployment, option.plan
+    row = {"gpu": d.gpu, "gpu_name": d.gpu_name, "tensor_parallel_size": d.tensor_parallel_size,
+           "pipeline_parallel_size": d.pipeline_parallel_size, "quantization": d.quantization,
+           "kv_cache_dtype": d.kv_cache_dtype, "reason": option.reason}
+    if plan is not None:
+        row.update(replicas=plan.replicas, gpus=plan.gpus, cost_per_hour=_number(plan.cost_per_hour, 2),
+                   cost_per_month=_number(plan.cost_per_month, 0),
+                   cost_per_million_output_tokens=_number(plan.cost_per_million_output_tokens, 4),
+                   ttft_p95_ms=_number(plan.per_replica.ttft_p95_ms), tpot_ms=_number(plan.per_replica.tpot_ms),
+                   per_user_tok_s=_number(plan.per_replica.per_user_tok_s),
+                   output_throughput_tok_s=_number(plan.output_throughput_tok_s))
+    return row
+
+
+def recommendations_summary(result: Recommendations) -> dict:
+    return {"max_model_len": result.max_model_len,
+            "by_cost_per_hour": [option_summary(o) for o in result.by_cost_per_hour],
+            "by_cost_per_million_tokens": [option_summary(o) for o in result.by_cost_per_million_tokens],
+            "rejected": [option_summary(o) for o in result.rejected]}

@@ -1,0 +1,45 @@
+"""What the deployment is asked to serve: request lengths and how many requests come (a concurrency or a rate)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MAX_TOKENS = 10_000_000
+
+
+class Traffic(BaseModel):
+    """Request lengths (mean, optional p95) and load: ``concurrency`` (closed loop) or ``request_rate`` (open loop).
+
+    ``concurrency`` is requests in flight, as ``vllm bench serve --max-concurrency`` keeps them; ``request_rate``
+    is Poisson arrivals per second, as ``--request-rate`` sends them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    input_tokens: int = Field(ge=1, le=MAX_TOKENS)
+    output_tokens: int = Field(ge=1, le=MAX_TOKENS)
+    input_tokens_p95: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    output_tokens_p95: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    concurrency: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    request_rate: float | None = Field(None, gt=0, le=1e9)
+
+    @model_validator(mode="after")
+    def _one_load(self) -> Traffic:
+        if (self.concurrency is None) == (self.request_rate is None):
+            raise ValueError("give exactly one of concurrency (requests in flight) or request_rate (requests/s)")
+        if self.input_tokens_p95 is not None and self.input_tokens_p95 < self.input_tokens:
+            raise ValueError("input_tokens_p95 cannot be below the mean input_tokens")
+        if self.output_tokens_p95 is not None and self.output_tokens_p95 < self.output_tokens:
+            raise ValueError("output_tokens_p95 cannot be below the mean output_tokens")
+        return self
+
+    @property
+    def prompt_p95(self) -> int:
+        return self.input_tokens_p95 or self.input_tokens
+
+    @property
+    def output_p95(self) -> int:
+        return self.output_tokens_p95 or self.output_tokens
+
+    def replace(self, **changes: object) -> Traffic:
+        """A copy with some fields changed, validated again (set the other load to None when switching)."""
+        return Traffic.model_validate({**self.model_dump(), **changes})

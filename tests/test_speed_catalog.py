@@ -1,0 +1,64 @@
+"""Every catalog GPU carries what the speed model needs, with a price; prices can be overridden."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calculator import find_gpu, gpu_catalog, gpu_price, price_table
+from calculator.errors import InvalidInput
+from calculator.speed.prices import PRICES_ENV, default_prices, parse_price_overrides
+
+FP8_FAMILIES = {"ada", "hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4"}
+
+
+@pytest.mark.parametrize("gpu", gpu_catalog(), ids=lambda g: g.key)
+def test_every_catalog_gpu_has_speed_data_and_a_price(gpu) -> None:
+    # NOTE: parametrised over the catalog as loaded, so entries added later are covered too.
+    assert gpu.memory_bandwidth_gb_s and gpu.bf16_dense_tflops, gpu.key
+    assert gpu.interconnect and gpu.interconnect_gb_s and gpu.speed_source, gpu.key
+    if gpu.family in FP8_FAMILIES:
+        assert gpu.fp8_dense_tflops and gpu.fp8_dense_tflops >= gpu.bf16_dense_tflops, gpu.key
+    else:
+        assert gpu.fp8_dense_tflops is None, gpu.key
+    price = default_prices().get(gpu.key)
+    assert price and price.usd_per_gpu_hour > 0 and price.as_of and price.source, gpu.key
+
+
+def test_datasheet_figures() -> None:
+    h100 = find_gpu("h100")
+    assert (h100.fp8_dense_tflops, h100.int8_dense_tops, h100.interconnect_gb_s) == (1979, 1979, 450)
+    b200 = find_gpu("b200")
+    assert (b200.fp8_dense_tflops, b200.fp4_dense_tflops, b200.interconnect_gb_s) == (4500, 9000, 900)
+    assert find_gpu("l4").interconnect == "PCIe 4.0 x16" and find_gpu("l4").interconnect_gb_s == 32
+
+
+def test_prices_from_the_environment_replace_the_defaults(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"NVIDIA H100 80GB HBM3": 1.85, "l4": {"usd_per_gpu_hour": 0.3}}))
+    monkeypatch.setenv(PRICES_ENV, str(path))
+    table = price_table()
+    assert table["h100-sxm-80gb"].usd_per_gpu_hour == 1.85 and table["l4-24gb"].usd_per_gpu_hour == 0.3
+    assert table["a100-sxm-80gb"] == default_prices()["a100-sxm-80gb"]
+    assert gpu_price(find_gpu("h100")).usd_per_gpu_hour == 1.85
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("not json", "cannot read a JSON price file"),
+    ('["h100"]', "expected a JSON object"),
+    ('{"h100": -1}', "must be a positive number"),
+    ('{"h100": true}', "must be a positive number"),
+    ('{"no-such-gpu": 2}', "Unknown GPU"),
+])
+def test_a_bad_price_file_is_an_error_not_a_fallback(tmp_path, monkeypatch, content, message) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(content)
+    monkeypatch.setenv(PRICES_ENV, str(path))
+    with pytest.raises(InvalidInput, match=message):
+        price_table()
+
+
+def test_dashboard_prices_override_everything() -> None:
+    edited = parse_price_overrides({"h100": 9.5}, "dashboard")
+    assert price_table(edited)["h100-sxm-80gb"].usd_per_gpu_hour == 9.5

@@ -1,0 +1,44 @@
+"""The speed chart builders, tested as figure objects."""
+
+from __future__ import annotations
+
+from calculator import GpuPrice, Scenario, Slo, Traffic, concurrency_sweep, estimate, load_model_spec, recommend
+from calculator.speed.charts import cost_latency_figure, pareto_front, two_ceilings_figure
+from calculator.speed.sweep import default_concurrencies
+
+
+def test_pareto_front_keeps_points_nothing_beats_on_both_axes() -> None:
+    points = [(1.0, 100.0), (2.0, 50.0), (2.5, 60.0), (3.0, 20.0), (0.5, 500.0), (3.0, 25.0)]
+    assert pareto_front(points) == [4, 0, 1, 3]  # (2.5, 60) and (3, 25) are beaten
+
+
+def test_default_concurrencies_pass_the_ceiling() -> None:
+    assert default_concurrencies(100) == (1, 2, 4, 8, 16, 32, 64, 100, 128, 200)
+
+
+def test_two_ceilings_marks_kv_max_num_seqs_and_the_slo() -> None:
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="l4-24gb", max_model_len=4096,
+                               max_num_seqs=64))
+    sweep = concurrency_sweep(result, Traffic(input_tokens=1024, output_tokens=256, concurrency=1), prices={})
+    figure = two_ceilings_figure(sweep, Slo(tpot_ms=80))
+    throughput, itl = figure.data
+    assert list(throughput.x) == [p.traffic.concurrency for p in sweep.points]
+    assert itl.yaxis == "y2" and list(itl.y) == [p.tpot_ms for p in sweep.points]
+    lines = [(s.x0, s.y0, s.yref) for s in figure.layout.shapes]
+    assert (sweep.kv_cache_concurrency, 0, "paper") in lines and (64, 0, "paper") in lines
+    assert (0, 80, "y2") in lines
+    # past the engine limit, throughput stops growing
+    assert throughput.y[-1] == throughput.y[-2]
+
+
+def test_cost_latency_joins_the_pareto_front() -> None:
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    prices = {k: GpuPrice(usd_per_gpu_hour=v, source="test") for k, v in {"h100-sxm-80gb": 3.0, "l4-24gb": 0.5}.items()}
+    result = recommend(spec, Traffic(input_tokens=512, output_tokens=128, concurrency=32), gpus=["h100", "l4"],
+                       prices=prices)
+    figure = cost_latency_figure(result, "tpot_ms")
+    everything, front = figure.data
+    assert len(everything.x) == len(result.by_cost_per_hour)
+    assert list(front.x) == sorted(front.x) and list(front.y) == sorted(front.y, reverse=True)
+    assert set(zip(front.x, front.y)) <= set(zip(everything.x, everything.y))
+    assert figure.layout.yaxis.title.text == "inter-token latency (ms)"

@@ -1,0 +1,132 @@
+"""Capacity plans and the recommender: ranking by cost, and a reason for every deployment left out."""
+
+from __future__ import annotations
+
+import pytest
+
+from calculator import (
+    GpuPrice,
+    Scenario,
+    Slo,
+    Traffic,
+    capacity_plan,
+    estimate,
+    find_gpu,
+    load_model_spec,
+    recommend,
+    slo_violations,
+    speed_estimate,
+)
+from calculator.speed.plan import share
+from calculator.speed.recommend import Deployment, _evaluate, candidates, workload_model_len
+
+TRAFFIC = Traffic(input_tokens=512, output_tokens=128, concurrency=32)
+PRICES = {"h100-sxm-80gb": 3.0, "a100-sxm-80gb": 1.3, "l4-24gb": 0.5, "t4-16gb": 0.3}
+GPUS = list(PRICES)
+
+
+def _prices() -> dict[str, GpuPrice]:
+    return {key: GpuPrice(usd_per_gpu_hour=value, source="test") for key, value in PRICES.items()}
+
+
+@pytest.fixture(scope="module")
+def llama8() -> object:
+    return load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+
+
+def test_slo_violations_read_like_a_sentence() -> None:
+    speed = speed_estimate(estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", max_model_len=4096)),
+                           TRAFFIC, prices={})
+    slow = speed.model_copy(update={"ttft_p95_ms": 3100.0, "tpot_ms": 62.0, "e2e_ms": 12_000.0})
+    assert slo_violations(slow, Slo(ttft_p95_ms=2000, tpot_ms=50, e2e_s=10)) == (
+        "TTFT p95 3.1 s > 2 s", "ITL 62 ms > 50 ms", "end-to-end 12 s > 10 s")
+    assert slo_violations(slow, Slo(min_tok_s_per_user=20)) == ("ITL 62 ms > 50 ms",)  # 20 tok/s = 50 ms
+    assert slo_violations(slow, Slo()) == ()
+
+
+def test_capacity_plan_is_the_fewest_replicas_that_meet_the_slo() -> None:
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="l4-24gb", max_model_len=4096))
+    load = Traffic(input_tokens=512, output_tokens=128, concurrency=400)
+    slo = Slo(tpot_ms=80)  # a single request on an L4 decodes at ~64 ms per token
+    plan = capacity_plan(result, load, slo, prices=_prices())
+    assert plan.meets_slo and plan.replicas > 1
+    fewer = speed_estimate(result, share(load, plan.replicas - 1), prices=_prices())
+    assert slo_violations(fewer, slo)  # one replica fewer misses
+    assert plan.gpus == plan.replicas and plan.cost_per_hour == pytest.approx(0.5 * plan.replicas)
+    assert plan.cost_per_month == pytest.approx(0.5 * plan.replicas * 730)
+    expected = plan.cost_per_hour / (plan.per_replica.output_throughput_tok_s * plan.replicas * 3600) * 1e6
+    assert plan.cost_per_million_output_tokens == pytest.approx(expected)
+
+
+def test_an_unreachable_slo_is_reported_with_its_floor() -> None:
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="l4-24gb", max_model_len=4096))
+    plan = capacity_plan(result, Traffic(input_tokens=512, output_tokens=128, concurrency=4), Slo(tpot_ms=1),
+                         prices=_prices())
+    assert not plan.meets_slo and plan.replicas == 4  # one user per replica is the floor
+    assert plan.violations[0].startswith("ITL ") and plan.violations[0].endswith(" > 1 ms")
+
+
+def test_recommendations_are_ranked_by_cost(llama8) -> None:
+    result = recommend(llama8, TRAFFIC, gpus=GPUS, prices=_prices())
+    hourly = [o.plan.cost_per_hour for o in result.by_cost_per_hour]
+    per_token = [o.plan.cost_per_million_output_tokens for o in result.by_cost_per_million_tokens]
+    assert hourly == sorted(hourly) and per_token == sorted(per_token)
+    cheapest = result.by_cost_per_hour[0]
+    assert (cheapest.deployment.gpu, cheapest.plan.gpus, cheapest.plan.cost_per_hour) == ("l4-24gb", 1, 0.5)
+    assert result.max_model_len == 1024  # 512 + 128 rounded up to a power of two
+    assert len(result.by_cost_per_hour) + len(result.rejected) == len(candidates(llama8, [find_gpu(g) for g in GPUS]))
+
+
+def test_every_deployment_left_out_says_why(llama8) -> None:
+    result = recommend(llama8, TRAFFIC, gpus=GPUS, prices=_prices())
+    reasons = {(o.deployment.gpu, o.deployment.tensor_parallel_size, o.deployment.quantization,
+                o.deployment.kv_cache_dtype): o.reason for o in result.rejected}
+    assert reasons[("t4-16gb", 1, None, "auto")] == "weights exceed memory"  # 16.06 GB of bf16 on 14.74 GiB
+    assert reasons[("t4-16gb", 1, "fp8", "auto")] == "FP8 weights need Ampere or newer (T4 16GB is turing)"
+    assert reasons[("a100-sxm-80gb", 1, None, "fp8")] == (
+        "FP8 KV cache needs FP8 hardware (Ada, Hopper, Blackwell, MI300+); A100 SXM 80GB has none")
+    assert all(o.reason for o in result.rejected)
+
+
+def test_tensor_parallel_must_divide_the_heads() -> None:
+    spec = load_model_spec("Qwen/Qwen2.5-1.5B-Instruct")  # 12 attention heads
+    reasons = {d.tensor_parallel_size: r for d, r in candidates(spec, [find_gpu("h100")], quantizations=[None],
+                                                                 kv_cache_dtypes=["auto"])}
+    assert reasons[8] == "TP 8 does not divide the 12 attention heads"
+    assert reasons[4] is None and reasons[2] is None
+
+
+def test_slo_gpu_count_and_budget_limits_give_reasons(llama8) -> None:
+    tight = recommend(llama8, TRAFFIC, Slo(tpot_ms=1), gpus=["h100-sxm-80gb"], prices=_prices(),
+                      quantizations=[None], kv_cache_dtypes=["auto"])
+    assert not tight.by_cost_per_hour
+    assert all(o.reason.startswith("ITL ") and o.reason.endswith("> 1 ms") for o in tight.rejected)
+    capped = recommend(llama8, TRAFFIC, gpus=["h100-sxm-80gb"], prices=_prices(), max_gpus=1,
+                       quantizations=[None], kv_cache_dtypes=["auto"])
+    reasons = {o.deployment.tensor_parallel_size: o.reason for o in capped.rejected}
+    assert reasons[2] == "needs 2 GPUs > 1 allowed" and reasons[8] == "needs 8 GPUs > 1 allowed"
+    poor = recommend(llama8, TRAFFIC, gpus=["h100-sxm-80gb"], prices=_prices(), budget_per_hour=4,
+                     quantizations=[None], kv_cache_dtypes=["auto"])
+    assert {o.reason for o in poor.rejected} == {"costs $6.00/h > budget $4.00/h", "costs $12.00/h > budget $4.00/h",
+                                                 "costs $24.00/h > budget $4.00/h"}
+
+
+def test_a_gpu_without_a_price_is_not_ranked(llama8) -> None:
+    deployment = Deployment(gpu="l4-24gb", gpu_name="L4 24GB", tensor_parallel_size=1, pipeline_parallel_size=1,
+                            quantization=None, kv_cache_dtype="auto")
+    option = _evaluate(llama8, deployment, TRAFFIC, Slo(), {}, "0.34.0", 1024)
+    assert option.reason == "no price for L4 24GB (give one to rank it)"
+
+
+def test_a_model_too_big_for_one_node_gets_a_pipeline() -> None:
+    spec = load_model_spec("meta-llama/Llama-3.1-405B-Instruct")  # 811 GB of bf16 weights
+    result = recommend(spec, Traffic(input_tokens=512, output_tokens=128, concurrency=8), gpus=["a100-sxm-80gb"],
+                       prices=_prices(), quantizations=[None], kv_cache_dtypes=["auto"])
+    staged = [o for o in result.by_cost_per_hour if o.deployment.pipeline_parallel_size > 1]
+    assert staged and staged[0].deployment.tensor_parallel_size == 8  # 8 x 80 GB cannot hold 811 GB; 16 can
+    assert staged[0].plan.gpus_per_replica == 16
+
+
+def test_planning_length_follows_the_workload(llama8) -> None:
+    assert workload_model_len(llama8, Traffic(input_tokens=3000, output_tokens=500, concurrency=1)) == 4096
+    assert workload_model_len(llama8, Traffic(input_tokens=200_000, output_tokens=500, concurrency=1)) == 131072

@@ -1,0 +1,138 @@
+"""The roofline step time against numbers worked out by hand from the models' published shapes.
+
+Unit constants (efficiencies 1, no overheads) make every expected number a plain quotient: bytes / datasheet
+bandwidth, FLOPs / datasheet TFLOPS.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from calculator import Scenario, estimate
+from calculator.speed.calibration import SpeedConstants
+from calculator.speed.costs import forward_costs
+from calculator.speed.hardware import gpu_rates
+from calculator.speed.step_time import all_reduce_s, step_time
+
+UNIT = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_penalty=0, step_overhead_s=0,
+                      sequence_overhead_s=0, layer_overhead_s=0, moe_layer_overhead_s=0, eager_layer_overhead_s=0,
+                      all_reduce_latency_s=10e-6, all_reduce_efficiency=1, request_overhead_s=0,
+                      fallback_interconnect_bytes_s=32e9)
+H100_BYTES_S, H100_BF16, H100_FP8, A100_BF16 = 3.35e12, 989.5e12, 1979e12, 312e12  # NVIDIA datasheets
+
+# Llama-3.1-8B (hidden 4096, 32 layers, 32 heads, 8 KV heads of 128, intermediate 14336, vocab 128256, untied):
+LLAMA8_LINEAR_PARAMS = 32 * (4096 * 4096 * 2 + 1024 * 4096 * 2 + 3 * 14336 * 4096) + 128256 * 4096  # 7,504,658,432
+LLAMA8_NORM_BYTES = (2 * 32 + 1) * 4096 * 2
+LLAMA8_KV_BYTES_PER_TOKEN = 32 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 131,072
+LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN = 32 * 2 * 32 * (128 + 128)  # QK^T and PV, 32 query heads
+LLAMA8_ACTIVATION_BYTES_PER_TOKEN = 32 * 2 * 2 * (4 * 4096 + 3 * 14336)  # written and read, 4 hidden + 3 inter.
+
+
+def _deployment(model: str, **settings):
+    result = estimate(Scenario(model=model, **settings))
+    quantization = result.model.quantization
+    if result.scenario.quantization:
+        from calculator.model.quantization import quantization_from_flag
+        quantization = quantization_from_flag(result.scenario.quantization, result.model)
+    return forward_costs(result), gpu_rates(result.gpu, quantization)
+
+
+def test_dense_model_costs_match_the_published_shapes() -> None:
+    costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
+    assert LLAMA8_LINEAR_PARAMS == 7_504_658_432
+    assert costs.linear_flops_per_token == 2 * LLAMA8_LINEAR_PARAMS
+    assert costs.dense_weight_bytes == 2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES  # embedding is a lookup
+    assert costs.kv_read_bytes(1000) == 1000 * LLAMA8_KV_BYTES_PER_TOKEN
+    assert costs.decode_attention_flops(1000) == 1000 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
+    assert costs.activation_bytes_per_token == LLAMA8_ACTIVATION_BYTES_PER_TOKEN
+    assert (rates.memory_bandwidth_bytes_s, rates.peak_flops, rates.compute_path) == (H100_BYTES_S, H100_BF16, "bf16")
+
+
+def test_dense_decode_step_is_bytes_over_bandwidth() -> None:
+    costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
+    step = step_time(costs, rates, UNIT, decode_tokens=1, decode_context_tokens=1000)
+    streamed = (2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES + 1000 * LLAMA8_KV_BYTES_PER_TOKEN
+                + LLAMA8_ACTIVATION_BYTES_PER_TOKEN)
+    flops = 2 * LLAMA8_LINEAR_PARAMS + 1000 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
+    assert step.memory_s == pytest.approx(streamed / H100_BYTES_S, rel=1e-12)  # 4.52 ms
+    assert step.compute_s == pytest.approx(flops / H100_BF16, rel=1e-12)
+    assert step.bound == "memory" and step.total_s == pytest.approx(streamed / H100_BYTES_S, rel=1e-12)
+
+
+def test_prefill_counts_the_quadratic_attention_and_is_compute_bound() -> None:
+    costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
+    step = step_time(costs, rates, UNIT, decode_tokens=0, decode_context_tokens=0, prefill_tokens=1000)
+    # each of the 1000 tokens attends over the ones before it: 1000 x 500 context tokens on average
+    flops = 1000 * 2 * LLAMA8_LINEAR_PARAMS + 1000 * 500 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
+    assert step.compute_s == pytest.approx(flops / H100_BF16, rel=1e-12)  # 15.4 ms
+    assert step.bound == "compute"
+
+
+def test_moe_streams_only_the_experts_a_batch_touches() -> None:
+    costs, _ = _deployment("mistralai/Mixtral-8x7B-Instruct-v0.1", gpu="h100-sxm-80gb", tensor_parallel_size=2)
+    # 8 experts, top-2: an expert is missed by one token with probability 6/8
+    assert costs.touched_expert_fraction(1) == 0.25
+    assert costs.touched_expert_fraction(4) == pytest.approx(1 - 0.75 ** 4)
+    assert costs.touched_expert_fraction(1000) == pytest.approx(1.0)
+    # 32 layers x 8 experts x 3 matrices of 14336 x 4096 in bf16, half of each on each of 2 ranks
+    assert costs.expert_weight_bytes == 32 * 8 * 3 * 14336 * 4096 * 2 // 2
+    assert costs.moe_layers == 32
+
+
+def test_moe_flops_count_the_routed_experts_per_token() -> None:
+    costs, _ = _deployment("mistralai/Mixtral-8x7B-Instruct-v0.1", gpu="h100-sxm-80gb")
+    attention = 32 * (4096 * 4096 * 2 + 1024 * 4096 * 2)
+    router, experts, lm_head = 32 * 8 * 4096, 32 * 2 * 3 * 14336 * 4096, 32000 * 4096
+    assert costs.linear_flops_per_token == 2 * (attention + router + experts + lm_head)  # 2 x 12.7 B active
+
+
+def test_mla_reads_one_latent_per_token_and_scores_it_with_every_head() -> None:
+    costs, _ = _deployment("deepseek-ai/DeepSeek-V3", gpu="h200", tensor_parallel_size=8)
+    # 61 layers x (512 latent + 64 rope) x bf16, replicated on every rank (not split by TP)
+    assert costs.kv_read_bytes(1) == 61 * 576 * 2
+    # decode absorbs the up-projections: 16 heads per rank score the 576-wide latent and mix the 512-wide one
+    assert costs.decode_attention_flops(1) == 61 * 2 * 16 * (576 + 512)
+    # prefill expands K and V per head: 128 nope + 64 rope for scores, 128 for values
+    assert costs.prefill_attention_flops(1, 0.5) == pytest.approx(61 * 2 * 16 * (128 + 64 + 128) * 1.0)
+    assert costs.touched_expert_fraction(1) == 8 / 256 and costs.moe_layers == 58
+
+
+def test_tensor_parallel_all_reduces_two_per_layer_over_the_link() -> None:
+    for tp, ring_share in ((2, 1.0), (8, 2 * 7 / 8)):
+        costs, rates = _deployment("meta-llama/Llama-3.1-70B-Instruct", gpu="h100-sxm-80gb",
+                                   tensor_parallel_size=tp, max_model_len=8192)
+        # 80 layers x 2 all-reduces x (latency + ring share x tokens x hidden 8192 x bf16 / 450 GB/s NVLink 4)
+        for tokens in (1, 64):
+            expected = 2 * 80 * (10e-6 + ring_share * tokens * 8192 * 2 / 450e9)
+            assert all_reduce_s(costs, rates, UNIT, tokens) == pytest.approx(expected, rel=1e-12)
+    costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
+    assert all_reduce_s(costs, rates, UNIT, 64) == 0.0
+
+
+def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
+    one, _ = _deployment("meta-llama/Llama-3.1-70B-Instruct", gpu="h100-sxm-80gb", max_model_len=8192,
+                         tensor_parallel_size=2)
+    eight, _ = _deployment("meta-llama/Llama-3.1-70B-Instruct", gpu="h100-sxm-80gb", max_model_len=8192,
+                           tensor_parallel_size=8)
+    # 8 KV heads of 128 over 80 layers, K and V in bf16: 4 heads per rank at TP 2, 1 at TP 8
+    assert one.kv_read_bytes(1) == 80 * 4 * 128 * 2 * 2
+    assert eight.kv_read_bytes(1) == 80 * 1 * 128 * 2 * 2
+    assert eight.linear_flops_per_token == pytest.approx(one.linear_flops_per_token / 4, rel=1e-3)
+
+
+def test_fp8_weights_halve_the_stream_and_use_fp8_tensor_cores_where_there_are_some() -> None:
+    costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", quantization="fp8")
+    lm_head = 128256 * 4096
+    fp8_linears = LLAMA8_LINEAR_PARAMS - lm_head  # one byte each; vLLM keeps the LM head in bf16
+    expected = fp8_linears + 2 * lm_head + LLAMA8_NORM_BYTES
+    assert expected <= costs.dense_weight_bytes <= expected + 4096  # + per-tensor fp32 scales
+    assert (rates.compute_path, rates.peak_flops) == ("fp8", H100_FP8)
+    _, ampere = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="a100-sxm-80gb", quantization="fp8")
+    assert (ampere.compute_path, ampere.peak_flops) == ("bf16", A100_BF16)  # W8A16 Marlin: 16-bit math
+
+
+def test_awq_runs_16_bit_math_on_4_bit_weights() -> None:
+    costs, rates = _deployment("Qwen/Qwen2.5-7B-Instruct-AWQ", gpu="h100-sxm-80gb")
+    assert rates.compute_path == "bf16"
+    full, _ = _deployment("Qwen/Qwen2.5-7B-Instruct", gpu="h100-sxm-80gb")
+    assert costs.dense_weight_bytes < 0.4 * full.dense_weight_bytes
