@@ -28,6 +28,7 @@ from .kv_cache import (
     plan_kv_cache,
 )
 from .memory import NO_MEMORY_ERROR, MemoryBudget, memory_budget
+from .placement import cpu_offloaded_bytes, experts_placed
 from .overheads import activation_peak_bytes, cuda_context_bytes, cudagraph_bytes, non_torch_bytes
 from .settings import ResolvedSettings, resolve_settings
 from .vllm_versions import (
@@ -111,8 +112,17 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
                            kernel_block_alignment=KERNEL_BLOCK_ALIGNMENT[settings.device])
-    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, quantization)
-    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout)
+    placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=scenario.data_parallel_size,
+                            enable_expert_parallel=scenario.enable_expert_parallel)
+    weights = _cached_weights(placed, settings.dtype_bytes, tp, pp, quantization)
+    offloaded = cpu_offloaded_bytes(placed, dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
+                                    pipeline_parallel_size=pp, quantization=quantization,
+                                    cpu_offload_bytes=int(scenario.cpu_offload_gb * GIB))
+    resident = tuple(stage - moved for stage, moved in zip(weights.per_stage_bytes, offloaded))
+    if any(offloaded):
+        warnings.append(f"--cpu-offload-gb {scenario.cpu_offload_gb:g}: {max(offloaded) / GIB:,.2f} GiB of weights per "
+                        "GPU stay in pinned CPU memory and cross the host link on every forward pass (slower)")
+    budgets = _stage_budgets(scenario, spec, rules, settings, resident, layout)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
