@@ -145,10 +145,18 @@ def fixes(result: Estimate) -> list[Fix]:
             found.append(Fix(description=description, changes=changes, max_concurrency=fixed.capacity.max_concurrency,
                              kv_cache_tokens=fixed.capacity.kv_cache_tokens))
     if spec.quantization is None or spec.quantization.weight_bits > 4:
-        four_bit = _try(scenario.replace(quantization=None), four_bit_spec(spec))
+        variant, plain = four_bit_spec(spec), scenario.replace(quantization=None)
+        four_bit, changes = _try(plain, variant), {}
+        if four_bit is None:
+            attempt = _estimate_or_none(plain, variant)
+            if attempt is not None and 0 < attempt.max_fitting_model_len < settings.max_model_len:
+                changes = {"max_model_len": attempt.max_fitting_model_len}
+                four_bit = _try(plain, variant, **changes)
         if four_bit is not None:
-            found.append(Fix(description=f"serve {FOUR_BIT_NAME} (about a quarter of the 16-bit weights)",
-                             changes={}, checkpoint=FOUR_BIT_NAME, max_concurrency=four_bit.capacity.max_concurrency,
+            length = f" with max_model_len {changes['max_model_len']:,}" if changes else ""
+            found.append(Fix(description=f"serve {FOUR_BIT_NAME}{length} (about a quarter of the 16-bit weights)",
+                             changes=changes, checkpoint=FOUR_BIT_NAME,
+                             max_concurrency=four_bit.capacity.max_concurrency,
                              kv_cache_tokens=four_bit.capacity.kv_cache_tokens))
     return found
 
@@ -207,6 +215,7 @@ class DeploymentOption(BaseModel):
     pipeline_parallel_size: int
     gpus_per_replica: int
     concurrency_per_replica: int
+    limited_by: str  # "KV cache" or "max_num_seqs": what caps the requests one replica runs at once
     replicas: int
     total_gpus: int
 
@@ -224,11 +233,12 @@ def capacity_plan(result: Estimate, workload: Workload) -> list[DeploymentOption
             candidate = _try(scenario, spec, tensor_parallel_size=tp, pipeline_parallel_size=pp)
             if candidate is None:
                 continue
-            per_replica = workload_capacity(candidate, workload).concurrency_p95
+            capacity = workload_capacity(candidate, workload)
+            per_replica = capacity.concurrency_p95
             if per_replica < 1:
                 continue
             replicas = math.ceil(workload.target_concurrent_requests / per_replica)
             options.append(DeploymentOption(tensor_parallel_size=tp, pipeline_parallel_size=pp,
                                             gpus_per_replica=tp * pp, concurrency_per_replica=per_replica,
-                                            replicas=replicas, total_gpus=replicas * tp * pp))
+                                            limited_by=capacity.limited_by_p95, replicas=replicas, total_gpus=replicas * tp * pp))
     return sorted(options, key=lambda o: (o.total_gpus, o.gpus_per_replica))
