@@ -20,8 +20,11 @@ SEGMENT_COLORS = {
     "other": "#ef4444", "unused": "#e2e8f0", "calibration": "#0ea5e9",
 }
 # NOTE: no plotly template: building one costs ~70 ms per figure, and Streamlit applies its own theme anyway.
-_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15),
-               plot_bgcolor="white", yaxis=dict(gridcolor="#e2e8f0"))
+# NOTE: a vertical mode bar at the right edge never covers a title; the title starts at the left.
+_LAYOUT = dict(margin=dict(l=10, r=40, t=50, b=10), legend=dict(orientation="h", y=-0.15),
+               plot_bgcolor="white", yaxis=dict(gridcolor="#e2e8f0"), modebar=dict(orientation="v"),
+               title_x=0.01)
+OVER_BUDGET_COLOR = "#dc2626"
 
 
 def _reference_line(axis: str, value: object, text: str, color: str) -> dict[str, list[dict]]:
@@ -34,11 +37,23 @@ def _reference_line(axis: str, value: object, text: str, color: str) -> dict[str
             "annotations": [{"text": text, "showarrow": False, "yanchor": "bottom", **label}]}
 
 
+def _drawn_segments(budget: MemoryBudget) -> tuple[MemorySegment, ...]:
+    """The stack to draw: when nothing is left for the KV cache, no "unused headroom" that looks like spare room."""
+    if budget.kv_cache_bytes < 0 and not budget.kv_cache_memory_bytes_given:
+        return tuple(s for s in budget.segments() if s.key != "unused")
+    return budget.segments()
+
+
+def over_budget_bytes(budget: MemoryBudget) -> int:
+    """How far the parts inside ``total × gpu_memory_utilization`` exceed it (0 when the KV cache gets memory)."""
+    return max(-budget.kv_cache_bytes, 0) if not budget.kv_cache_memory_bytes_given else 0
+
+
 def _stack_traces(budget: MemoryBudget, column: str, *, show_legend: bool,
                   kv_used_fraction: float | None = None, unit: tuple[str, int] = ("GiB", GIB)) -> list[go.Bar]:
     unit_name, unit_bytes = unit
     traces = []
-    for segment in budget.segments():
+    for segment in _drawn_segments(budget):
         pieces: list[MemorySegment | tuple[str, str, int]] = [segment]
         if segment.key == "kv_cache" and kv_used_fraction is not None:
             used = int(segment.bytes * min(max(kv_used_fraction, 0.0), 1.0))
@@ -78,16 +93,45 @@ def memory_stack_figure(result: Estimate, *, kv_used_fraction: float | None = No
                                      arrayminus=[max(nominal - kv_band_bytes[0], 0) / unit[1]])
             figure.add_trace(trace)
     budget = result.budget
+    marks = _kv_and_overflow_marks(result, unit, "GPU" if len(stages) == 1 else
+                                   f"PP stage {result.budgets_per_stage.index(budget)}")
     if on_cpu:
         # NOTE: the CPU build takes a fixed KV space (VLLM_CPU_KVCACHE_SPACE); there is no device total to fill.
         figure.update_layout(barmode="stack", title=f"Memory on the CPU for the model ({format_bytes(stacked)})",
                              yaxis_title=unit[0], bargap=0.55, **_LAYOUT)
         return figure
+    line = _reference_line("y", budget.requested_bytes / unit[1],
+                           f"gpu_memory_utilization {budget.gpu_memory_utilization:g}", "#0f172a")
     figure.update_layout(barmode="stack", title=f"Memory per GPU ({budget.total_bytes / GIB:.2f} GiB)",
                          yaxis_title=unit[0], bargap=0.55 if len(stages) == 1 else 0.3, **_LAYOUT,
-                         **_reference_line("y", budget.requested_bytes / unit[1],
-                                           f"gpu_memory_utilization {budget.gpu_memory_utilization:g}", "#0f172a"))
+                         shapes=line["shapes"] + marks["shapes"], annotations=line["annotations"] + marks["annotations"])
     return figure
+
+
+def _kv_and_overflow_marks(result: Estimate, unit: tuple[str, int], column: str) -> dict[str, list[dict]]:
+    """A label pointing at the KV pool (it can be a thin sliver), or the over-budget part drawn in red."""
+    budget, (unit_name, unit_bytes) = result.budget, unit
+    segments = _drawn_segments(budget)
+    bottom = sum(s.bytes for s in segments[: [s.key for s in segments].index("kv_cache")])
+    kv = max(budget.kv_cache_bytes, 0)
+    over = over_budget_bytes(budget)
+    if over:
+        top = budget.requested_bytes + over
+        return {"shapes": [{"type": "rect", "xref": "paper", "x0": 0.25, "x1": 0.75, "yref": "y",
+                            "y0": budget.requested_bytes / unit_bytes, "y1": top / unit_bytes,
+                            "fillcolor": OVER_BUDGET_COLOR, "opacity": 0.3, "line": {"color": OVER_BUDGET_COLOR}}],
+                "annotations": [{"text": f"over budget by {over / unit_bytes:,.2f} {unit_name}: nothing left for "
+                                         "the KV cache", "showarrow": False, "xref": "paper", "x": 0.5,
+                                 "yref": "y", "y": top / unit_bytes, "yanchor": "bottom",
+                                 "font": {"color": OVER_BUDGET_COLOR}}]}
+    share = 100 * kv / budget.total_bytes if budget.total_bytes else 0.0
+    text = (f"KV cache {kv / unit_bytes:,.2f} {unit_name} ({share:.1f}%)<br>"
+            f"{result.capacity.kv_cache_tokens:,} tokens")
+    return {"shapes": [], "annotations": [{"text": text, "x": column, "y": (bottom + kv / 2) / unit_bytes,
+                                           "xref": "x", "yref": "y", "showarrow": True, "arrowhead": 2, "ax": 90,
+                                           "ay": 0, "xanchor": "left", "align": "left",
+                                           "bgcolor": "rgba(255,255,255,0.85)",
+                                           "font": {"color": SEGMENT_COLORS["kv_used"]}}]}
 
 
 def compare_memory_figure(results: Sequence[tuple[str, Estimate]]) -> go.Figure:

@@ -125,11 +125,10 @@ def parallelism_section(prefix: str, spec: ModelSpec | None) -> dict[str, object
                         format_func=lambda v: f"{v}" if v in valid else f"{v} (does not divide {heads} heads)")
     pp = right.number_input("Pipeline parallel", key=f"{prefix}_pipeline_parallel_size",
                             **_bounded("pipeline_parallel_size"))
-    left, right = st.columns(2)
-    dp = left.number_input("Data parallel (engines)", key=f"{prefix}_data_parallel_size",
-                           help="--data-parallel-size: independent engines of TP × PP GPUs; MoE experts are split "
-                                "over TP × DP GPUs", **_bounded("data_parallel_size"))
-    ep = right.checkbox("Expert parallel", key=f"{prefix}_enable_expert_parallel",
+    dp = st.number_input("Data parallel (engines)", key=f"{prefix}_data_parallel_size",
+                         help="--data-parallel-size: independent engines of TP × PP GPUs; MoE experts are split "
+                              "over TP × DP GPUs", **_bounded("data_parallel_size"))
+    ep = st.checkbox("Expert parallel (MoE)", key=f"{prefix}_enable_expert_parallel",
                         help="--enable-expert-parallel: each GPU holds whole experts instead of a slice of each "
                              "(MoE models)")
     st.caption(f"{tp * pp} GPU(s) per engine" + (f", {tp * pp * dp} in all" if dp > 1 else ""))
@@ -170,11 +169,11 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
     context = spec.derived_max_model_len if spec else None
     max_len = st.number_input("max_model_len (empty: the config's)", step=1024, key=f"{prefix}_max_model_len",
                               placeholder=f"{context:,}" if context else "config", **_bounded("max_model_len"))
-    left, right = st.columns(2)
-    seqs = left.number_input("max_num_seqs", key=f"{prefix}_max_num_seqs", placeholder="default",
-                             **_bounded("max_num_seqs"))
-    batched = right.number_input("max_num_batched_tokens", step=1024, key=f"{prefix}_max_num_batched_tokens",
-                                 placeholder="default", **_bounded("max_num_batched_tokens"))
+    # NOTE: one per row: in half a sidebar these labels would break mid-word.
+    seqs = st.number_input("max_num_seqs", key=f"{prefix}_max_num_seqs", placeholder="vLLM's default for the GPU",
+                           **_bounded("max_num_seqs"))
+    batched = st.number_input("max_num_batched_tokens", step=1024, key=f"{prefix}_max_num_batched_tokens",
+                              placeholder="vLLM's default for the GPU", **_bounded("max_num_batched_tokens"))
     left, right = st.columns(2)
     block = left.number_input("block_size", key=f"{prefix}_block_size", placeholder="default",
                               **_bounded("block_size"))
@@ -184,14 +183,13 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
     current = st.session_state.get(key) or FROM_CHECKPOINT
     options = [FROM_CHECKPOINT, *valid] + ([current] if current not in (FROM_CHECKPOINT, *valid) else [])
     checkpoint = spec.quantization.method if spec and spec.quantization else None
-    left, right = st.columns(2)
-    quantization = left.selectbox(
+    quantization = st.selectbox(
         "quantization", options, key=key,
         format_func=lambda q: q if q in (FROM_CHECKPOINT, *valid) else f"{q} (not for this checkpoint)",
         help=(f"This checkpoint is quantized with {checkpoint}: vLLM loads only that format." if checkpoint else
               "This checkpoint is 16-bit: vLLM can quantize it while loading (fp8, bitsandbytes); AWQ, GPTQ and "
               "the others need a checkpoint quantized that way."))
-    kv_dtype = right.selectbox("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES, key=f"{prefix}_kv_cache_dtype")
+    kv_dtype = st.selectbox("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES, key=f"{prefix}_kv_cache_dtype")
     eager = st.checkbox("enforce-eager (no CUDA graphs)", key=f"{prefix}_enforce_eager")
     values = {"vllm_version": version, "gpu_memory_utilization": None if use_default else util,
               "max_model_len": max_len, "max_num_seqs": seqs, "max_num_batched_tokens": batched, "block_size": block,
