@@ -16,7 +16,7 @@ PREFIX = "plan"
 LAST_VALID = f"{PREFIX}__last_valid"  # (scenario, spec, workload) of the last run that produced numbers
 
 
-def import_base() -> Scenario:
+def import_base(_target: object = None) -> Scenario:
     """What a launch line cannot say (GPU, platform, version) comes from the page's current inputs."""
     values = state.widget_values(PREFIX, ("gpu", "gpu_memory_gib", "vllm_version", "other_processes_memory_gib"))
     values["device"] = inputs.PLATFORMS.get(st.session_state.get(f"{PREFIX}_device_choice"))
@@ -29,7 +29,7 @@ def import_base() -> Scenario:
         return Scenario()
 
 
-def apply_import(scenario: Scenario, report) -> None:
+def apply_import(scenario: Scenario, report, _target: object = None) -> None:
     state.request_apply(PREFIX, scenario, None, [], report)
 
 

@@ -12,20 +12,23 @@ from calculator.serve_command import ImportReport, import_serve_command
 from . import sentence
 
 
-def import_box(prefix: str, base: Callable[[], Scenario], apply: Callable[[Scenario, ImportReport], None],
-               label: str = "Fill the page from this command") -> None:
-    """An expander with a text area; on submit ``apply`` gets the scenario and the report (and reruns)."""
+def import_box(prefix: str, base: Callable[[object], Scenario],
+               apply: Callable[[Scenario, ImportReport, object], None], label: str = "Fill the page from this command",
+               target: Callable[[], object] | None = None) -> None:
+    """An expander with a text area; on submit ``apply`` gets the scenario, the report and the ``target`` choice
+    (e.g. which Compare column), and reruns. ``base(target)`` gives what a launch line cannot say."""
     report: ImportReport | None = st.session_state.pop(f"{prefix}__import_report", None)
     with st.expander("Import a `vllm serve` command", expanded=False):
         text = st.text_area("Paste a launch line: `vllm serve ...`, `python -m vllm.entrypoints.openai.api_server "
                             "...` or `docker run ... vllm/vllm-openai ...`", key=f"{prefix}_import_text")
+        chosen = target() if target else None
         if st.button(label, key=f"{prefix}_import_button", type="primary"):
             try:
-                scenario, new_report = import_serve_command(text, base=base())
+                scenario, new_report = import_serve_command(text, base=base(chosen))
             except CalculatorError as exc:
                 st.error(sentence(exc), icon="📋")
                 return
-            apply(scenario, new_report)
+            apply(scenario, new_report, chosen)
     if report is not None:
         show_report(report)
 
