@@ -264,3 +264,38 @@ def histogram_figure(title: str, buckets: Sequence[tuple[float, float]]) -> go.F
     figure.update_layout(title=title, xaxis_title="tokens", yaxis_title="requests", **_LAYOUT)
     figure.update_xaxes(type="category")
     return figure
+
+
+def samples_block_figure(prompt_tokens: int, output_tokens: int, samples: int, block_size: int,
+                         shared_prefix_tokens: int = 0, prefix_caching: bool = True) -> go.Figure:
+    """One row per parallel sample of one request: which of its blocks are the shared prefix, the prompt blocks
+    the ``n`` samples share, and the blocks each sample holds alone (the copied last prompt block and its output)."""
+    total = prompt_tokens + output_tokens
+    width = -(-total // block_size)
+    prefix_blocks = shared_prefix_tokens // block_size if prefix_caching else 0
+    shared_prompt = prompt_tokens // block_size if prefix_caching else 0
+    z, text = [], []
+    for sample in range(samples):
+        row, labels = [], []
+        for index in range(width):
+            filled = min(block_size, max(0, total - index * block_size))
+            if index < prefix_blocks:
+                row.append(3)
+                labels.append(f"block {index}: system prompt, one copy for every request")
+            elif index < shared_prompt:
+                row.append(2)
+                labels.append(f"block {index}: this request's prompt, one copy for its {samples} samples")
+            else:
+                row.append(1 if filled == block_size else 0)
+                labels.append(f"block {index}: sample {sample + 1} alone, {filled}/{block_size} tokens")
+        z.append(row)
+        text.append(labels)
+    figure = go.Figure(go.Heatmap(
+        z=z, text=text, hoverinfo="text", xgap=1, ygap=3, showscale=False, zmin=0, zmax=3,
+        colorscale=[[0, "#fde68a"], [0.33, "#2563eb"], [0.67, "#7c3aed"], [1, "#16a34a"]],
+        y=[f"sample {i + 1}" for i in range(samples)]))
+    figure.update_layout(title=f"One request, n = {samples}: {block_size}-token blocks (green = shared prefix, "
+                               "purple = prompt shared by the samples, blue/yellow = each sample's own)",
+                         xaxis_title="block index", **{**_LAYOUT, "title_font_size": 13})
+    figure.update_yaxes(autorange="reversed")
+    return figure

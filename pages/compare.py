@@ -204,7 +204,9 @@ for letter, column in zip(LETTERS[:count], columns):
                     f"{find_gpu(scenario.gpu).name}", result))
 
 if results:
-    st.plotly_chart(compare_memory_figure(results), config=CHART_CONFIG, key="compare_chart")
+    # NOTE: the chart names scenarios by letter (long names would slant over the legend); the table has them in full.
+    st.plotly_chart(compare_memory_figure([(name.split(":")[0], result) for name, result in results]),
+                    config=CHART_CONFIG, key="compare_chart")
     table(results)
 st.markdown("#### Share this comparison")
 st.code(share_link(params), language=None, wrap_lines=True)
