@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from calculator import CalculatorError, Scenario, Workload, estimate, workload_capacity
+from calculator import CalculatorError, Estimate, Scenario, Workload, estimate, workload_capacity
 from calculator.scenario import DEFAULT_MODEL
 from pages.common import import_box, inputs, outputs, page_setup, sentence, state
 
@@ -33,9 +33,10 @@ def apply_import(scenario: Scenario, report, _target: object = None) -> None:
     state.request_apply(PREFIX, scenario, None, [], report)
 
 
-def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str, str], util_note, live: bool) -> None:
+def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str, str], util_note, live: bool,
+            result: Estimate | None = None) -> Estimate:
     """Everything the page shows for one valid scenario; ``live`` False draws the last valid one, greyed."""
-    result = estimate(scenario, spec)
+    result = result or estimate(scenario, spec)
     capacity = workload_capacity(result, workload)
     outputs.header(result, substituted)
     outputs.verdict(result, substituted)
@@ -51,6 +52,7 @@ def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str,
     outputs.plan_for_target(result, workload)
     if live and not substituted:
         outputs.launch(scenario)
+    return result
 
 
 page_setup("Plan")
@@ -78,18 +80,18 @@ elif isinstance(asked, str):
     problem = f"Settings: {asked}"
 elif problem is None:
     try:
-        estimate(asked, spec)
+        current = estimate(asked, spec)
     except CalculatorError as exc:
         problem = sentence(exc)
 
 if problem is None:
     st.session_state[LAST_VALID] = (asked, spec, workload)
-    results(asked, spec, workload, substituted, util_note, live=True)
+    results(asked, spec, workload, substituted, util_note, live=True, result=current)
     sweep_view = st.session_state.get(f"{PREFIX}_view_sweep", "max_model_len")
     link = state.write_url(asked if not model.startswith("upload:") else asked.replace(model=DEFAULT_MODEL),
                            workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {})
     if not substituted:
-        outputs.share_and_export(link, estimate(asked, spec), workload)
+        outputs.share_and_export(link, current, workload)
 elif LAST_VALID in st.session_state:
     st.error(f"**{problem}** The inputs are kept; below, greyed, the last settings that gave numbers.", icon="✋")
     if isinstance(asked, Scenario) and not model.startswith("upload:"):

@@ -63,13 +63,18 @@ def verdict(result: Estimate, substituted: dict[str, str]) -> None:
     else:
         st.error(f"**{lead}**\n\n" + quote, icon="🛑")
     if call == "does not fit" or not result.fits:
-        options = fixes(result)
+        options = _fixes(result.scenario.model_dump_json(), hash(result.model), result)
         if options:
             st.markdown("**What would make it fit:**\n" + "\n".join(
                 f"- {fix.description} → {fix.kv_cache_tokens:,} KV tokens, {fix.max_concurrency:,.2f}x"
                 for fix in options))
     for warning in result.warnings:
         st.warning(warning, icon="⚠️")
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _fixes(scenario_json: str, spec_hash: int, _result: Estimate):
+    return fixes(_result)
 
 
 def _delta(prefix: str, label: str, value: float, unit: str = "", digits: int = 0) -> str | None:
