@@ -160,7 +160,7 @@ def test_every_page_says_which_deployment_its_numbers_are_about():
 def test_workload_concurrency_is_capped_by_max_num_seqs_and_names_the_limit():
     app = import_command(run_app(), "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64")
     card = next(m for m in app.metric if m.label == "Workload concurrency")
-    assert card.value == "64" and card.delta.startswith("limited by max_num_seqs")
+    assert card.value == "64" and card.delta == "cap: max_num_seqs"
     plan = " ".join(md.value for md in app.markdown)
     assert "each running 64 requests at once at p95 lengths (limited by max_num_seqs)" in plan
     kv_holds = workload_capacity(estimate(Scenario(max_num_seqs=64)), Workload()).kv_concurrency_p95

@@ -118,9 +118,9 @@ def kpis(result: Estimate, capacity: WorkloadCapacity, prefix: str) -> None:
         for row in (figures[:5], figures[5:]):
             for column, (label, value, unit, digits, shown, help_text) in zip(st.columns(5), row):
                 change = _delta(prefix, label, value, unit, digits)
-                if label == "Workload concurrency":  # the binding limit is always named under it
-                    text = f"limited by {limit}" + (f" ({change})" if change else "")
-                    column.metric(label, shown, delta=text, delta_color="off", delta_arrow="off", help=help_text)
+                if label == "Workload concurrency":  # the binding limit is always named under it (short: no cut)
+                    column.metric(label, shown, delta=f"cap: {limit}", delta_color="off", delta_arrow="off",
+                                  help=help_text + (f"; {change} against the previous run" if change else ""))
                 else:
                     column.metric(label, shown, delta=change, delta_color="off", help=help_text)
     st.session_state[f"{prefix}__kpi_previous"] = st.session_state[f"{prefix}__kpi_current"]
