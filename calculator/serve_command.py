@@ -17,10 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .errors import InvalidInput
+from .engine.vllm_versions import VllmVersion
+from .errors import CalculatorError, InvalidInput
 from .launch_line import find_launch_line
 from .scenario import Scenario
 from .units import parse_size
+from .version_notes import version_warning
 
 # Scenario field -> vllm serve flag, for the flags that take a value.
 VALUE_FLAGS: dict[str, str] = {
@@ -197,13 +199,21 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
             ignored.append(f"{shown}: {_reason(canonical, base)}")
     if not fields.get("model"):
         raise InvalidInput("the command names no model (expected `vllm serve MODEL ...` or `--model MODEL`)")
-    version = line.image_version or base.vllm_version
+    version = base.vllm_version
     assumed = [f"GPU {base.gpu or 'custom'}" + (f" ({base.gpu_memory_gib:g} GiB)" if base.gpu_memory_gib else "")
                + ": a launch line does not name it; pick yours under Hardware"]
+    from_tag = False
     if line.image_version:
-        imported.append(f"vLLM {line.image_version} (the container tag)")
-    else:
+        try:
+            version, from_tag = str(VllmVersion.parse(line.image_version)), True
+            imported.append(f"vLLM {version} (the container tag)")
+        except CalculatorError as exc:
+            ignored.append(f"the container tag's version {line.image_version}: {exc}")
+    if not from_tag:
         assumed.append(f"vLLM {version}: the command does not say which version; pick it under vLLM settings")
+    note = version_warning(version)
+    if note:
+        assumed.append(note)
     ignored += [f"environment variable {name}: not modelled" for name in line.environment
                 if name.startswith(("VLLM_", "CUDA_", "PYTORCH_"))]
     kept = {"gpu": base.gpu, "gpu_memory_gib": base.gpu_memory_gib, "device": base.device,

@@ -21,6 +21,7 @@ from .gpus import find_gpu
 from .model.quantization import SUPPORTED_FLAGS
 from .scenario import DEFAULT_GPU, Scenario
 from .serve_command import DTYPE_NAMES
+from .version_notes import version_warning
 
 SCENARIO_KEYS: dict[str, str] = {
     "model": "m", "gpu": "g", "gpu_memory_gib": "mem", "device": "dev", "tensor_parallel_size": "tp",
@@ -91,15 +92,6 @@ def from_query_params(params: Mapping[str, str | list[str]]) -> tuple[Scenario, 
     """Scenario, Workload, view keys and warnings from a link; bad parts fall back to defaults."""
     state = read_link(params)
     return state.scenario, state.workload, state.view, list(state.warnings)
-
-
-def version_warning(version: str) -> str | None:
-    """Why a vLLM version's figures may not be exact: newer than any we model (its rules are the newest's)."""
-    parsed, newest = VllmVersion.parse(version), VllmVersion.parse(LATEST_VERSION)
-    if (parsed.major, parsed.minor) > (newest.major, newest.minor):
-        return (f"vLLM {parsed} is newer than the newest version modelled ({newest}): "
-                f"the figures use {newest}'s rules")
-    return None
 
 
 def read_link(params: Mapping[str, str | list[str]]) -> LinkState:

@@ -159,3 +159,10 @@ def test_the_new_flags_round_trip():
     scenario = Scenario(model="Qwen/Qwen3-30B-A3B", data_parallel_size=2, enable_expert_parallel=True,
                         cpu_offload_gb=2.5, enable_prefix_caching=False, async_scheduling=False)
     assert import_serve_command(serve_command(scenario))[0] == scenario
+
+
+def test_a_container_tag_newer_than_modelled_says_whose_rules_apply():
+    parsed, report = import_serve_command("docker run vllm/vllm-openai:v0.99.1 --model Qwen/Qwen3-8B")
+    assert parsed.vllm_version == "0.99.1"
+    assert "vLLM 0.99.1 is newer than the newest version modelled (0.34.0): the figures use 0.34.0's rules" in \
+        report.assumed

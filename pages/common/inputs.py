@@ -18,7 +18,7 @@ from calculator.model.model_source import hub_model_spec, load_model_spec, model
 from calculator.model.quantization import SUPPORTED_FLAGS, quantization_from_flag
 from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
 from calculator.units import parse_size
-from calculator.url_state import version_warning
+from calculator.version_notes import version_warning
 
 from .state import CUSTOM_GPU, DTYPES, FROM_CHECKPOINT, MODEL_SOURCES, clear_substitution, field_bounds
 
