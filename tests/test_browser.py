@@ -133,7 +133,8 @@ def test_chart_toolbar_stays_off_the_title_and_labels_stay_on_one_line(dashboard
 
 
 def test_compare_page_renders_side_by_side_without_cut_off_columns(dashboard, browser):
-    page = browser.new_page(viewport={"width": 1440, "height": 1400})
+    # NOTE: tall enough for the editors, the chart and the table in one picture (Streamlit scrolls inside the page).
+    page = browser.new_page(viewport={"width": 1440, "height": 2500})
     page.goto(f"{dashboard}/compare?k=4", wait_until="networkidle")
     page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
     table = page.locator('[data-testid="stTable"]').first
