@@ -357,3 +357,13 @@ def test_borderline_verdict_shows_the_calibrated_band():
     message = next(w.value for w in app.warning if "Borderline" in w.value)
     assert f"{low_tokens:,}–{high_tokens:,} tokens" in message
     assert f"{low_bytes / 2**30:,.2f}–{high_bytes / 2**30:,.2f} GiB" in message
+
+
+def test_switching_the_sweep_reruns_only_its_fragment_and_keeps_the_link():
+    app = run_app({"m": "Qwen/Qwen3-8B"})
+    app.segmented_control(key="plan_view_sweep").set_value("tensor_parallel_size")
+    app.run()
+    assert not app.exception
+    assert link_of(app) == {"m": "Qwen/Qwen3-8B", "sweep": "tensor_parallel_size"}
+    reopened = run_app(link_of(app))
+    assert reopened.segmented_control(key="plan_view_sweep").value == "tensor_parallel_size"

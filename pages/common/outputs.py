@@ -179,13 +179,20 @@ def _sweep(scenario_json: str, spec_hash: int, field: str, _spec: ModelSpec):
     return sweep(scenario, field, default_values(field, scenario, _spec), _spec)
 
 
+@st.fragment
 def sweeps(scenario: Scenario, spec: ModelSpec, prefix: str) -> None:
+    """Switching the swept knob reruns only this fragment (and updates the link's ``sweep`` key itself)."""
     st.markdown("#### Sweeps")
     fields = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "kv_cache_dtype", "max_num_seqs")
     st.session_state.setdefault(f"{prefix}_view_sweep", fields[0])
     if st.session_state[f"{prefix}_view_sweep"] not in fields:
         st.session_state[f"{prefix}_view_sweep"] = fields[0]
     field = st.segmented_control("Sweep", fields, key=f"{prefix}_view_sweep", format_func=SWEEPABLE.get) or fields[0]
+    if st.query_params.get("sweep", fields[0]) != field and prefix == "plan":
+        if field == fields[0]:
+            del st.query_params["sweep"]
+        else:
+            st.query_params["sweep"] = field
     metric = "kv_cache_tokens" if field == "gpu_memory_utilization" else "max_concurrency"
     points = _sweep(scenario.model_dump_json(), hash(spec), field, spec)
     st.plotly_chart(sweep_figure(points, field, metric), config=CHART_CONFIG, key=f"sweep_{field}")
