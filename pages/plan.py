@@ -88,8 +88,9 @@ if problem is None:
     st.session_state[LAST_VALID] = (asked, spec, workload)
     results(asked, spec, workload, substituted, util_note, live=True, result=current)
     sweep_view = st.session_state.get(f"{PREFIX}_view_sweep", "max_model_len")
-    link = state.write_url(asked if not model.startswith("upload:") else asked.replace(model=DEFAULT_MODEL),
-                           workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {})
+    # NOTE: a link cannot carry an uploaded config.json, so none is offered for one (rather than another model's).
+    link = None if model.startswith("upload:") else state.write_url(
+        asked, workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {})
     if not substituted:
         outputs.share_and_export(link, current, workload)
 elif LAST_VALID in st.session_state:

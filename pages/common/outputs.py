@@ -227,9 +227,12 @@ def launch(scenario: Scenario) -> None:
     st.code(serve_command(scenario), language="bash", wrap_lines=True)
 
 
-def share_and_export(link: str, result: Estimate, workload: Workload) -> None:
+def share_and_export(link: str | None, result: Estimate, workload: Workload) -> None:
     st.markdown("#### Share and export")
-    st.caption("This link reproduces exactly this view (no token is ever put in it); use the copy icon.")
-    st.code(link, language=None, wrap_lines=True)
+    if link is None:
+        st.caption("A link cannot carry an uploaded config.json: share the file and the JSON below instead.")
+    else:
+        st.caption("This link reproduces exactly this view (no token is ever put in it); use the copy icon.")
+        st.code(link, language=None, wrap_lines=True)
     st.download_button("Download the estimate (JSON)", json.dumps(estimate_summary(result, workload), indent=2),
                        file_name="vllm-estimate.json", mime="application/json", key="estimate_json")
