@@ -44,14 +44,21 @@ ARM_KPI_WATCH = """() => {
 }"""
 
 
-def first_kpi_seconds(browser, url: str) -> float:
+def first_kpi_seconds(browser, url: str) -> tuple[float, float]:
+    """(seconds to the deployment header, seconds to the first KPI value) for a fresh page.
+
+    NOTE: the header is plain markdown; the KPIs appear with the first widgets, once the browser has loaded
+    Streamlit's lazily loaded widget code (selectbox, number input, slider, metric): the gap between the two is
+    that download and parse, not the page's script."""
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     start = time.perf_counter()
     page.goto(url)
+    page.locator(".st-key-deployment_header").first.wait_for(timeout=60_000)
+    header = time.perf_counter() - start
     page.locator('[data-testid="stMetricValue"]').first.wait_for(timeout=60_000)
     elapsed = time.perf_counter() - start
     page.close()
-    return elapsed
+    return header, elapsed
 
 
 def slider_moves(browser, url: str, moves: int) -> tuple[list[float], list[float]]:
@@ -92,8 +99,9 @@ def main() -> None:
         to_kpi, to_idle = slider_moves(browser, url, args.moves)
     load = os.getloadavg()[0]
     print(f"load average while measuring: {load:.2f} on {os.cpu_count()} cores")
-    print(f"first load to first KPI: cold server {cold:.2f} s; warm median {statistics.median(warm):.2f} s "
-          f"over {len(warm)} loads")
+    print(f"first load to first KPI: cold server {cold[1]:.2f} s; warm median "
+          f"{statistics.median(w[1] for w in warm):.2f} s over {len(warm)} loads (deployment header after "
+          f"{statistics.median(w[0] for w in warm):.2f} s)")
     print(f"slider to updated KPI: median {statistics.median(to_kpi) * 1e3:.0f} ms over {len(to_kpi)} moves "
           f"(min {min(to_kpi) * 1e3:.0f}, max {max(to_kpi) * 1e3:.0f})")
     print(f"slider to finished rerun: median {statistics.median(to_idle) * 1e3:.0f} ms")
