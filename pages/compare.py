@@ -97,7 +97,8 @@ def scenario_editor(letter: str, column) -> Scenario | str:
         model = st.selectbox("Model", presets, key=f"{key}_model")
         spec = cached_model_spec(MODEL_SOURCES[0], model)
         heads = spec.num_attention_heads
-        tps = sorted({*(tp for tp in range(1, 1025) if heads % tp == 0), st.session_state.get(f"{key}_tensor_parallel_size", 1)})
+        asked_tp = st.session_state.get(f"{key}_tensor_parallel_size", 1)
+        tps = sorted({*(tp for tp in range(1, 1025) if heads % tp == 0), asked_tp})
         quantizations = [FROM_CHECKPOINT, *valid_quantizations(spec)]
         if st.session_state[f"{key}_quantization"] not in quantizations:
             quantizations.append(st.session_state[f"{key}_quantization"])

@@ -79,9 +79,9 @@ EXPECTED = Scenario(model="Qwen/Qwen3-8B", tensor_parallel_size=2, max_model_len
     f"nohup vllm serve Qwen/Qwen3-8B {COMMON} > server.log 2>&1 &",
     f"vllm serve Qwen/Qwen3-8B {COMMON};",
     f"cd /srv && vllm serve Qwen/Qwen3-8B {COMMON} | tee log",
-    f"export HF_HOME=/data\nvllm serve Qwen/Qwen3-8B \\\n  --tensor-parallel-size 2 \\\n  --max-model-len 8192",
-    f"/opt/venv/bin/vllm serve Qwen/Qwen3-8B --tensor_parallel_size=2 --max_model_len=8192",
-    f"(venv) user@host:~$ vllm serve Qwen/Qwen3-8B -tp 2 --max-model-len 8192",
+    "export HF_HOME=/data\nvllm serve Qwen/Qwen3-8B \\\n  --tensor-parallel-size 2 \\\n  --max-model-len 8192",
+    "/opt/venv/bin/vllm serve Qwen/Qwen3-8B --tensor_parallel_size=2 --max_model_len=8192",
+    "(venv) user@host:~$ vllm serve Qwen/Qwen3-8B -tp 2 --max-model-len 8192",
 ])
 def test_common_launch_lines_are_read(text):
     parsed, report = import_serve_command(text.replace("\\n", "\n"))

@@ -183,10 +183,11 @@ def quantization_ladder(result: Estimate) -> list[LadderRow]:
     dtype = result.settings.dtype.replace("bfloat16", "bf16").replace("float16", "fp16")
     current_bits = spec.quantization.weight_bits if spec.quantization else 16
     flag = result.settings.quantization
+    on_fp8 = (flag is not None and "fp8" in flag) or (current_bits == 8 and spec.quantization is not None)
+    fp8_how = "--quantization fp8 on the 16-bit checkpoint" if spec.quantization is None else "an fp8 checkpoint"
     rungs = [(f"{dtype} (16-bit)", "the published 16-bit weights", original, None,
               spec.quantization is None and flag is None),
-             ("fp8", "--quantization fp8 on the 16-bit checkpoint" if spec.quantization is None else "an fp8 checkpoint",
-              original, "fp8", flag is not None and "fp8" in flag or (current_bits == 8 and spec.quantization is not None)),
+             ("fp8", fp8_how, original, "fp8", on_fp8),
              ("4-bit (AWQ/GPTQ)", FOUR_BIT_NAME, four_bit_spec(original), None, current_bits <= 4)]
     rows = []
     for precision, how, variant, quantization, current in rungs:
@@ -240,5 +241,6 @@ def capacity_plan(result: Estimate, workload: Workload) -> list[DeploymentOption
             replicas = math.ceil(workload.target_concurrent_requests / per_replica)
             options.append(DeploymentOption(tensor_parallel_size=tp, pipeline_parallel_size=pp,
                                             gpus_per_replica=tp * pp, concurrency_per_replica=per_replica,
-                                            limited_by=capacity.limited_by_p95, replicas=replicas, total_gpus=replicas * tp * pp))
+                                            limited_by=capacity.limited_by_p95, replicas=replicas,
+                                            total_gpus=replicas * tp * pp))
     return sorted(options, key=lambda o: (o.total_gpus, o.gpus_per_replica))
