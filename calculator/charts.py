@@ -20,8 +20,27 @@ SEGMENT_COLORS = {
     "other": "#ef4444", "unused": "#e2e8f0", "calibration": "#0ea5e9",
 }
 # NOTE: no plotly template: building one costs ~70 ms per figure, and Streamlit applies its own theme anyway.
-_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.15),
-               plot_bgcolor="white", yaxis=dict(gridcolor="#e2e8f0"))
+# NOTE: a vertical mode bar at the right edge never covers a title; the title starts at the left.
+_LAYOUT = dict(margin=dict(l=10, r=40, t=50, b=10), legend=dict(orientation="h", y=-0.15),
+               plot_bgcolor="white", yaxis=dict(gridcolor="#e2e8f0"), modebar=dict(orientation="v"),
+               title_x=0.01)
+
+
+def _figure(data: list[dict[str, Any]], title: str, **layout: Any) -> go.Figure:
+    """One figure built in one go from plain dicts: a fifth of the cost of add_trace + update_layout calls, which
+    re-validate the whole figure each time (this runs on every slider move)."""
+    merged: dict[str, Any] = {key: dict(value) if isinstance(value, dict) else value for key, value in _LAYOUT.items()}
+    merged.pop("title_x")
+    merged["title"] = {"text": title, "x": _LAYOUT["title_x"]}
+    for key, value in layout.items():
+        if key.endswith("_title"):
+            merged.setdefault(key[: -len("_title")], {})["title"] = {"text": value}
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return go.Figure(data=data, layout=merged)
+OVER_BUDGET_COLOR = "#dc2626"
 
 
 def _reference_line(axis: str, value: object, text: str, color: str) -> dict[str, list[dict]]:
@@ -34,11 +53,24 @@ def _reference_line(axis: str, value: object, text: str, color: str) -> dict[str
             "annotations": [{"text": text, "showarrow": False, "yanchor": "bottom", **label}]}
 
 
+def _drawn_segments(budget: MemoryBudget) -> tuple[MemorySegment, ...]:
+    """The stack to draw: when nothing is left for the KV cache, no "unused headroom" that looks like spare room."""
+    if budget.kv_cache_bytes < 0 and not budget.kv_cache_memory_bytes_given:
+        return tuple(s for s in budget.segments() if s.key != "unused")
+    return budget.segments()
+
+
+def over_budget_bytes(budget: MemoryBudget) -> int:
+    """How far the parts inside ``total × gpu_memory_utilization`` exceed it (0 when the KV cache gets memory)."""
+    return max(-budget.kv_cache_bytes, 0) if not budget.kv_cache_memory_bytes_given else 0
+
+
 def _stack_traces(budget: MemoryBudget, column: str, *, show_legend: bool,
-                  kv_used_fraction: float | None = None, unit: tuple[str, int] = ("GiB", GIB)) -> list[go.Bar]:
+                  kv_used_fraction: float | None = None,
+                  unit: tuple[str, int] = ("GiB", GIB)) -> list[dict[str, Any]]:
     unit_name, unit_bytes = unit
     traces = []
-    for segment in budget.segments():
+    for segment in _drawn_segments(budget):
         pieces: list[MemorySegment | tuple[str, str, int]] = [segment]
         if segment.key == "kv_cache" and kv_used_fraction is not None:
             used = int(segment.bytes * min(max(kv_used_fraction, 0.0), 1.0))
@@ -46,9 +78,9 @@ def _stack_traces(budget: MemoryBudget, column: str, *, show_legend: bool,
         for piece in pieces:
             key, label, size = ((piece.key, piece.label, piece.bytes) if isinstance(piece, MemorySegment) else piece)
             percent = 100 * size / budget.total_bytes if budget.total_bytes else 0.0
-            traces.append(go.Bar(
-                x=[column], y=[size / unit_bytes], name=label, legendgroup=key, showlegend=show_legend,
-                marker_color=SEGMENT_COLORS.get(key, "#cbd5e1"),
+            traces.append(dict(
+                type="bar", x=[column], y=[size / unit_bytes], name=label, legendgroup=key, showlegend=show_legend,
+                marker={"color": SEGMENT_COLORS.get(key, "#cbd5e1")},
                 customdata=[[percent]],
                 hovertemplate=f"{label}: %{{y:.2f}} {unit_name} (%{{customdata[0]:.1f}}%)<extra>{column}</extra>",
             ))
@@ -61,7 +93,7 @@ def memory_stack_figure(result: Estimate, *, kv_used_fraction: float | None = No
 
     ``kv_band_bytes`` (low, high) draws the calibrated uncertainty of the KV pool as an error bar on its top.
     """
-    figure = go.Figure()
+    traces: list[dict[str, Any]] = []
     stages = result.budgets_per_stage
     on_cpu = result.settings.device == "cpu"
     stacked = max(sum(segment.bytes for segment in budget.segments()) for budget in stages)
@@ -71,36 +103,62 @@ def memory_stack_figure(result: Estimate, *, kv_used_fraction: float | None = No
         column = ("CPU" if on_cpu else "GPU") if len(stages) == 1 else f"PP stage {index}"
         for trace in _stack_traces(budget, column, show_legend=index == 0, kv_used_fraction=kv_used_fraction,
                                    unit=unit):
-            if kv_band_bytes is not None and trace.legendgroup == "kv_cache" and budget is result.budget:
+            if kv_band_bytes is not None and trace["legendgroup"] == "kv_cache" and budget is result.budget:
                 nominal = max(budget.kv_cache_bytes, 0)
-                trace.error_y = dict(type="data", symmetric=False, color="#0f172a", thickness=2, width=12,
-                                     array=[max(kv_band_bytes[1] - nominal, 0) / unit[1]],
-                                     arrayminus=[max(nominal - kv_band_bytes[0], 0) / unit[1]])
-            figure.add_trace(trace)
+                trace["error_y"] = dict(type="data", symmetric=False, color="#0f172a", thickness=2, width=12,
+                                        array=[max(kv_band_bytes[1] - nominal, 0) / unit[1]],
+                                        arrayminus=[max(nominal - kv_band_bytes[0], 0) / unit[1]])
+            traces.append(trace)
     budget = result.budget
     if on_cpu:
         # NOTE: the CPU build takes a fixed KV space (VLLM_CPU_KVCACHE_SPACE); there is no device total to fill.
-        figure.update_layout(barmode="stack", title=f"Memory on the CPU for the model ({format_bytes(stacked)})",
-                             yaxis_title=unit[0], bargap=0.55, **_LAYOUT)
-        return figure
-    figure.update_layout(barmode="stack", title=f"Memory per GPU ({budget.total_bytes / GIB:.2f} GiB)",
-                         yaxis_title=unit[0], bargap=0.55 if len(stages) == 1 else 0.3, **_LAYOUT,
-                         **_reference_line("y", budget.requested_bytes / unit[1],
-                                           f"gpu_memory_utilization {budget.gpu_memory_utilization:g}", "#0f172a"))
-    return figure
+        return _figure(traces, f"Memory on the CPU for the model ({format_bytes(stacked)})", barmode="stack",
+                       yaxis_title=unit[0], bargap=0.55)
+    marks = _kv_and_overflow_marks(result, unit, "GPU" if len(stages) == 1 else
+                                   f"PP stage {result.budgets_per_stage.index(budget)}")
+    line = _reference_line("y", budget.requested_bytes / unit[1],
+                           f"gpu_memory_utilization {budget.gpu_memory_utilization:g}", "#0f172a")
+    return _figure(traces, f"Memory per GPU ({budget.total_bytes / GIB:.2f} GiB)", barmode="stack",
+                   yaxis_title=unit[0], bargap=0.55 if len(stages) == 1 else 0.3,
+                   shapes=line["shapes"] + marks["shapes"], annotations=line["annotations"] + marks["annotations"])
+
+
+def _kv_and_overflow_marks(result: Estimate, unit: tuple[str, int], column: str) -> dict[str, list[dict]]:
+    """A label pointing at the KV pool (it can be a thin sliver), or the over-budget part drawn in red."""
+    budget, (unit_name, unit_bytes) = result.budget, unit
+    segments = _drawn_segments(budget)
+    bottom = sum(s.bytes for s in segments[: [s.key for s in segments].index("kv_cache")])
+    kv = max(budget.kv_cache_bytes, 0)
+    over = over_budget_bytes(budget)
+    if over:
+        top = budget.requested_bytes + over
+        return {"shapes": [{"type": "rect", "xref": "paper", "x0": 0.25, "x1": 0.75, "yref": "y",
+                            "y0": budget.requested_bytes / unit_bytes, "y1": top / unit_bytes,
+                            "fillcolor": OVER_BUDGET_COLOR, "opacity": 0.3, "line": {"color": OVER_BUDGET_COLOR}}],
+                "annotations": [{"text": f"over budget by {over / unit_bytes:,.2f} {unit_name}: nothing left for "
+                                         "the KV cache", "showarrow": False, "xref": "paper", "x": 0.5,
+                                 "yref": "y", "y": top / unit_bytes, "yanchor": "bottom",
+                                 "font": {"color": OVER_BUDGET_COLOR}}]}
+    share = 100 * kv / budget.total_bytes if budget.total_bytes else 0.0
+    text = (f"KV cache {kv / unit_bytes:,.2f} {unit_name} ({share:.1f}%)<br>"
+            f"{result.capacity.kv_cache_tokens:,} tokens")
+    return {"shapes": [], "annotations": [{"text": text, "x": column, "y": (bottom + kv / 2) / unit_bytes,
+                                           "xref": "x", "yref": "y", "showarrow": True, "arrowhead": 2, "ax": 90,
+                                           "ay": 0, "xanchor": "left", "align": "left",
+                                           "bgcolor": "rgba(255,255,255,0.85)",
+                                           "font": {"color": SEGMENT_COLORS["kv_used"]}}]}
 
 
 def compare_memory_figure(results: Sequence[tuple[str, Estimate]]) -> go.Figure:
     """One stacked bar per scenario (the busiest GPU of each), for side-by-side comparison."""
-    figure = go.Figure()
+    traces: list[dict[str, Any]] = []
     seen: set[str] = set()
     for name, result in results:
         for trace in _stack_traces(result.budget, name, show_legend=True):
-            trace.showlegend = trace.legendgroup not in seen
-            seen.add(trace.legendgroup)
-            figure.add_trace(trace)
-    figure.update_layout(barmode="stack", title="Memory per GPU by scenario", yaxis_title="GiB", **_LAYOUT)
-    return figure
+            trace["showlegend"] = trace["legendgroup"] not in seen
+            seen.add(trace["legendgroup"])
+            traces.append(trace)
+    return _figure(traces, "Memory per GPU by scenario", barmode="stack", yaxis_title="GiB")
 
 
 def sweep_figure(points: Sequence[SweepPoint], field: str, metric: str = "max_concurrency") -> go.Figure:
@@ -108,36 +166,29 @@ def sweep_figure(points: Sequence[SweepPoint], field: str, metric: str = "max_co
     label = {"max_concurrency": "max concurrency (x)", "kv_cache_tokens": "KV cache tokens",
              "kv_cache_gib": "KV cache (GiB)"}[metric]
     xs = [p.value for p in points]
-    figure = go.Figure()
-    figure.add_trace(go.Scatter(x=xs, y=[getattr(p, metric) for p in points], mode="lines+markers", name=label,
-                                line_color="#2563eb",
-                                marker_color=["#16a34a" if p.fits else "#dc2626" for p in points],
-                                customdata=[["fits" if p.fits else "does not fit"] for p in points],
-                                hovertemplate="%{x}: %{y:,.2f} (%{customdata[0]})<extra></extra>"))
+    line = dict(type="scatter", x=xs, y=[getattr(p, metric) for p in points], mode="lines+markers", name=label,
+                line={"color": "#2563eb"}, marker={"color": ["#16a34a" if p.fits else "#dc2626" for p in points]},
+                customdata=[["fits" if p.fits else "does not fit"] for p in points],
+                hovertemplate="%{x}: %{y:,.2f} (%{customdata[0]})<extra></extra>")
     boundary = fit_boundary(points)
     numeric = all(isinstance(x, (int, float)) for x in xs)
     marks = (_reference_line("x", boundary, f"fit boundary: {boundary:,}", "#dc2626")
              if boundary is not None and numeric and any(not p.fits for p in points) else {})
-    figure.update_layout(title=f"{label} vs {SWEEPABLE.get(field, field)}", xaxis_title=SWEEPABLE.get(field, field),
-                         yaxis_title=label, **_LAYOUT, **marks)
-    if not numeric:
-        figure.update_xaxes(type="category")
-    return figure
+    axis = {"type": "category"} if not numeric else {}
+    return _figure([line], f"{label} vs {SWEEPABLE.get(field, field)}", xaxis={**axis, "title": {
+        "text": SWEEPABLE.get(field, field)}}, yaxis_title=label, **marks)
 
 
 def paged_vs_naive_figure(capacity: WorkloadCapacity) -> go.Figure:
-    """Requests served at once and memory wasted: PagedAttention vs reserving max_model_len per request."""
+    """Requests the KV cache holds and memory wasted: PagedAttention vs reserving max_model_len per request."""
     names = ["Contiguous (max_model_len each)", "PagedAttention (blocks)"]
-    served = [capacity.naive_concurrency, capacity.concurrency_p95]
+    served = [capacity.naive_concurrency, capacity.kv_concurrency_p95]
     waste = [100 * capacity.naive_waste_fraction, 100 * capacity.paged_waste_fraction]
-    figure = go.Figure([
-        go.Bar(x=names, y=served, name="requests served at once", marker_color=["#94a3b8", "#16a34a"],
-               text=[f"{v:,}" for v in served], textposition="outside",
-               customdata=[[w] for w in waste], hovertemplate="%{y:,} requests, %{customdata[0]:.1f}% of "
-               "reserved KV memory wasted<extra></extra>"),
-    ])
-    figure.update_layout(title="Requests served at once (p95 lengths)", yaxis_title="concurrent requests", **_LAYOUT)
-    return figure
+    bars = dict(type="bar", x=names, y=served, name="requests the KV cache holds",
+                marker={"color": ["#94a3b8", "#16a34a"]}, text=[f"{v:,}" for v in served], textposition="outside",
+                customdata=[[w] for w in waste],
+                hovertemplate="%{y:,} requests, %{customdata[0]:.1f}% of reserved KV memory wasted<extra></extra>")
+    return _figure([bars], "Requests the KV cache holds at once (p95 lengths)", yaxis_title="concurrent requests")
 
 
 def figure_total(figure: go.Figure, column: Any) -> float:
@@ -225,4 +276,39 @@ def histogram_figure(title: str, buckets: Sequence[tuple[float, float]]) -> go.F
                               hovertemplate="%{x} tokens: %{y:,.0f} requests<extra></extra>"))
     figure.update_layout(title=title, xaxis_title="tokens", yaxis_title="requests", **_LAYOUT)
     figure.update_xaxes(type="category")
+    return figure
+
+
+def samples_block_figure(prompt_tokens: int, output_tokens: int, samples: int, block_size: int,
+                         shared_prefix_tokens: int = 0, prefix_caching: bool = True) -> go.Figure:
+    """One row per parallel sample of one request: which of its blocks are the shared prefix, the prompt blocks
+    the ``n`` samples share, and the blocks each sample holds alone (the copied last prompt block and its output)."""
+    total = prompt_tokens + output_tokens
+    width = -(-total // block_size)
+    prefix_blocks = shared_prefix_tokens // block_size if prefix_caching else 0
+    shared_prompt = prompt_tokens // block_size if prefix_caching else 0
+    z, text = [], []
+    for sample in range(samples):
+        row, labels = [], []
+        for index in range(width):
+            filled = min(block_size, max(0, total - index * block_size))
+            if index < prefix_blocks:
+                row.append(3)
+                labels.append(f"block {index}: system prompt, one copy for every request")
+            elif index < shared_prompt:
+                row.append(2)
+                labels.append(f"block {index}: this request's prompt, one copy for its {samples} samples")
+            else:
+                row.append(1 if filled == block_size else 0)
+                labels.append(f"block {index}: sample {sample + 1} alone, {filled}/{block_size} tokens")
+        z.append(row)
+        text.append(labels)
+    figure = go.Figure(go.Heatmap(
+        z=z, text=text, hoverinfo="text", xgap=1, ygap=3, showscale=False, zmin=0, zmax=3,
+        colorscale=[[0, "#fde68a"], [0.33, "#2563eb"], [0.67, "#7c3aed"], [1, "#16a34a"]],
+        y=[f"sample {i + 1}" for i in range(samples)]))
+    figure.update_layout(title=f"One request, n = {samples}: {block_size}-token blocks (green = shared prefix, "
+                               "purple = prompt shared by the samples, blue/yellow = each sample's own)",
+                         xaxis_title="block index", **{**_LAYOUT, "title_font_size": 13})
+    figure.update_yaxes(autorange="reversed")
     return figure

@@ -84,3 +84,44 @@ def _kv_element(result: Estimate) -> str:
     if kv == "auto":
         return f"{result.settings.dtype_bytes} B ({result.settings.dtype})"
     return f"the {kv} size"
+
+
+def deployment_line(result: Estimate) -> str:
+    """The one-line header every page shows above its verdict: whose numbers these are."""
+    s, scenario = result.settings, result.scenario
+    gpu = result.gpu.name if result.gpu else ("CPU" if s.device == "cpu" else "custom GPU")
+    if scenario.gpu_memory_gib is not None:
+        gpu = f"{gpu} ({scenario.gpu_memory_gib:g} GiB)"
+    engines = f" × {scenario.data_parallel_size} engines (DP)" if scenario.data_parallel_size > 1 else ""
+    weights = s.dtype + (f" + {s.quantization}" if s.quantization else "")
+    kv = s.kv_cache_dtype if s.kv_cache_dtype != "auto" else f"auto ({s.dtype})"
+    return (f"{result.model.model_id} · {gpu} × {result.num_gpus}{engines} · TP {s.tensor_parallel_size} / "
+            f"PP {s.pipeline_parallel_size} · max_model_len {s.max_model_len:,} · weights {weights} / KV {kv} · "
+            f"vLLM {result.rules.version}")
+
+
+def lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) -> str:
+    """One plain sentence: fits / does not / borderline, and why, before any band or quote."""
+    s, cap = result.settings, result.capacity
+    running = min(int(cap.max_concurrency), s.max_num_seqs)
+    bound = "max_num_seqs" if s.max_num_seqs < int(cap.max_concurrency) else "the KV cache"
+    room = (f"{_g(result.kv_cache_bytes)} of KV cache per GPU holds {cap.kv_cache_tokens:,} tokens: "
+            f"{running:,} requests of the full {s.max_model_len:,} tokens run at once (limited by {bound})")
+    if verdict == "fits with margin":
+        return f"Fits: vLLM {result.rules.version} starts, and {room}."
+    if verdict == "borderline":
+        if result.fits:
+            return (f"Borderline: vLLM starts at the estimate ({room}), but the calibrated error band reaches below "
+                    "what one full-length request needs.")
+        return ("Borderline: vLLM refuses at the estimate, but would start if the overheads come out at the low end "
+                "of the calibrated error band.")
+    if weights_problem:
+        return f"Does not fit: {weights_problem}."
+    if result.settings.error:
+        return "Does not fit: vLLM refuses these settings before sizing memory (its message below)."
+    if result.kv_cache_bytes <= 0:
+        return ("Does not fit: nothing is left for the KV cache after the weights, the activation peak and the "
+                "overheads.")
+    return (f"Does not fit: one request of {s.max_model_len:,} tokens needs more KV cache than the "
+            f"{_g(result.kv_cache_bytes)} left per GPU; the largest max_model_len that fits is "
+            f"{result.max_fitting_model_len:,}.")

@@ -36,6 +36,11 @@ class Scenario(BaseModel):
     async_scheduling: bool | None = None
     vllm_version: str = LATEST_VERSION
     other_processes_memory_gib: float = Field(0.0, ge=0, le=10_000)
+    # Engines (replicas) of tp x pp GPUs each (--data-parallel-size); MoE experts shard over tp x dp ranks.
+    data_parallel_size: int = Field(1, ge=1, le=1024)
+    enable_expert_parallel: bool = False  # whole experts per rank instead of a slice of every expert
+    cpu_offload_gb: float = Field(0.0, ge=0, le=100_000)  # weights per GPU kept in pinned CPU memory (UVA)
+    enable_prefix_caching: bool | None = None  # None: the version's default (on in V1)
     # Overhead the estimate missed, back-solved from a running server (live page "Calibrate"); may be negative.
     overhead_adjustment_gib: float = Field(0.0, ge=-1000, le=1000)
 

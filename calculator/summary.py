@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import math
+
 from .engine.estimate import Estimate
 from .engine.uncertainty import kv_band, verdict
+from .engine.workload import Workload, workload_capacity
 
 
-def estimate_summary(result: Estimate) -> dict[str, object]:
-    """Every figure of one estimate (per GPU/rank unless the name says otherwise)."""
+def requests_at_once(result: Estimate) -> tuple[int, str]:
+    """Requests of ``max_model_len`` tokens one engine runs at once, and the limit that binds (``kv_cache`` or
+    ``max_num_seqs``): vLLM's "Maximum concurrency" counts KV blocks, but the scheduler never runs more than
+    ``max_num_seqs`` sequences."""
+    kv_limited = math.floor(result.capacity.max_concurrency)
+    seqs = result.settings.max_num_seqs
+    return (seqs, "max_num_seqs") if seqs < kv_limited else (kv_limited, "kv_cache")
+
+
+def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict[str, object]:
+    """Every figure of one estimate (per GPU/rank unless the name says otherwise); with a workload, also how
+    many of its requests run at once and which limit binds."""
+    running, limit = requests_at_once(result)
+    extra: dict[str, object] = {}
+    if workload is not None:
+        capacity = workload_capacity(result, workload)
+        extra = {"workload_concurrency": capacity.concurrency_p95,
+                 "workload_concurrency_kv_limited": capacity.kv_concurrency_p95,
+                 "workload_concurrency_limited_by": "kv_cache" if capacity.limited_by_p95 == "KV cache"
+                 else "max_num_seqs",
+                 "workload_concurrency_deployment": capacity.deployment_concurrency_p95}
 
     kv_low, kv_high, tokens_low, tokens_high = kv_band(result)
     return {
@@ -39,6 +61,10 @@ def estimate_summary(result: Estimate) -> dict[str, object]:
         "kv_cache_tokens_low": tokens_low,
         "kv_cache_tokens_high": tokens_high,
         "max_concurrency": result.capacity.max_concurrency,
+        "max_running_requests": running,
+        "max_running_requests_limited_by": limit,
+        "data_parallel_size": result.scenario.data_parallel_size,
+        "num_gpus_total": result.num_gpus * result.scenario.data_parallel_size,
         "max_model_len": result.settings.max_model_len,
         "max_num_seqs": result.settings.max_num_seqs,
         "max_num_batched_tokens": result.settings.max_num_batched_tokens,
@@ -50,4 +76,5 @@ def estimate_summary(result: Estimate) -> dict[str, object]:
         "vllm_era": result.rules.era,
         "log_lines": list(result.log_lines()),
         "warnings": list(result.warnings),
+        **extra,
     }

@@ -1,7 +1,9 @@
 """Share links: a Scenario and a Workload <-> short, readable URL query parameters (pure).
 
-Only values that differ from the defaults are written. Reading is forgiving: an unknown key or a bad value
-is dropped with a warning and the default stays, so an old or edited link still opens.
+Only values that differ from the defaults are written. Reading accepts what the engine accepts (GPU names as
+``nvidia-smi`` prints them, vLLM's dtype spellings) and is otherwise forgiving: an unknown key or a bad value is
+dropped with a warning and the default stays, so an old or edited link still opens, and nothing changes silently.
+A GPU the catalog does not know is reported as substituted, so pages can say whose numbers they show.
 """
 
 from __future__ import annotations
@@ -9,10 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from .engine.vllm_versions import LATEST_VERSION, VllmVersion
 from .engine.workload import Workload
-from .scenario import Scenario
+from .errors import CalculatorError
+from .gpus import find_gpu
+from .model.quantization import SUPPORTED_FLAGS
+from .scenario import DEFAULT_GPU, Scenario
+from .serve_command import DTYPE_NAMES
+from .version_notes import version_warning
 
 SCENARIO_KEYS: dict[str, str] = {
     "model": "m", "gpu": "g", "gpu_memory_gib": "mem", "device": "dev", "tensor_parallel_size": "tp",
@@ -20,7 +29,8 @@ SCENARIO_KEYS: dict[str, str] = {
     "max_num_batched_tokens": "mbt", "block_size": "bs", "dtype": "dt", "kv_cache_dtype": "kv", "quantization": "q",
     "kv_cache_memory_bytes": "kvb", "num_gpu_blocks_override": "blocks", "enforce_eager": "eager",
     "enable_extensible_kv_cache": "ext", "async_scheduling": "async", "vllm_version": "v",
-    "other_processes_memory_gib": "other", "overhead_adjustment_gib": "adj",
+    "other_processes_memory_gib": "other", "overhead_adjustment_gib": "adj", "data_parallel_size": "dp",
+    "enable_expert_parallel": "ep", "cpu_offload_gb": "offload", "enable_prefix_caching": "pc",
 }
 WORKLOAD_KEYS: dict[str, str] = {
     "prompt_tokens_mean": "in", "output_tokens_mean": "out", "prompt_tokens_p95": "in95",
@@ -67,8 +77,25 @@ def to_query_params(scenario: Scenario, workload: Workload | None = None,
     return params
 
 
+class LinkState(BaseModel):
+    """What a link opens: the inputs, the page's view keys, warnings, and what was asked but replaced."""
+
+    model_config = ConfigDict(frozen=True)
+    scenario: Scenario
+    workload: Workload
+    view: dict[str, str]
+    warnings: tuple[str, ...]
+    substituted: dict[str, str]  # field -> the value the link asked for (e.g. {"gpu": "tpu-v5"})
+
+
 def from_query_params(params: Mapping[str, str | list[str]]) -> tuple[Scenario, Workload, dict[str, str], list[str]]:
     """Scenario, Workload, view keys and warnings from a link; bad parts fall back to defaults."""
+    state = read_link(params)
+    return state.scenario, state.workload, state.view, list(state.warnings)
+
+
+def read_link(params: Mapping[str, str | list[str]]) -> LinkState:
+    """Everything a link says, checked the way the engine checks it."""
     warnings: list[str] = []
     flat = {key: (value[-1] if isinstance(value, list) else value) for key, value in params.items()}
     by_key = {key: ("scenario", field) for field, key in SCENARIO_KEYS.items()}
@@ -83,9 +110,51 @@ def from_query_params(params: Mapping[str, str | list[str]]) -> tuple[Scenario, 
             chosen[part][field] = _decode(raw)
         elif key not in SECRET_KEYS:
             warnings.append(f"ignored unknown link parameter {key!r}")
+    substituted = _check_choices(chosen["scenario"], warnings)
     scenario = _validated(Scenario, chosen["scenario"], SCENARIO_KEYS, warnings)
     workload = _validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings)
-    return scenario, workload, view, warnings
+    note = version_warning(scenario.vllm_version)
+    if note:
+        warnings.append(note)
+    return LinkState(scenario=scenario, workload=workload, view=view, warnings=tuple(warnings),
+                     substituted=substituted)
+
+
+def _check_choices(values: dict[str, Any], warnings: list[str]) -> dict[str, str]:
+    """Resolve names the engine accepts (GPU aliases, dtype spellings); drop what it would refuse, with a warning.
+
+    Returns the fields whose asked-for value was replaced by a default the page then shows instead."""
+    substituted: dict[str, str] = {}
+    gpu = values.get("gpu")
+    if gpu is not None:
+        try:
+            values["gpu"] = find_gpu(gpu).key
+        except CalculatorError as exc:
+            del values["gpu"]
+            substituted["gpu"] = gpu
+            warnings.append(f"{str(exc).split(' The catalog')[0]} The numbers are for the default GPU "
+                            f"({find_gpu(DEFAULT_GPU).name}) instead")
+    checks = {"dtype": (DTYPE_NAMES, "auto, half, float16, bfloat16, float, float32"),
+              "kv_cache_dtype": (SUPPORTED_KV_CACHE_DTYPES, ", ".join(SUPPORTED_KV_CACHE_DTYPES)),
+              "quantization": (SUPPORTED_FLAGS, ", ".join(SUPPORTED_FLAGS))}
+    for field, (accepted, listed) in checks.items():
+        value = values.get(field)
+        if value is None:
+            continue
+        if field == "dtype" and str(value).lower() in DTYPE_NAMES:
+            values[field] = DTYPE_NAMES[str(value).lower()]
+        elif value not in accepted:
+            del values[field]
+            warnings.append(f"ignored link value {SCENARIO_KEYS[field]}={value!r}: vLLM accepts {listed}; "
+                            "using the default")
+    version = values.get("vllm_version")
+    if version is not None:
+        try:
+            values["vllm_version"] = str(VllmVersion.parse(version))
+        except CalculatorError as exc:
+            del values["vllm_version"]
+            warnings.append(f"ignored link value v={version!r}: {exc}; using {LATEST_VERSION}")
+    return substituted
 
 
 def _validated(model_type: type, values: dict[str, Any], keys: dict[str, str], warnings: list[str]) -> Any:

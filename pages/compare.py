@@ -1,4 +1,4 @@
-"""Compare: two to four deployments side by side — one memory chart, one KPI table, one share link."""
+"""Compare: two to four deployments side by side — one memory chart, one table, one share link."""
 
 import sys
 from pathlib import Path
@@ -8,15 +8,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from calculator import CalculatorError, Scenario, estimate, find_gpu, gpu_catalog, preset_ids
+from calculator import CalculatorError, Estimate, Scenario, estimate, find_gpu, gpu_catalog, preset_ids
 from calculator.charts import compare_memory_figure
+from calculator.engine import uncertainty
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.engine.vllm_versions import known_versions
-from calculator.url_state import from_query_params, to_query_params
-from pages.common import page_setup, sentence
-from pages.common.inputs import cached_model_spec
+from calculator.explain import deployment_line
+from calculator.summary import requests_at_once
+from calculator.units import GIB
+from calculator.url_state import read_link, to_query_params
+from pages.common import import_box, page_setup, sentence
+from pages.common.inputs import cached_model_spec, valid_quantizations
 from pages.common.outputs import CHART_CONFIG
-from pages.common.state import FROM_CHECKPOINT, MODEL_SOURCES, QUANTIZATIONS, plan_link, share_link
+from pages.common.state import FROM_CHECKPOINT, MODEL_SOURCES, plan_link, share_link
 
 PREFIX = "cmp"
 LETTERS = "abcd"
@@ -25,14 +29,29 @@ STARTERS = (
              max_model_len=32768),
     Scenario(model="RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", gpu="h100-sxm-80gb", tensor_parallel_size=2,
              max_model_len=32768),
-    Scenario(model="Qwen/Qwen2.5-72B-Instruct-AWQ", gpu="l40s", tensor_parallel_size=2, max_model_len=16384),
+    Scenario(model="Qwen/Qwen2.5-72B-Instruct-AWQ", gpu="l40s-48gb", tensor_parallel_size=2, max_model_len=16384),
     Scenario(model="Qwen/Qwen3-32B", gpu="a100-sxm-80gb", max_model_len=32768, kv_cache_dtype="fp8"),
 )
+# Edited here; every other field of a scenario (from a link or an import) is kept as it came.
 EDITABLE = ("model", "gpu", "tensor_parallel_size", "quantization", "kv_cache_dtype", "max_model_len", "vllm_version")
+VERDICT_BOX = {"fits with margin": st.success, "borderline": st.warning, "does not fit": st.error}
 
 
-def read_link() -> list[str]:
+def keep(letter: str, scenario: Scenario, asked_model: str | None = None) -> None:
+    """Hold a scenario's full settings and set its editors."""
+    st.session_state[f"{PREFIX}_{letter}__scenario"] = scenario
+    st.session_state[f"{PREFIX}_{letter}__substituted"] = asked_model
+    for field in EDITABLE:
+        st.session_state[f"{PREFIX}_{letter}_{field}"] = getattr(scenario, field)
+
+
+def read_link_once() -> list[str]:
     """Scenarios from ``a.m=...&b.tp=...`` parameters, once per session."""
+    pending = st.session_state.pop(f"{PREFIX}__pending", None)
+    if pending is not None:
+        letter, scenario, report = pending
+        st.session_state[f"{PREFIX}__import_report"] = report
+        return hold(letter, scenario, f"Imported command, scenario {letter.upper()}")
     if st.session_state.get(f"{PREFIX}__initialised"):
         return []
     params = st.query_params.to_dict()
@@ -41,50 +60,122 @@ def read_link() -> list[str]:
     warnings = [] if count in ("2", "3", "4") else [f"Share link: k={count!r} is not 2-4; showing 2 scenarios"]
     for index, letter in enumerate(LETTERS):
         own = {key[2:]: value for key, value in params.items() if key.startswith(f"{letter}.")}
-        scenario, _, _, problems = from_query_params(own) if own else (STARTERS[index], None, None, [])
-        warnings += [f"Share link, scenario {letter.upper()}: {p}" for p in problems]
-        if scenario.model not in preset_ids():
-            warnings.append(f"Share link, scenario {letter.upper()}: {scenario.model} is not a bundled preset; "
-                            f"showing {STARTERS[index].model}")
-            scenario = scenario.replace(model=STARTERS[index].model)
-        for field in EDITABLE:
-            st.session_state[f"{PREFIX}_{letter}_{field}"] = getattr(scenario, field)
+        link = read_link(own) if own else None
+        scenario = link.scenario if link else STARTERS[index]
+        warnings += [f"Share link, scenario {letter.upper()}: {p}" for p in (link.warnings if link else ())]
+        warnings += hold(letter, scenario, f"Share link, scenario {letter.upper()}")
     st.session_state[f"{PREFIX}__initialised"] = True
     return warnings
+
+
+def hold(letter: str, scenario: Scenario, origin: str) -> list[str]:
+    """Keep a scenario from a link or an import; a model that is not a preset is substituted, and says so."""
+    if scenario.model in preset_ids():
+        keep(letter, scenario)
+        return []
+    starter = STARTERS[LETTERS.index(letter)].model
+    keep(letter, scenario.replace(model=starter), scenario.model)
+    return [f"{origin}: {scenario.model} is not a bundled preset; showing {starter} instead (no Plan link is "
+            "offered for it)"]
 
 
 def scenario_editor(letter: str, column) -> Scenario | str:
     key = f"{PREFIX}_{letter}"
     presets, catalog = preset_ids(), [g.key for g in gpu_catalog()]
     names = {g.key: g.name for g in gpu_catalog()}
+    held: Scenario = st.session_state.get(f"{key}__scenario", STARTERS[LETTERS.index(letter)])
     if st.session_state.get(f"{key}_quantization") is None:
         st.session_state[f"{key}_quantization"] = FROM_CHECKPOINT
-    for field, options in (("model", presets), ("gpu", catalog), ("quantization", QUANTIZATIONS),
-                           ("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES), ("vllm_version", known_versions())):
+    for field, options in (("model", presets), ("gpu", catalog), ("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES)):
         if st.session_state.get(f"{key}_{field}") not in options:
             st.session_state[f"{key}_{field}"] = getattr(STARTERS[LETTERS.index(letter)], field)
+    versions = list(known_versions())
+    if st.session_state.get(f"{key}_vllm_version") not in versions:
+        versions.insert(0, st.session_state.get(f"{key}_vllm_version") or versions[0])
     with column:
         st.markdown(f"**Scenario {letter.upper()}**")
+        model = st.selectbox("Model", presets, key=f"{key}_model")
+        spec = cached_model_spec(MODEL_SOURCES[0], model)
+        heads = spec.num_attention_heads
+        asked_tp = st.session_state.get(f"{key}_tensor_parallel_size", 1)
+        tps = sorted({*(tp for tp in range(1, 1025) if heads % tp == 0), asked_tp})
+        quantizations = [FROM_CHECKPOINT, *valid_quantizations(spec)]
+        if st.session_state[f"{key}_quantization"] not in quantizations:
+            quantizations.append(st.session_state[f"{key}_quantization"])
         values = {
-            "model": st.selectbox("Model", presets, key=f"{key}_model"),
+            "model": model,
             "gpu": st.selectbox("GPU", catalog, key=f"{key}_gpu", format_func=lambda k: names[k]),
-            "tensor_parallel_size": st.number_input("TP", 1, 1024, key=f"{key}_tensor_parallel_size"),
-            "quantization": st.selectbox("Quantization", QUANTIZATIONS, key=f"{key}_quantization"),
+            "tensor_parallel_size": st.selectbox("TP", tps, key=f"{key}_tensor_parallel_size",
+                                                 help=f"{heads} attention heads: TP must divide them"),
+            "quantization": st.selectbox("Quantization", quantizations, key=f"{key}_quantization"),
             "kv_cache_dtype": st.selectbox("KV cache dtype", SUPPORTED_KV_CACHE_DTYPES, key=f"{key}_kv_cache_dtype"),
-            "max_model_len": st.number_input("max_model_len", 1, 10_000_000, key=f"{key}_max_model_len",
+            "max_model_len": st.number_input("max_model_len", 1, 100_000_000, key=f"{key}_max_model_len",
                                              placeholder="config"),
-            "vllm_version": st.selectbox("vLLM", known_versions(), key=f"{key}_vllm_version"),
+            "vllm_version": st.selectbox("vLLM", versions, key=f"{key}_vllm_version"),
         }
     if values["quantization"] == FROM_CHECKPOINT:
         values["quantization"] = None
+    if values["model"] != held.model or values["gpu"] != held.gpu:
+        st.session_state[f"{key}__substituted"] = None  # the user chose: nothing stands in any more
     try:
-        return Scenario(**values)
+        return held.replace(**values)
     except ValueError as exc:
         return str(exc).splitlines()[-1]
 
 
+def table(results: list[tuple[str, Estimate]]) -> None:
+    """One row per figure, one column per scenario: the same verdicts as Plan, vLLM's effective batch limits."""
+    rows: dict[str, list[str]] = {}
+    for _, result in results:
+        s, b = result.settings, result.budget
+        running, limit = requests_at_once(result)
+        figures = {
+            "verdict": uncertainty.verdict(result),
+            "GPUs (TP × PP)": f"{result.num_gpus} × {result.gpu.name if result.gpu else 'custom'}",
+            "weights / GPU": f"{b.weights_bytes / GIB:,.2f} GiB",
+            "max_num_seqs (effective)": f"{s.max_num_seqs:,}",
+            "max_num_batched_tokens (effective)": f"{s.max_num_batched_tokens:,}",
+            "activation peak / GPU": f"{b.activation_bytes / GIB:,.2f} GiB",
+            "KV cache / GPU": f"{result.kv_cache_bytes / GIB:,.2f} GiB",
+            "KV / token / GPU": f"{result.layout.kv_bytes_per_token / 1024:,.1f} KiB",
+            "KV cache tokens": f"{result.capacity.kv_cache_tokens:,}",
+            "max concurrency @ max_model_len": f"{result.capacity.max_concurrency:,.2f}x",
+            "requests at once @ max_model_len": f"{running:,} ({limit.replace('_', ' ')})",
+            "largest max_model_len": f"{result.max_fitting_model_len:,}",
+            "vLLM": f"{result.rules.version}",
+        }
+        for label, value in figures.items():
+            rows.setdefault(label, []).append(value)
+    names = [name for name, _ in results]
+    st.table({"": list(rows), **{name: [rows[label][i] for label in rows] for i, name in enumerate(names)}})
+    defaults = {(r.settings.max_num_seqs, r.settings.max_num_batched_tokens) for _, r in results
+                if r.scenario.max_num_seqs is None and r.scenario.max_num_batched_tokens is None}
+    if len(defaults) > 1:
+        st.caption("ℹ️ vLLM's defaults for max_num_seqs and max_num_batched_tokens differ by GPU memory tier (e.g. "
+                   "1,024 seqs and 8,192 tokens on ≥ 70 GiB GPUs other than the A100 since 0.11), which moves the "
+                   "activation peak and so the KV cache; set them to compare like with like.")
+
+
+def import_target() -> str:
+    return st.segmented_control("Into scenario", list(LETTERS[: st.session_state.get(f"{PREFIX}_count", 2)]),
+                                key=f"{PREFIX}_import_into", format_func=str.upper, default="a") or "a"
+
+
+def import_base(letter: str) -> Scenario:
+    """A launch line does not say the GPU or the version: the target scenario's are kept."""
+    return st.session_state.get(f"{PREFIX}_{letter}__scenario", STARTERS[LETTERS.index(letter)])
+
+
+def apply_import(scenario: Scenario, report: object, letter: str) -> None:
+    st.session_state[f"{PREFIX}__pending"] = (letter, scenario, report)
+    st.rerun()
+
+
 page_setup("Compare")
-for warning in read_link():
+link_warnings = read_link_once()
+import_box.import_box(PREFIX, import_base, apply_import, label="Put this command into the scenario",
+                      target=import_target)
+for warning in link_warnings:
     st.warning(warning, icon="🔗")
 count = st.segmented_control("Scenarios", (2, 3, 4), key=f"{PREFIX}_count") or 2
 columns = st.columns(count)
@@ -94,26 +185,29 @@ for letter, column in zip(LETTERS[:count], columns):
     if isinstance(scenario, str):
         column.error(scenario)
         continue
+    asked = st.session_state.get(f"{PREFIX}_{letter}__substituted")
     params.update({f"{letter}.{k}": v for k, v in to_query_params(scenario).items()})
-    column.link_button("Open in Plan", plan_link(scenario))
+    if asked:
+        params[f"{letter}.m"] = asked  # the link keeps what was asked for
     try:
-        results.append((f"{letter.upper()}: {scenario.model.split('/')[-1]} on {scenario.tensor_parallel_size}× "
-                        f"{find_gpu(scenario.gpu).name}",
-                        estimate(scenario, cached_model_spec(MODEL_SOURCES[0], scenario.model))))
+        result = estimate(scenario, cached_model_spec(MODEL_SOURCES[0], scenario.model))
     except CalculatorError as exc:
         column.error(sentence(exc))
+        continue
+    call = uncertainty.verdict(result)
+    with column:
+        st.caption(f"**{deployment_line(result)}**")
+        VERDICT_BOX[call]((f"Substituted for {asked}: " if asked else "") + call.capitalize(),
+                          icon="✅" if call == "fits with margin" else "⚖️" if call == "borderline" else "🛑")
+        if not asked:
+            st.link_button("Open in Plan", plan_link(scenario))
+    results.append((f"{letter.upper()}: {scenario.model.split('/')[-1]} on {result.num_gpus}× "
+                    f"{find_gpu(scenario.gpu).name}", result))
 
 if results:
-    st.plotly_chart(compare_memory_figure(results), config=CHART_CONFIG, key="compare_chart")
-    rows = []
-    for name, result in results:
-        rows.append({"scenario": name, "fits": "yes" if result.fits else "no", "GPUs": result.num_gpus,
-                     "weights GiB/GPU": round(result.budget.weights_bytes / 2**30, 2),
-                     "KV cache GiB/GPU": round(result.kv_cache_bytes / 2**30, 2),
-                     "KV bytes/token": int(result.layout.kv_bytes_per_token),
-                     "KV tokens": result.capacity.kv_cache_tokens,
-                     "max concurrency": round(result.capacity.max_concurrency, 2),
-                     "largest max_model_len": result.max_fitting_model_len})
-    st.dataframe(rows, hide_index=True, key="compare_table")
+    # NOTE: the chart names scenarios by letter (long names would slant over the legend); the table has them in full.
+    st.plotly_chart(compare_memory_figure([(name.split(":")[0], result) for name, result in results]),
+                    config=CHART_CONFIG, key="compare_chart")
+    table(results)
 st.markdown("#### Share this comparison")
-st.code(share_link(params), language=None)
+st.code(share_link(params), language=None, wrap_lines=True)

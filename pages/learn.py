@@ -1,4 +1,4 @@
-"""Learn: where the memory goes and why GQA, MLA and PagedAttention matter — with your own model's numbers."""
+"""Learn: where the memory goes and why GQA, MLA and PagedAttention matter — with the Plan page's own scenario."""
 
 import sys
 from pathlib import Path
@@ -8,32 +8,56 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from calculator import Scenario, Workload, estimate, gpu_catalog, preset_ids, workload_capacity
-from calculator.charts import block_grid_figure, kv_per_token_figure, memory_stack_figure
+from calculator import CalculatorError, Workload, estimate, preset_ids, workload_capacity
+from calculator.charts import block_grid_figure, kv_per_token_figure, memory_stack_figure, samples_block_figure
 from calculator.engine.kv_cache import compare_with_mha
-from calculator.engine.workload import paged_slots
-from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
+from calculator.engine.workload import paged_slots, prefix_caching_enabled
+from calculator.explain import deployment_line
+from calculator.scenario import DEFAULT_MODEL, Scenario
 from calculator.units import GIB
-from pages.common import page_setup
+from calculator.url_state import read_link, to_query_params
+from pages.common import page_setup, sentence
 from pages.common.inputs import MODEL_SOURCES, cached_model_spec
 from pages.common.outputs import CHART_CONFIG
+from pages.common.state import plan_link, share_link
+
+
+def plan_scenario() -> tuple[Scenario, object, Workload, list[str]]:
+    """The Plan page's last scenario in this session; else the link's (Plan's keys); else the defaults."""
+    held = st.session_state.get("plan__last_valid")
+    if held is not None:
+        scenario, spec, workload = held
+        return scenario, spec, workload, []
+    link = read_link(st.query_params.to_dict())
+    source = MODEL_SOURCES[0] if link.scenario.model in preset_ids() else MODEL_SOURCES[1]
+    try:
+        spec = cached_model_spec(source, link.scenario.model)
+    except CalculatorError as exc:
+        fallback = link.scenario.replace(model=DEFAULT_MODEL)
+        return (fallback, cached_model_spec(MODEL_SOURCES[0], DEFAULT_MODEL), link.workload,
+                [*link.warnings, f"{sentence(exc)} Showing {DEFAULT_MODEL} instead."])
+    return link.scenario, spec, link.workload, list(link.warnings)
+
 
 page_setup("Learn")
-st.caption("A guided tour of vLLM's memory accounting, computed live for the model and GPU you pick.")
-left, right = st.columns(2)
-model = left.selectbox("Model", preset_ids(), index=preset_ids().index(DEFAULT_MODEL), key="learn_model")
-gpus = {g.key: g for g in gpu_catalog()}
-gpu = right.selectbox("GPU", list(gpus), index=list(gpus).index(DEFAULT_GPU), key="learn_gpu",
-                      format_func=lambda key: gpus[key].name)
-spec = cached_model_spec(MODEL_SOURCES[0], model)
-result = estimate(Scenario(model=model, gpu=gpu, vllm_version="0.32.0"), spec)
-budget, layout = result.budget, result.layout
+scenario, spec, workload, problems = plan_scenario()
+for problem in problems:
+    st.warning(problem, icon="🔗")
+result = estimate(scenario, spec)
+budget, layout, settings = result.budget, result.layout, result.settings
+share_link(to_query_params(scenario, workload))
+st.markdown(f"**{deployment_line(result)}**")
+st.caption("A guided tour of vLLM's memory accounting for exactly the Plan page's scenario and workload.")
+st.link_button("Change the scenario on the Plan page", plan_link(scenario, workload))
 
 st.header("1. Where the memory goes")
+extensible = budget.formula == "v1_extensible"
 st.markdown(
-    f"vLLM may use `gpu_memory_utilization` × {budget.total_bytes / GIB:.2f} GiB = "
-    f"**{budget.requested_bytes / GIB:.2f} GiB** of this GPU. The weights take **{budget.weights_bytes / GIB:.2f} GiB**; "
-    f"a dummy forward pass over `max_num_batched_tokens` and the sampler reserve an activation peak of "
+    f"vLLM {result.rules.version} may use `gpu_memory_utilization` × {budget.total_bytes / GIB:.2f} GiB = "
+    f"{budget.gpu_memory_utilization:g} × {budget.total_bytes / GIB:.2f} = **{budget.requested_bytes / GIB:.2f} GiB** "
+    f"of this GPU{' (with the extensible KV cache it is a cap, and a safety margin is kept free)' if extensible else ''}."
+    f" The weights take **{budget.weights_bytes / GIB:.2f} GiB**; a dummy forward pass over "
+    f"`max_num_batched_tokens` = {settings.max_num_batched_tokens:,} and the sampler reserve an activation peak of "
     f"**{budget.activation_bytes / GIB:.2f} GiB**; NCCL/cuBLAS and CUDA graphs take "
     f"{(budget.non_torch_bytes + budget.cudagraph_bytes) / GIB:.2f} GiB. **Everything left — "
     f"{result.kv_cache_bytes / GIB:.2f} GiB — becomes the KV cache**, and its size sets how many requests run at once.")
@@ -54,7 +78,9 @@ st.plotly_chart(kv_per_token_figure([("if it were MHA", as_mha), (f"as built ({k
                                      ("as built, fp8 KV", fp8)]), config=CHART_CONFIG, key="learn_kv")
 
 st.header("3. PagedAttention: blocks instead of reservations")
-block = st.select_slider("Block size (tokens)", [8, 16, 32, 64, 128], value=16, key="learn_block")
+sizes = sorted({8, 16, 32, 64, 128, settings.block_size})
+block = st.select_slider("Block size (tokens)", sizes, value=settings.block_size, key="learn_block",
+                         help=f"this scenario's block_size is {settings.block_size}")
 lengths = [int(x) for x in st.text_input("Request lengths (tokens)", "70, 33, 120, 18", key="learn_lengths")
            .replace(" ", "").split(",") if x.isdigit() and int(x) > 0][:8] or [70]
 st.plotly_chart(block_grid_figure(lengths, block), config=CHART_CONFIG, key="learn_blocks")
@@ -62,21 +88,33 @@ allocated = paged_slots(lengths, block)
 st.markdown(
     f"Paged: {len(lengths)} requests hold {allocated:,} token slots for {sum(lengths):,} tokens — only the last block "
     f"of each is partly empty ({100 * (1 - sum(lengths) / allocated):.1f}% waste). A contiguous allocator reserves "
-    f"`max_model_len` = {result.settings.max_model_len:,} tokens per request: "
-    f"{100 * (1 - sum(lengths) / (len(lengths) * result.settings.max_model_len)):.2f}% waste.")
+    f"`max_model_len` = {settings.max_model_len:,} tokens per request: "
+    f"{100 * (1 - sum(lengths) / (len(lengths) * settings.max_model_len)):.2f}% waste.")
+st.markdown(
+    f"**concurrency = KV pool ÷ KV per request.** For requests of the full `max_model_len`: "
+    f"{result.capacity.num_gpu_blocks:,} blocks ÷ {result.capacity.blocks_per_request:,} blocks per request = "
+    f"**{result.capacity.max_concurrency:,.2f}** (vLLM's \"Maximum concurrency\"). The scheduler also stops at "
+    f"`max_num_seqs` = {settings.max_num_seqs:,}.")
 
 st.header("4. Shared prefixes and parallel sampling")
-prefix = st.slider("System prompt shared by every request (tokens)", 0, 4096, 1024, step=64, key="learn_prefix")
-samples = st.slider("Parallel samples per request (n)", 1, 8, 4, key="learn_n")
-alone = workload_capacity(result, Workload(prompt_tokens_mean=2048, output_tokens_mean=512))
-shared = workload_capacity(result, Workload(prompt_tokens_mean=2048, output_tokens_mean=512,
+prompt = max(workload.prompt_tokens_mean, 1)
+prefix = st.slider("System prompt shared by every request (tokens)", 0, prompt,
+                   min(workload.shared_prefix_tokens, prompt), key="learn_prefix")
+samples = st.slider("Parallel samples per request (n)", 1, 16, min(workload.parallel_samples, 16), key="learn_n")
+alone = workload_capacity(result, Workload(prompt_tokens_mean=prompt, output_tokens_mean=workload.output_tokens_mean))
+shared = workload_capacity(result, Workload(prompt_tokens_mean=prompt, output_tokens_mean=workload.output_tokens_mean,
                                             shared_prefix_tokens=prefix, parallel_samples=samples))
-st.plotly_chart(block_grid_figure([2048 + 512] * min(samples, 4), 256, shared_prefix_tokens=prefix),
+caching = prefix_caching_enabled(result)
+st.plotly_chart(samples_block_figure(prompt, workload.output_tokens_mean, samples, layout.block_size,
+                                     shared_prefix_tokens=prefix, prefix_caching=caching),
                 config=CHART_CONFIG, key="learn_shared")
 st.markdown(
-    f"With prefix caching the {prefix:,}-token prefix is stored once ({shared.mean.prefix_blocks:,} blocks), and the "
-    f"{samples} samples of a request share their full prompt blocks; only the last prompt block is copied on write. "
-    f"A 2,048 + 512-token request alone needs {alone.mean.private_blocks:,} blocks; with the prefix and {samples} "
-    f"samples it needs {shared.mean.private_blocks:,} private blocks for {samples}× the output. "
-    f"On this GPU that is **{alone.concurrency_mean:,}** single requests or **{shared.concurrency_mean:,}** "
-    f"requests of {samples} samples at once.")
+    (f"With prefix caching the {prefix:,}-token prefix is stored once ({shared.mean.prefix_blocks:,} blocks of "
+     f"{layout.block_size} tokens), and the {samples} samples of a request share their full prompt blocks; only the "
+     "last prompt block is copied on write. " if caching else
+     "Prefix caching is off in this scenario, so nothing is shared between requests or samples. ") +
+    f"A {prompt:,} + {workload.output_tokens_mean:,}-token request alone needs {alone.mean.private_blocks:,} blocks; "
+    f"with the prefix and {samples} samples it needs {shared.mean.private_blocks:,} private blocks for {samples}× the "
+    f"output. **concurrency = KV pool ÷ KV per request**: on this GPU that is **{alone.concurrency_mean:,}** single "
+    f"requests or **{shared.concurrency_mean:,}** requests of {samples} samples at once "
+    f"(limited by {shared.limited_by_mean}).")

@@ -8,50 +8,110 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from calculator import CalculatorError, Workload, estimate, workload_capacity
+from calculator import CalculatorError, Estimate, Scenario, Workload, estimate, workload_capacity
 from calculator.scenario import DEFAULT_MODEL
-from pages.common import inputs, outputs, page_setup, sentence, state
+from pages.common import import_box, inputs, outputs, page_setup, sentence, state
 
 PREFIX = "plan"
+LAST_VALID = f"{PREFIX}__last_valid"  # (scenario, spec, workload) of the last run that produced numbers
+
+
+def import_base(_target: object = None) -> Scenario:
+    """What a launch line cannot say (GPU, platform, version) comes from the page's current inputs."""
+    values = state.widget_values(PREFIX, ("gpu", "gpu_memory_gib", "vllm_version", "other_processes_memory_gib"))
+    values["device"] = inputs.PLATFORMS.get(st.session_state.get(f"{PREFIX}_device_choice"))
+    gpu = values.pop("gpu")
+    custom = gpu == state.CUSTOM_GPU
+    try:
+        return Scenario(gpu=None if custom else gpu, **{k: v for k, v in values.items()
+                                                         if v is not None and (custom or k != "gpu_memory_gib")})
+    except ValueError:
+        return Scenario()
+
+
+def apply_import(scenario: Scenario, report, _target: object = None) -> None:
+    state.request_apply(PREFIX, scenario, None, [], report)
+
+
+def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str, str], util_note, live: bool,
+            result: Estimate | None = None) -> Estimate:
+    """Everything the page shows for one valid scenario; ``live`` False draws the last valid one, greyed."""
+    result = result or estimate(scenario, spec)
+    capacity = workload_capacity(result, workload)
+    outputs.header(result, substituted)
+    outputs.verdict(result, substituted)
+    outputs.kpis(result, capacity, PREFIX)
+    if live:
+        outputs.utilization_note(result, util_note)
+    outputs.memory_chart(result)
+    outputs.ladder(result)
+    # The speed section (issue 12) goes here: speed.section(result, workload).
+    outputs.how_calculated(result)
+    outputs.paged_vs_naive(capacity, result)
+    outputs.sweeps(scenario, spec, PREFIX)
+    outputs.plan_for_target(result, workload)
+    if live and not substituted:
+        outputs.launch(scenario)
+    return result
+
 
 page_setup("Plan")
-for warning in state.init_from_url(PREFIX):
+outputs.page_css()
+link_warnings = state.init_from_url(PREFIX)
+import_box.import_box(PREFIX, import_base, apply_import)
+for warning in link_warnings:
     st.warning(warning, icon="🔗")
 
 with st.sidebar:
     model, spec, model_error = inputs.model_section(PREFIX)
     hardware = inputs.hardware_section(PREFIX)
-    parallelism = inputs.parallelism_section(PREFIX)
-    vllm_settings = inputs.vllm_section(PREFIX, spec)
+    parallelism = inputs.parallelism_section(PREFIX, spec)
+    vllm_settings, util_note = inputs.vllm_section(PREFIX, spec)
     workload = inputs.workload_section(PREFIX)
 
-if spec is None:
-    st.warning(f"{sentence(model_error).rstrip('.')}. Showing {DEFAULT_MODEL} instead.", icon="⚠️")
-    model, spec = DEFAULT_MODEL, inputs.cached_model_spec(inputs.MODEL_SOURCES[0], DEFAULT_MODEL)
+substituted = dict(state.substituted(PREFIX))
+problem = None
 if isinstance(workload, str):
-    st.warning(f"Workload: {workload}; using the default workload.", icon="⚠️")
-    workload = Workload()
-scenario = inputs.build_scenario(model, hardware, parallelism, vllm_settings)
-if isinstance(scenario, str):
-    st.error(f"Settings: {scenario}")
-    st.stop()
+    problem, workload = f"Workload: {workload}", None
+asked = inputs.build_scenario(model, hardware, parallelism, vllm_settings)
+if spec is None:
+    problem = sentence(model_error)
+elif isinstance(asked, str):
+    problem = f"Settings: {asked}"
+elif problem is None:
+    try:
+        current = estimate(asked, spec)
+    except CalculatorError as exc:
+        problem = sentence(exc)
 
-try:
-    result = estimate(scenario, spec)
-except CalculatorError as exc:
-    st.error(sentence(exc))
-    st.stop()
-
-capacity = workload_capacity(result, workload)
-outputs.verdict(result)
-outputs.kpis(result, capacity)
-outputs.memory_chart(result)
-outputs.how_calculated(result)
-outputs.paged_vs_naive(capacity, result)
-outputs.sweeps(scenario, spec, PREFIX)
-outputs.plan_for_target(result, workload)
-outputs.serve_round_trip(scenario, PREFIX)
-sweep_view = st.session_state.get(f"{PREFIX}_view_sweep", "max_model_len")
-link = state.write_url(scenario if not model.startswith("upload:") else scenario.replace(model=DEFAULT_MODEL),
-                       workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {})
-outputs.share_and_export(link, result)
+if problem is None:
+    st.session_state[LAST_VALID] = (asked, spec, workload)
+    results(asked, spec, workload, substituted, util_note, live=True, result=current)
+    sweep_view = st.session_state.get(f"{PREFIX}_view_sweep", "max_model_len")
+    # NOTE: a link cannot carry an uploaded config.json, so none is offered for one (rather than another model's).
+    link = None if model.startswith("upload:") else state.write_url(
+        asked, workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {})
+    if not substituted:
+        outputs.share_and_export(link, current, workload)
+elif LAST_VALID in st.session_state:
+    st.error(f"**{problem}** The inputs are kept; below, greyed, the last settings that gave numbers.", icon="✋")
+    if isinstance(asked, Scenario) and not model.startswith("upload:"):
+        state.write_url(asked, workload)  # the address bar keeps what was asked, so the link is not lost
+    last_scenario, last_spec, last_workload = st.session_state[LAST_VALID]
+    with st.container(key="stale_result"):
+        results(last_scenario, last_spec, last_workload, {}, util_note, live=False)
+elif spec is None:
+    # Nothing valid yet (a link or an import named an unknown model): show the default model, say so, and offer
+    # no command or link for it.
+    st.error(f"**{problem}** Showing {DEFAULT_MODEL} instead; no command or link is offered for it.", icon="✋")
+    fallback = asked.replace(model=DEFAULT_MODEL) if isinstance(asked, Scenario) else Scenario()
+    if isinstance(asked, Scenario) and not model.startswith("upload:"):
+        state.write_url(asked, workload)  # the address bar keeps what was asked
+    default_spec = inputs.cached_model_spec(state.MODEL_SOURCES[0], DEFAULT_MODEL)
+    try:
+        estimate(fallback, default_spec)
+    except CalculatorError:
+        fallback = Scenario(gpu=fallback.gpu, gpu_memory_gib=fallback.gpu_memory_gib)
+    results(fallback, default_spec, workload or Workload(), {**substituted, "model": model}, util_note, live=False)
+else:
+    st.error(f"**{problem}** The inputs are kept; change the highlighted setting to see numbers.", icon="✋")

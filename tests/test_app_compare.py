@@ -9,6 +9,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from calculator import Scenario, estimate, find_gpu
+from calculator.engine.uncertainty import verdict
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "compare.py")
 
@@ -27,17 +28,39 @@ def run_page(query: dict[str, str] | None = None) -> AppTest:
     return app
 
 
-def table(app: AppTest) -> list[dict]:
-    return app.dataframe[0].value.to_dict("records")
+def table(app: AppTest) -> dict[str, list[str]]:
+    """Figure label -> one value per scenario."""
+    frame = app.table[0].value
+    return {row[""]: [row[column] for column in frame.columns if column != ""] for row in frame.to_dict("records")}
+
+
+def link(app: AppTest) -> dict[str, str]:
+    return {key: (value[-1] if isinstance(value, list) else value) for key, value in app.query_params.items()}
 
 
 def test_two_default_scenarios_match_the_engine():
     rows = table(run_page())
-    assert len(rows) == 2
     expected = estimate(Scenario(model="RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", gpu="h100-sxm-80gb",
                                  tensor_parallel_size=2, max_model_len=32768))
-    assert rows[1]["KV tokens"] == expected.capacity.kv_cache_tokens
-    assert rows[1]["max concurrency"] == round(expected.capacity.max_concurrency, 2)
+    assert len(rows["KV cache tokens"]) == 2
+    assert rows["KV cache tokens"][1] == f"{expected.capacity.kv_cache_tokens:,}"
+    assert rows["max concurrency @ max_model_len"][1] == f"{expected.capacity.max_concurrency:,.2f}x"
+    assert rows["verdict"][1] == verdict(expected)
+
+
+def test_effective_batch_limits_and_activation_peak_explain_a100_vs_h100():
+    # vLLM 0.11+: 1,024 seqs / 8,192 batched tokens on >= 70 GiB GPUs other than the A100 (256 / 2,048 there).
+    query = {"a.m": "meta-llama/Llama-3.1-70B-Instruct", "a.g": "a100-sxm-80gb", "a.tp": "2", "a.len": "32768",
+             "b.m": "meta-llama/Llama-3.1-70B-Instruct", "b.g": "h100-sxm-80gb", "b.tp": "2", "b.len": "32768"}
+    rows = table(run_page(query))
+    assert rows["max_num_seqs (effective)"] == ["256", "1,024"]
+    assert rows["max_num_batched_tokens (effective)"] == ["2,048", "8,192"]
+    a100 = estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="a100-sxm-80gb", tensor_parallel_size=2,
+                             max_model_len=32768))
+    h100 = a100.scenario.replace(gpu="h100-sxm-80gb")
+    assert rows["verdict"] == [verdict(a100), verdict(estimate(h100))]
+    assert rows["activation peak / GPU"][0] == f"{a100.budget.activation_bytes / 2**30:,.2f} GiB"
+    assert "differ by GPU memory tier" in " ".join(c.value for c in run_page(query).caption)
 
 
 def test_editing_a_scenario_and_reopening_its_link():
@@ -49,16 +72,46 @@ def test_editing_a_scenario_and_reopening_its_link():
     app.number_input(key="cmp_c_max_model_len").set_value(8192)
     app.run()
     rows = table(app)
-    assert len(rows) == 3
-    link = {key: (value[-1] if isinstance(value, list) else value) for key, value in app.query_params.items()}
-    assert link["k"] == "3" and link["c.m"] == "Qwen/Qwen3-8B" and link["c.g"] == find_gpu("l4").key
-    assert table(run_page(link)) == rows
+    assert len(rows["verdict"]) == 3
+    params = link(app)
+    assert params["k"] == "3" and params["c.m"] == "Qwen/Qwen3-8B" and params["c.g"] == find_gpu("l4").key
+    assert table(run_page(params)) == rows
     expected = estimate(Scenario(model="Qwen/Qwen3-8B", gpu="l4", max_model_len=8192, tensor_parallel_size=2))
-    assert rows[2]["GPUs"] == 2 and rows[2]["KV tokens"] == expected.capacity.kv_cache_tokens
+    assert rows["GPUs (TP × PP)"][2] == f"2 × {find_gpu('l4').name}"
+    assert rows["KV cache tokens"][2] == f"{expected.capacity.kv_cache_tokens:,}"
 
 
-def test_a_bad_link_falls_back_with_warnings():
+def test_settings_compare_does_not_edit_survive_its_link():
+    query = {"a.m": "Qwen/Qwen3-8B", "a.seqs": "64", "a.u": "0.5", "a.adj": "1.5", "a.dp": "2"}
+    app = run_page(query)
+    assert {k: v for k, v in link(app).items() if k.startswith("a.")} == query
+    rows = table(app)
+    assert rows["max_num_seqs (effective)"][0] == "64"
+
+
+def test_a_bad_link_falls_back_with_warnings_and_names_the_substitute():
     app = run_page({"k": "9", "a.tp": "-1", "b.m": "nope/nope"})
     text = " ".join(w.value for w in app.warning)
-    assert "k='9'" in text and "tp=" in text and "nope/nope" in text
-    assert len(table(app)) == 2
+    assert "k='9'" in text and "tp=" in text and "nope/nope is not a bundled preset" in text
+    assert len(table(app)["verdict"]) == 2
+    assert "Substituted for nope/nope" in " ".join(e.value for kind in (app.warning, app.success, app.error) for e in kind)
+    assert link(app)["b.m"] == "nope/nope"
+
+
+def test_each_scenario_names_its_deployment():
+    app = run_page()
+    headers = [c.value for c in app.caption if "·" in c.value]
+    assert headers[0] == ("**meta-llama/Llama-3.1-70B-Instruct · H100 SXM 80GB × 4 · TP 4 / PP 1 · max_model_len "
+                          "32,768 · weights bfloat16 / KV auto (bfloat16) · vLLM 0.34.0**")
+
+
+def test_a_command_imports_into_the_chosen_scenario_with_its_report():
+    app = run_page()
+    app.segmented_control(key="cmp_import_into").set_value("b")
+    app.text_area(key="cmp_import_text").set_value("docker run vllm/vllm-openai --model Qwen/Qwen3-8B -tp 2 "
+                                                   "--max-num-seqs 32")
+    app.button(key="cmp_import_button").click()
+    app.run()
+    assert app.selectbox(key="cmp_b_model").value == "Qwen/Qwen3-8B"
+    assert table(app)["max_num_seqs (effective)"][1] == "32"
+    assert any("Imported" in s.value and "--max-num-seqs 32" in s.value for s in app.success)

@@ -1,37 +1,97 @@
-"""The Learn page explains with the engine's own numbers for the chosen model."""
+"""The Learn page explains with the engine's own numbers for exactly the Plan page's scenario."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "learn.py")
+from calculator import Scenario, Workload, estimate, workload_capacity
+from calculator.charts import samples_block_figure
+from calculator.units import GIB
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = str(ROOT / "pages" / "learn.py")
 
 
-def run(model: str) -> AppTest:
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    st.cache_data.clear()
+
+
+def run(query: dict[str, str] | None = None) -> AppTest:
     app = AppTest.from_file(PAGE, default_timeout=120)
+    for key, value in (query or {}).items():
+        app.query_params[key] = value
     app.run()
-    app.selectbox(key="learn_model").set_value(model)
-    app.run()
-    assert not app.exception
+    assert not app.exception, [e.value for e in app.exception]
     return app
 
 
+def text(app: AppTest) -> str:
+    return " ".join(md.value for md in app.markdown)
+
+
 def test_gqa_saving_for_llama_8b():
-    text = " ".join(md.value for md in run("meta-llama/Llama-3.1-8B-Instruct").markdown)
     # 32 layers x 32 heads x (128 + 128) x 2 B = 512 KiB as MHA; 8 KV heads -> 128 KiB.
-    assert "**512 KiB per token**" in text and "**128.0 KiB**" in text and "4.0× less" in text
+    assert "**512 KiB per token**" in text(run()) and "**128.0 KiB**" in text(run()) and "4.0× less" in text(run())
 
 
 def test_mla_saving_for_deepseek_v3():
-    text = " ".join(md.value for md in run("deepseek-ai/DeepSeek-V3").markdown)
     # MHA: 61 x 128 x (192 + 128) x 2 B = 4,880 KiB; MLA: 61 x 576 x 2 B = 68.6 KiB.
-    assert "**4,880 KiB per token**" in text and "**68.6 KiB**" in text
+    shown = text(run({"m": "deepseek-ai/DeepSeek-V3", "g": "h200", "tp": "8"}))
+    assert "**4,880 KiB per token**" in shown and "**68.6 KiB**" in shown
 
 
 def test_paged_blocks_waste_only_the_last_block():
-    app = run("meta-llama/Llama-3.1-8B-Instruct")
-    text = " ".join(md.value for md in app.markdown)
+    app = run({"bs": "16"})
     # 70, 33, 120, 18 tokens at block 16: 5 + 3 + 8 + 2 blocks = 288 slots for 241 tokens.
-    assert "hold 288 token slots for 241 tokens" in text and "(16.3% waste)" in text
+    assert "hold 288 token slots for 241 tokens" in text(app) and "(16.3% waste)" in text(app)
+
+
+def test_learn_follows_the_plan_page_exactly():
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    app.run()
+    app.selectbox(key="plan_preset").set_value("meta-llama/Llama-3.1-70B-Instruct")
+    app.selectbox(key="plan_tensor_parallel_size").set_value(2)
+    app.number_input(key="plan_max_model_len").set_value(32768)
+    app.run()
+    app.switch_page("pages/learn.py")
+    app.run()
+    assert not app.exception
+    plan = estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", tensor_parallel_size=2, max_model_len=32768))
+    shown = text(app)
+    assert (f"{plan.budget.gpu_memory_utilization:g} × {plan.budget.total_bytes / GIB:.2f} = "
+            f"**{plan.budget.requested_bytes / GIB:.2f} GiB**") in shown
+    assert f"{plan.kv_cache_bytes / GIB:.2f} GiB — becomes the KV cache" in shown
+    assert "**meta-llama/Llama-3.1-70B-Instruct · H100 SXM 80GB × 2 · TP 2 / PP 1 · max_model_len 32,768" in shown
+
+
+def test_the_block_chart_and_the_text_use_the_scenarios_block_size():
+    app = run({"m": "Qwen/Qwen3-8B", "v": "0.32.0", "prefix": "512", "n": "4", "in": "1000", "out": "200"})
+    result = estimate(Scenario(model="Qwen/Qwen3-8B", vllm_version="0.32.0"))
+    assert result.settings.block_size == 16
+    assert app.select_slider(key="learn_block").value == 16
+    # 512-token prefix = 32 blocks of 16; each sample: cdiv(1200, 16) - 62 full prompt blocks = 13 own blocks.
+    assert "stored once (32 blocks of 16 tokens)" in text(app)
+    shared = workload_capacity(result, Workload(prompt_tokens_mean=1000, output_tokens_mean=200,
+                                                shared_prefix_tokens=512, parallel_samples=4))
+    assert shared.mean.private_blocks == 62 - 32 + 4 * 13
+    assert f"needs {shared.mean.private_blocks:,} private blocks" in text(app)
+
+
+def test_the_plain_concurrency_formula_is_spelled_out():
+    result = estimate(Scenario())
+    assert (f"{result.capacity.num_gpu_blocks:,} blocks ÷ {result.capacity.blocks_per_request:,} blocks per request"
+            f" = **{result.capacity.max_concurrency:,.2f}**") in text(run())
+
+
+def test_n_parallel_samples_are_drawn_one_row_each():
+    figure = samples_block_figure(1000, 200, 4, 16, shared_prefix_tokens=512)
+    heatmap = figure.data[0]
+    assert list(heatmap.y) == ["sample 1", "sample 2", "sample 3", "sample 4"]
+    row = list(heatmap.z[0])
+    assert len(row) == 75 and row[:32] == [3] * 32 and row[32:62] == [2] * 30 and row[62:] == [1] * 13  # 1,200 tokens fill 75 blocks exactly
+    assert "16-token blocks" in figure.layout.title.text

@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from support.local_hub import LocalHub
 
-from calculator import Scenario, Workload, estimate, workload_capacity
+from calculator import Scenario, Workload, estimate, find_gpu, workload_capacity
 from calculator.model.architecture import build_model_spec
 from calculator.serve_command import parse_serve_command
 from calculator.summary import estimate_summary
@@ -46,11 +46,28 @@ def expected_kpis(scenario: Scenario, workload: Workload = Workload()) -> dict[s
     result = estimate(scenario)
     return {
         "KV cache tokens": f"{result.capacity.kv_cache_tokens:,}",
-        f"Max concurrency @ {result.settings.max_model_len:,}": f"{result.capacity.max_concurrency:,.2f}x",
+        "Max concurrency": f"{result.capacity.max_concurrency:,.2f}x",
         "Workload concurrency": f"{workload_capacity(result, workload).concurrency_p95:,}",
         "GPU blocks": f"{result.capacity.num_gpu_blocks:,}",
         "Largest max_model_len": f"{result.max_fitting_model_len:,}",
     }
+
+
+def text_of(app: AppTest) -> str:
+    return " ".join(e.value for kind in ("markdown", "success", "warning", "error", "info", "caption")
+                    for e in getattr(app, kind))
+
+
+def commands(app: AppTest) -> list[str]:
+    return [code.value for code in app.code if code.value.startswith("vllm serve")]
+
+
+def import_command(app: AppTest, command: str) -> AppTest:
+    app.text_area(key="plan_import_text").set_value(command)
+    app.button(key="plan_import_button").click()
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
 
 
 def test_default_view_shows_the_engine_numbers():
@@ -65,7 +82,7 @@ def test_changing_inputs_changes_the_kpis_like_the_engine():
     app = run_app()
     app.selectbox(key="plan_preset").set_value("Qwen/Qwen3-32B")
     app.selectbox(key="plan_gpu").set_value("a100-sxm-80gb")
-    app.number_input(key="plan_tensor_parallel_size").set_value(2)
+    app.selectbox(key="plan_tensor_parallel_size").set_value(2)
     app.number_input(key="plan_max_model_len").set_value(32768)
     app.selectbox(key="plan_kv_cache_dtype").set_value("fp8")
     app.run()
@@ -101,25 +118,76 @@ def test_share_link_round_trip_restores_the_same_numbers():
 
 
 def test_bad_link_opens_with_defaults_and_visible_warnings():
-    app = run_app({"tp": "zero", "u": "7", "len": "4096", "m": "nobody/no-such-model-xyz", "zzz": "1", "kv": "int3"})
+    app = run_app({"tp": "zero", "u": "7", "len": "4096", "zzz": "1", "kv": "int3"})
     warnings = " ".join(w.value for w in app.warning)
-    assert "tp=" in warnings and "u=" in warnings and "zzz" in warnings and "kv_cache_dtype" in warnings
-    assert "meta-llama/Llama-3.1-8B-Instruct instead" in warnings
+    assert "tp=" in warnings and "u=" in warnings and "zzz" in warnings and "kv=" in warnings
     shown = metrics(app)
-    assert shown["Max concurrency @ 4,096"] == expected_kpis(Scenario(max_model_len=4096))["Max concurrency @ 4,096"]
+    assert shown["Max concurrency"] == expected_kpis(Scenario(max_model_len=4096))["Max concurrency"]
+
+
+def test_an_unknown_model_in_a_link_is_named_and_gets_no_command_or_link():
+    app = run_app({"m": "nobody/no-such-model-xyz"})
+    assert "Showing meta-llama/Llama-3.1-8B-Instruct instead" in app.error[0].value
+    assert "Substituted (model 'nobody/no-such-model-xyz' not available)" in text_of(app)
+    assert commands(app) == [] and not any("http" in code.value for code in app.code)
+    assert link_of(app)["m"] == "nobody/no-such-model-xyz"  # the address bar keeps what was asked
+
+
+def test_an_unknown_gpu_in_a_link_is_a_named_substitution():
+    app = run_app({"g": "tpu-v5", "m": "Qwen/Qwen3-8B"})
+    assert "Unknown GPU 'tpu-v5'" in " ".join(w.value for w in app.warning)
+    assert "Substituted (gpu 'tpu-v5' not available)" in app.success[0].value
+    assert commands(app) == []
+    app.selectbox(key="plan_gpu").set_value(find_gpu("l40s").key)
+    app.run()
+    assert "Substituted" not in app.success[0].value and commands(app)
+
+
+def test_an_nvidia_smi_gpu_name_in_a_link_is_resolved():
+    app = run_app({"g": "NVIDIA H100 80GB HBM3", "m": "Qwen/Qwen3-8B"})
+    assert not app.warning
+    assert app.selectbox(key="plan_gpu").value == "h100-sxm-80gb"
+
+
+def test_every_page_says_which_deployment_its_numbers_are_about():
+    app = run_app({"m": "meta-llama/Llama-3.1-70B-Instruct", "tp": "2", "len": "32768", "kv": "fp8",
+                   "v": "0.32.0"})
+    header = next(md.value for md in app.markdown if "·" in md.value)
+    assert header == ("**meta-llama/Llama-3.1-70B-Instruct · H100 SXM 80GB × 2 · TP 2 / PP 1 · max_model_len "
+                      "32,768 · weights bfloat16 / KV fp8 · vLLM 0.32.0**")
+
+
+def test_workload_concurrency_is_capped_by_max_num_seqs_and_names_the_limit():
+    app = import_command(run_app(), "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64")
+    card = next(m for m in app.metric if m.label == "Workload concurrency")
+    assert card.value == "64" and card.delta == "cap: max_num_seqs"
+    plan = " ".join(md.value for md in app.markdown)
+    assert "each running 64 requests at once at p95 lengths (limited by max_num_seqs)" in plan
+    kv_holds = workload_capacity(estimate(Scenario(max_num_seqs=64)), Workload()).kv_concurrency_p95
+    assert kv_holds > 64 and f"the KV cache holds {kv_holds:,}" in card.help
+
+
+def test_import_sits_at_the_top_and_says_what_it_imported_assumed_and_ignored():
+    app = import_command(run_app(), "sudo docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest "
+                                    "--model Qwen/Qwen3-8B --gpu-memory-utilisation 0.8 --swap-space 16 -tp 2")
+    report = next(s.value for s in app.warning if "Imported" in s.value)
+    assert "`--tensor-parallel-size 2`" in report
+    assert "Assumed**: GPU h100-sxm-80gb: a launch line does not name it" in report
+    assert "did you mean --gpu-memory-utilization?" in report
+    assert "Ignored** `--swap-space 16`" in report
+    assert app.selectbox(key="plan_preset").value == "Qwen/Qwen3-8B"
+    assert app.selectbox(key="plan_tensor_parallel_size").value == 2
 
 
 def test_vllm_serve_import_fills_the_page_and_exports_the_same_command():
     app = run_app()
     command = ("vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2 --max-model-len 16384 "
                "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8 --enforce-eager")
-    app.text_area(key="plan_import_text").set_value(command)
-    app.button(key="plan_import_button").click()
-    app.run()
+    import_command(app, command)
     assert app.selectbox(key="plan_preset").value == "Qwen/Qwen3-8B"
-    assert app.number_input(key="plan_tensor_parallel_size").value == 2
+    assert app.selectbox(key="plan_tensor_parallel_size").value == 2
     assert app.slider(key="plan_util").value == 0.85
-    exported = next(code.value for code in app.code if code.value.startswith("vllm serve"))
+    exported = commands(app)[0]
     assert parse_serve_command(exported)[0] == parse_serve_command(command)[0]
     scenario = Scenario(model="Qwen/Qwen3-8B", tensor_parallel_size=2, max_model_len=16384,
                         gpu_memory_utilization=0.85, kv_cache_dtype="fp8", enforce_eager=True)
@@ -131,6 +199,101 @@ def test_estimate_json_export_matches_the_engine():
     assert any(code.value.startswith("vllm serve Qwen/Qwen3-8B") for code in app.code)
     summary = estimate_summary(estimate(Scenario(model="Qwen/Qwen3-8B")))
     assert json.loads(json.dumps(summary))["kv_cache_tokens"] == int(metrics(app)["KV cache tokens"].replace(",", ""))
+
+
+def test_only_quantizations_this_checkpoint_loads_are_offered():
+    app = run_app({"m": "Qwen/Qwen3-8B"})
+    offered = app.selectbox(key="plan_quantization").options
+    assert "awq" not in offered and "gptq" not in offered and "fp8" in offered
+    awq = run_app({"m": "Qwen/Qwen3-14B-AWQ"})
+    assert [o for o in awq.selectbox(key="plan_quantization").options if o != "from checkpoint"] == \
+        ["awq", "awq_marlin"]
+
+
+def test_tp_sizes_are_the_divisors_of_the_heads():
+    app = run_app({"m": "meta-llama/Llama-3.1-70B-Instruct"})
+    box = app.selectbox(key="plan_tensor_parallel_size")
+    assert box.options == ["1", "2", "4", "8", "16", "32", "64"] and "64 attention heads" in box.help
+
+
+def test_an_invalid_choice_keeps_the_inputs_and_greys_the_last_result():
+    app = run_app({"m": "Qwen/Qwen3-8B"})
+    before = metrics(app)
+    app.number_input(key="plan_pipeline_parallel_size").set_value(100)
+    app.run()
+    assert "exceeds the model's 36 layers" in app.error[0].value and "greyed" in app.error[0].value
+    assert app.number_input(key="plan_pipeline_parallel_size").value == 100
+    assert metrics(app) == before  # the last valid numbers, drawn in the greyed container
+    assert commands(app) == []
+
+
+def test_a_link_with_an_impossible_tp_keeps_it_and_explains():
+    app = run_app({"m": "meta-llama/Llama-3.1-70B-Instruct", "tp": "3"})
+    assert app.selectbox(key="plan_tensor_parallel_size").value == 3
+    assert "must be divisible by tensor parallel size (3)" in app.error[0].value
+
+
+def test_weights_that_exceed_the_gpu_say_so_and_quantization_is_offered():
+    # Qwen3-30B-A3B: 30,532,122,624 parameters x 2 B = 56.87 GiB of bf16 weights; an L40S reports 44.99 GiB.
+    app = run_app({"m": "Qwen/Qwen3-30B-A3B", "g": "l40s"})
+    assert "Does not fit: the weights alone (56.87 GiB per GPU) exceed the GPU (44.99 GiB)." in app.error[0].value
+    fixes = " ".join(md.value for md in app.markdown)
+    assert "quantize the weights to fp8 while loading (--quantization fp8)" in fixes
+    assert "4-bit AWQ/GPTQ checkpoint" in fixes
+    ladder = app.dataframe[0].value.to_dict("records")
+    assert [row["precision"] for row in ladder] == ["bf16 (16-bit) ← now", "fp8", "4-bit (AWQ/GPTQ)"]
+    assert [row["here"] for row in ladder][0] == "does not fit" and ladder[1]["GPUs needed (TP)"] == "1"
+
+
+def test_the_slider_says_when_utilization_changes_nothing():
+    app = run_app({"m": "meta-llama/Llama-3.1-70B-Instruct", "tp": "2", "u": "0.98"})
+    note = " ".join(c.value for c in app.sidebar.caption)
+    assert "from 0.97 up, that binds before gpu_memory_utilization, so moving it changes nothing here" in note
+    assert metrics(app) == metrics(run_app({"m": "meta-llama/Llama-3.1-70B-Instruct", "tp": "2", "u": "1"}))
+
+
+def test_kpis_show_the_change_against_the_previous_run():
+    app = run_app()
+    assert all(not m.delta for m in app.metric[:10] if m.label != "Workload concurrency")
+    app.selectbox(key="plan_kv_cache_dtype").set_value("fp8")
+    app.run()
+    before, after = estimate(Scenario()), estimate(Scenario(kv_cache_dtype="fp8"))
+    card = next(m for m in app.metric if m.label == "KV cache tokens")
+    assert card.delta == f"{after.capacity.kv_cache_tokens - before.capacity.kv_cache_tokens:+,}"
+    assert app.success[0].value.startswith("**Fits: vLLM 0.34.0 starts")
+
+
+# One non-default value per link key; the Plan page must show each and write it back unchanged.
+EVERY_KEY = {
+    "m": "Qwen/Qwen3-30B-A3B", "g": "a100-sxm-80gb", "mem": "5000", "dev": "rocm", "tp": "2", "pp": "2", "u": "0.1",
+    "len": "50000000", "seqs": "500000", "mbt": "50000000", "bs": "32", "dt": "float16", "kv": "fp8", "q": "fp8",
+    "kvb": "8589934592", "blocks": "1000", "eager": "1", "ext": "0", "async": "0", "v": "0.30.0", "other": "5000",
+    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0",
+    "in": "2000", "out": "300", "in95": "4000", "out95": "600", "prefix": "512", "n": "4", "users": "64",
+}
+
+
+def test_every_link_key_is_read_and_written_back_unchanged():
+    from calculator.url_state import SCENARIO_KEYS, WORKLOAD_KEYS
+
+    assert set(EVERY_KEY) == {*SCENARIO_KEYS.values(), *WORKLOAD_KEYS.values()}
+    app = run_app(EVERY_KEY)
+    assert not [w.value for w in app.warning if w.value.startswith("Share link")]
+    assert link_of(app) == EVERY_KEY
+
+
+@pytest.mark.parametrize("key", ["adj", "kvb", "blocks", "ext", "async", "dev", "dp", "ep", "offload", "pc", "u",
+                                 "seqs", "mbt", "len", "mem", "other"])
+def test_each_key_alone_survives_the_round_trip(key):
+    query = {key: EVERY_KEY[key]} if key != "mem" else {"g": "none", "mem": "5000"}
+    assert link_of(run_app(query)) == query
+
+
+def test_a_version_newer_than_modelled_says_whose_rules_apply():
+    app = run_app({"v": "99.0"})
+    assert "vLLM 99.0.0 is newer than the newest version modelled (0.34.0)" in " ".join(w.value for w in app.warning)
+    assert app.selectbox(key="plan_vllm_version").value == "99.0.0"
+    assert "vLLM 99.0.0" in text_of(app) and link_of(app)["v"] == "99.0.0"
 
 
 class TestHubErrors:
@@ -166,12 +329,12 @@ class TestHubErrors:
 
     def test_gated_model_asks_for_the_licence(self, monkeypatch, hub):
         app = self.open_hub_model(monkeypatch, hub, "acme/gated")
-        text = " ".join(w.value for w in app.warning)
+        text = " ".join(e.value for e in app.error)
         assert "accept its licence" in text and "hf_secret_token_value" not in text
 
     def test_missing_model_says_so(self, monkeypatch, hub):
         app = self.open_hub_model(monkeypatch, hub, "acme/nothing-here")
-        assert "No such model on the Hub: acme/nothing-here" in " ".join(w.value for w in app.warning)
+        assert "No such model on the Hub: acme/nothing-here" in " ".join(e.value for e in app.error)
 
     def test_unreachable_hub_offers_the_presets(self, monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
@@ -180,7 +343,7 @@ class TestHubErrors:
         app.run()
         app.text_input(key="plan_hub_id").set_value("acme/anything")
         app.run()
-        assert "pick a bundled preset" in " ".join(w.value for w in app.warning)
+        assert "pick a bundled preset" in " ".join(e.value for e in app.error)
 
 
 def test_borderline_verdict_shows_the_calibrated_band():
@@ -194,3 +357,13 @@ def test_borderline_verdict_shows_the_calibrated_band():
     message = next(w.value for w in app.warning if "Borderline" in w.value)
     assert f"{low_tokens:,}–{high_tokens:,} tokens" in message
     assert f"{low_bytes / 2**30:,.2f}–{high_bytes / 2**30:,.2f} GiB" in message
+
+
+def test_switching_the_sweep_reruns_only_its_fragment_and_keeps_the_link():
+    app = run_app({"m": "Qwen/Qwen3-8B"})
+    app.segmented_control(key="plan_view_sweep").set_value("tensor_parallel_size")
+    app.run()
+    assert not app.exception
+    assert link_of(app) == {"m": "Qwen/Qwen3-8B", "sweep": "tensor_parallel_size"}
+    reopened = run_app(link_of(app))
+    assert reopened.segmented_control(key="plan_view_sweep").value == "tensor_parallel_size"

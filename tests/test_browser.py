@@ -1,7 +1,10 @@
 """A real browser (Debian's Chromium driven by Playwright) against `streamlit run app.py` on localhost.
 
 Opens the Plan page, changes the model and a slider, sees the KPIs and the chart change, opens the share
-link in a new page and sees the same numbers. Screenshots land in docs/screenshots/ (the README uses them).
+link in a new page and sees the same numbers; imports a launch line from the top of the page and reads the
+deployment header and the import report; checks the layout a person sees (chart toolbar beside the title, labels
+on one line, the Compare table inside 1,440 px, a phone's first screen). Screenshots land in docs/screenshots/
+(the README uses them).
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ def test_plan_page_reacts_and_its_link_reproduces_the_view(dashboard, browser):
     page.goto(dashboard, wait_until="networkidle")
     first_tokens = metric(page, "KV cache tokens")
     page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
-    page.screenshot(path=str(SCREENSHOTS / "plan.png"), full_page=False)
 
     # Change the model through the searchable preset box.
     preset = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
@@ -83,12 +85,82 @@ def test_plan_page_reacts_and_its_link_reproduces_the_view(dashboard, browser):
     page.close()
 
 
-def test_compare_page_renders_side_by_side(dashboard, browser):
-    page = browser.new_page(viewport={"width": 1440, "height": 1400})
-    page.goto(f"{dashboard}/compare", wait_until="networkidle")
+IMPORTED = ("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 2 --max-model-len 32768 "
+            "--kv-cache-dtype fp8 --max-num-seqs 64 --swap-space 16")
+
+
+def box(page, selector: str) -> dict:
+    return page.locator(selector).first.bounding_box(timeout=60_000)
+
+
+def test_import_at_the_top_fills_the_page_and_names_the_deployment(dashboard, browser):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1440, "height": 1300})
+    page.goto(dashboard, wait_until="networkidle")
+    metric(page, "KV cache tokens")
+    importer = page.locator('[data-testid="stExpander"]').filter(has_text="Import a")
+    assert importer.bounding_box(timeout=60_000)["y"] < 300  # at the top, not 2,660 px down
+    importer.click()
+    page.locator('[data-testid="stTextArea"] textarea').first.fill(IMPORTED)
+    page.get_by_role("button", name="Fill the page from this command").click()
+    report = page.locator('[data-testid="stAlert"]').filter(has_text="Imported")
+    report.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert "--swap-space 16" in report.inner_text() and "Assumed" in report.inner_text()
+    header = page.locator(".st-key-deployment_header").first
+    expect(header).to_contain_text("meta-llama/Llama-3.1-70B-Instruct · H100 SXM 80GB × 2 · TP 2 / PP 1 · "
+                                   "max_model_len 32,768", timeout=60_000)
+    assert metric(page, "Workload concurrency") == "64"
     page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
-    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)
+    page.keyboard.press("Escape")
+    page.screenshot(path=str(SCREENSHOTS / "plan.png"), full_page=False)
+    page.close()
+
+
+def test_chart_toolbar_stays_off_the_title_and_labels_stay_on_one_line(dashboard, browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 1400})
+    page.goto(dashboard, wait_until="networkidle")
+    chart = page.locator('.js-plotly-plot').first
+    chart.wait_for(timeout=60_000)
+    chart.hover()
+    title, toolbar = box(page, ".js-plotly-plot .gtitle"), box(page, ".js-plotly-plot .modebar")
+    overlaps = not (toolbar["x"] > title["x"] + title["width"] or toolbar["y"] > title["y"] + title["height"])
+    assert not overlaps, (title, toolbar)
+    label = page.locator('[data-testid="stWidgetLabel"]').filter(has_text="max_num_batched_tokens").first
+    single = page.locator('[data-testid="stWidgetLabel"]').filter(has_text="max_num_seqs").first
+    assert label.bounding_box()["height"] <= single.bounding_box()["height"] + 1  # no "batche d_tokens"
+    page.close()
+
+
+def test_compare_page_renders_side_by_side_without_cut_off_columns(dashboard, browser):
+    # NOTE: tall enough for the editors, the chart and the table in one picture (Streamlit scrolls inside the page).
+    page = browser.new_page(viewport={"width": 1440, "height": 2500})
+    page.goto(f"{dashboard}/compare?k=4", wait_until="networkidle")
+    page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
+    table = page.locator('[data-testid="stTable"]').first
+    table.wait_for(timeout=60_000)
+    wait_idle(page)
+    overflow = table.evaluate("e => [...e.querySelectorAll('*')].some(c => c.scrollWidth > c.clientWidth + 1 "
+                              "&& getComputedStyle(c).overflowX !== 'visible')")
+    assert not overflow and table.bounding_box()["width"] <= 1440
+    assert "1,024" in table.inner_text() and "GiB" in table.inner_text()
     page.screenshot(path=str(SCREENSHOTS / "compare.png"), full_page=True)
+    page.close()
+
+
+def test_a_phone_sees_the_deployment_and_a_compact_kpi_grid(dashboard, browser):
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page.goto(f"{dashboard}/?m=Qwen/Qwen3-8B&tp=2", wait_until="networkidle")
+    header = page.locator(".st-key-deployment_header").first
+    header.wait_for(timeout=60_000)
+    assert header.bounding_box()["y"] + header.bounding_box()["height"] < 844  # on the first screen
+    cards = page.locator('[data-testid="stMetric"]')
+    cards.first.wait_for(timeout=60_000)
+    first, second = cards.nth(0).bounding_box(), cards.nth(1).bounding_box()
+    assert abs(first["y"] - second["y"]) < 2 and second["x"] > first["x"]  # two KPIs side by side
+    code = page.locator('[data-testid="stCode"]').filter(has_text="vllm serve").first
+    code.scroll_into_view_if_needed()
+    assert code.evaluate("e => [...e.querySelectorAll('pre, code')].every(c => c.scrollWidth <= c.clientWidth + 1)")
     page.close()
 
 

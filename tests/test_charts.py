@@ -102,3 +102,32 @@ def test_a_cpu_server_is_drawn_in_mib_as_what_it_holds_without_a_utilization_lin
     assert {trace.x[0] for trace in figure.data} == {"CPU"}
     total_mib = sum(trace.y[0] for trace in figure.data)
     assert figure.layout.title.text == f"Memory on the CPU for the model ({total_mib:.1f} MiB)"
+
+
+def test_weights_over_a_low_utilization_line_draw_an_over_budget_segment_not_spare_room():
+    # Llama-3.1-8B bf16 weights, 14.96 GiB, above 0.15 x 79.19 GiB = 11.88 GiB: nothing is left for the KV cache.
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", vllm_version="0.32.0",
+                               gpu_memory_utilization=0.15))
+    assert result.budget.kv_cache_bytes < 0
+    figure = memory_stack_figure(result)
+    assert "Unused headroom (1 - util)" not in [trace.name for trace in figure.data]
+    over = -result.budget.kv_cache_bytes / GIB
+    assert any(a.text.startswith(f"over budget by {over:,.2f} GiB") for a in figure.layout.annotations)
+    rect = next(shape for shape in figure.layout.shapes if shape.type == "rect")
+    assert rect.y0 == pytest.approx(result.budget.requested_bytes / GIB)
+    assert rect.y1 - rect.y0 == pytest.approx(over)
+
+
+def test_the_kv_pool_is_labelled_with_its_size_share_and_tokens():
+    figure = memory_stack_figure(LLAMA)
+    label = next(a for a in figure.layout.annotations if a.text.startswith("KV cache"))
+    kv_gib = LLAMA.kv_cache_bytes / GIB
+    assert label.text == (f"KV cache {kv_gib:,.2f} GiB ({100 * LLAMA.kv_cache_bytes / LLAMA.budget.total_bytes:.1f}%)"
+                          f"<br>{LLAMA.capacity.kv_cache_tokens:,} tokens")
+    below = sum(t.y[0] for t in figure.data[: [t.name for t in figure.data].index("KV cache")])
+    assert label.y == pytest.approx(below + kv_gib / 2)
+
+
+def test_the_mode_bar_stands_aside_from_the_title():
+    figure = memory_stack_figure(LLAMA)
+    assert figure.layout.modebar.orientation == "v" and figure.layout.title.x == 0.01

@@ -64,3 +64,43 @@ def test_paged_slots_round_each_request_up_to_whole_blocks():
     from calculator.engine.workload import paged_slots
 
     assert paged_slots([70, 33, 120, 18], 16) == (5 + 3 + 8 + 2) * 16 == 288
+
+
+def _with(**changes) -> object:
+    return estimate(RESULT.scenario.replace(**changes))
+
+
+def test_max_num_seqs_caps_the_requests_that_run_at_once():
+    # The KV cache holds 13 requests of 1,200 tokens (above); the scheduler runs at most max_num_seqs = 8.
+    capacity = workload_capacity(_with(max_num_seqs=8), Workload(prompt_tokens_mean=1000, output_tokens_mean=200))
+    assert (capacity.kv_concurrency_mean, capacity.concurrency_mean) == (13, 8)
+    assert capacity.limited_by_mean == "max_num_seqs"
+
+
+def test_each_parallel_sample_is_one_sequence_for_max_num_seqs():
+    # n = 4: the KV cache holds 8 requests (above) but max_num_seqs = 8 admits only 8 // 4 = 2 of them.
+    capacity = workload_capacity(_with(max_num_seqs=8), Workload(prompt_tokens_mean=1000, output_tokens_mean=200,
+                                                                 parallel_samples=4))
+    assert (capacity.kv_concurrency_mean, capacity.seqs_concurrency, capacity.concurrency_mean) == (8, 2, 2)
+
+
+def test_the_kv_cache_binds_when_max_num_seqs_is_larger():
+    capacity = workload_capacity(RESULT, Workload(prompt_tokens_mean=1000, output_tokens_mean=200))
+    assert capacity.limited_by_mean == "KV cache" and capacity.concurrency_mean == 13
+
+
+def test_without_prefix_caching_nothing_is_shared_in_v1():
+    # V1 fans n = 4 out into 4 requests: without the prefix cache each holds its own 75 blocks -> 300 per request.
+    off = _with(enable_prefix_caching=False)
+    shared = workload_capacity(off, Workload(prompt_tokens_mean=1000, output_tokens_mean=200,
+                                             shared_prefix_tokens=512))
+    assert (shared.mean.prefix_blocks, shared.mean.private_blocks, shared.concurrency_mean) == (0, 75, 13)
+    samples = workload_capacity(off, Workload(prompt_tokens_mean=1000, output_tokens_mean=200, parallel_samples=4))
+    assert samples.mean.private_blocks == 300 and samples.concurrency_mean == 1023 // 300 == 3
+
+
+def test_data_parallel_engines_multiply_the_deployment():
+    capacity = workload_capacity(_with(data_parallel_size=3), Workload(prompt_tokens_mean=1000,
+                                                                       output_tokens_mean=200,
+                                                                       target_concurrent_requests=39))
+    assert capacity.concurrency_p95 == 13 and capacity.deployment_concurrency_p95 == 39 and capacity.meets_target

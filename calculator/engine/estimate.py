@@ -30,7 +30,6 @@ from .kv_cache import (
 from .cudagraph_budget import subtracts_cudagraph_estimate
 from .known_issues import known_issues
 from .memory import MemoryBudget, memory_budget, no_memory_error
-from .quant_kernels import expert_storage, resident_quantization
 from .overheads import (
     UMA_HOST_BASELINE_BYTES,
     UMA_HOST_GROWTH_BYTES,
@@ -39,6 +38,8 @@ from .overheads import (
     cudagraph_bytes,
     non_torch_bytes,
 )
+from .placement import cpu_offloaded_bytes, experts_placed
+from .quant_kernels import expert_storage, resident_quantization
 from .settings import ResolvedSettings, resolve_settings
 from .vllm_versions import (
     ESTIMATE_HINT,
@@ -121,10 +122,19 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
                            kernel_block_alignment=KERNEL_BLOCK_ALIGNMENT[settings.device])
+    placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=scenario.data_parallel_size,
+                            enable_expert_parallel=scenario.enable_expert_parallel)
     storage = expert_storage(quantization, rules, gpu, settings.device)
-    resident = resident_quantization(quantization, gpu, settings.device, settings.dtype_bytes)
-    weights = _cached_weights(spec, settings.dtype_bytes, tp, pp, resident, storage)
-    budgets = _stage_budgets(scenario, spec, rules, settings, weights.per_stage_bytes, layout, quantization,
+    held_as = resident_quantization(quantization, gpu, settings.device, settings.dtype_bytes)
+    weights = _cached_weights(placed, settings.dtype_bytes, tp, pp, held_as, storage)
+    offloaded = cpu_offloaded_bytes(placed, dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
+                                    pipeline_parallel_size=pp, quantization=held_as,
+                                    cpu_offload_bytes=int(scenario.cpu_offload_gb * GIB))
+    resident = tuple(stage - moved for stage, moved in zip(weights.per_stage_bytes, offloaded))
+    if any(offloaded):
+        warnings.append(f"--cpu-offload-gb {scenario.cpu_offload_gb:g}: {max(offloaded) / GIB:,.2f} GiB of weights per "
+                        "GPU stay in pinned CPU memory and cross the host link on every forward pass (slower)")
+    budgets = _stage_budgets(scenario, spec, rules, settings, resident, layout, quantization,
                              unified_memory=bool(gpu and gpu.unified_memory))
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from .estimate import Estimate
@@ -51,27 +53,57 @@ class RequestFootprint(BaseModel):
         return self.prompt_tokens + self.output_tokens
 
 
+ConcurrencyLimit = Literal["KV cache", "max_num_seqs"]
+
+
 class WorkloadCapacity(BaseModel):
-    """How many requests of this workload fit at once, paged vs contiguous."""
+    """How many requests of this workload run at once on one engine, paged vs contiguous.
+
+    The scheduler runs at most ``max_num_seqs`` sequences (each of a request's ``n`` samples is one), so the
+    figures are min(what the KV cache holds, max_num_seqs // n); ``limited_by_*`` names the bound that binds.
+    """
 
     model_config = ConfigDict(frozen=True)
     mean: RequestFootprint
     p95: RequestFootprint
-    concurrency_mean: int  # requests of mean length that fit together
-    concurrency_p95: int  # requests of p95 length that fit together (the planning figure)
+    concurrency_mean: int  # requests of mean length that run together
+    concurrency_p95: int  # requests of p95 length that run together (the planning figure)
+    kv_concurrency_mean: int  # what the KV cache alone would hold
+    kv_concurrency_p95: int
+    seqs_concurrency: int  # max_num_seqs // n: what the scheduler admits
+    limited_by_mean: ConcurrencyLimit
+    limited_by_p95: ConcurrencyLimit
     naive_concurrency: int  # contiguous allocation: every request (and sample) reserves max_model_len
     paged_waste_fraction: float  # slots allocated but empty in the last blocks, at p95
     naive_waste_fraction: float  # reserved but unused tokens under contiguous allocation, at p95
-    meets_target: bool
+    prefix_caching: bool  # whether shared prefixes (and, in V1, the samples' prompts) are stored once
+    data_parallel_size: int  # engines in the deployment (--data-parallel-size)
+    meets_target: bool  # the whole deployment (all its engines) runs the target at once
     replicas_for_target: int  # engines (each with the estimate's GPUs) needed for the target concurrency
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def deployment_concurrency_p95(self) -> int:
+        """Requests of p95 length the whole deployment (every data-parallel engine) runs at once."""
+        return self.concurrency_p95 * self.data_parallel_size
+
+
+def prefix_caching_enabled(result: Estimate) -> bool:
+    """``--enable-prefix-caching`` as vLLM resolves it: on by default in V1, off in V0."""
+    given = result.scenario.enable_prefix_caching
+    return given if given is not None else result.rules.engine == "v1"
 
 
 def _footprint(result: Estimate, workload: Workload, prompt: int, output: int) -> RequestFootprint:
     layout, s = result.layout, result.settings
+    caching = prefix_caching_enabled(result)
+    # NOTE: V1 runs the n samples as n requests that share their prompt through the prefix cache; V0 forks the
+    # sequence group, sharing the prompt blocks copy-on-write whether or not prefix caching is on.
+    samples_share_prompt = caching or result.rules.engine == "v0"
     in_flight = in_flight_tokens(result.rules, max_num_batched_tokens=s.max_num_batched_tokens,
                                  pipeline_parallel_size=s.pipeline_parallel_size, async_scheduling=s.async_scheduling)
     total = min(prompt + output, s.max_model_len)
-    prefix = min(workload.shared_prefix_tokens, prompt)
+    prefix = min(workload.shared_prefix_tokens, prompt) if caching else 0
     private = prefix_blocks = stored = 0
     for group in layout.groups:
         block = group.block_size
@@ -84,7 +116,7 @@ def _footprint(result: Estimate, workload: Workload, prompt: int, output: int) -
             private += per_sample * workload.parallel_samples
             continue
         shared_prefix = prefix // block  # only full blocks are cached and shared
-        prompt_full = prompt // block  # the n samples share the full blocks of their prompt
+        prompt_full = prompt // block if samples_share_prompt else 0  # the n samples share full prompt blocks
         own_prompt_full = prompt_full - shared_prefix
         per_sample_tail = math.ceil(total / block) - prompt_full  # copy-on-write tail + generated tokens
         private += own_prompt_full + per_sample_tail * workload.parallel_samples
@@ -107,25 +139,34 @@ def workload_capacity(result: Estimate, workload: Workload) -> WorkloadCapacity:
                      workload.output_tokens_p95 if workload.output_tokens_p95 is not None
                      else workload.output_tokens_mean)
     usable = max(result.capacity.num_gpu_blocks - 1, 0)  # block 0 is the permanent null block
-    concurrency_mean, concurrency_p95 = _fitting(usable, mean), _fitting(usable, p95)
+    kv_mean, kv_p95 = _fitting(usable, mean), _fitting(usable, p95)
+    seqs = result.settings.max_num_seqs // workload.parallel_samples
+    concurrency_mean, concurrency_p95 = min(kv_mean, seqs), min(kv_p95, seqs)
     block = result.layout.block_size
     naive_slots = usable * block // result.settings.max_model_len
     naive_concurrency = naive_slots // workload.parallel_samples
     groups = max(1, len(result.layout.groups))
     allocated_tokens = p95.private_blocks * block / groups
-    used_tokens = min(p95.total_tokens, result.settings.max_model_len) - min(workload.shared_prefix_tokens,
-                                                                             p95.prompt_tokens) // block * block
+    shared = min(workload.shared_prefix_tokens, p95.prompt_tokens) if prefix_caching_enabled(result) else 0
+    used_tokens = min(p95.total_tokens, result.settings.max_model_len) - shared // block * block
     used_tokens += (workload.parallel_samples - 1) * p95.output_tokens
     paged_waste = max(0.0, 1 - used_tokens / allocated_tokens) if allocated_tokens else 0.0
     reserved = result.settings.max_model_len * workload.parallel_samples
     naive_used = min(p95.total_tokens, result.settings.max_model_len) + (workload.parallel_samples - 1) * p95.output_tokens
     naive_waste = max(0.0, 1 - naive_used / reserved)
-    target = workload.target_concurrent_requests
+    target, engines = workload.target_concurrent_requests, result.scenario.data_parallel_size
     replicas = math.ceil(target / concurrency_p95) if concurrency_p95 else 0
     return WorkloadCapacity(mean=mean, p95=p95, concurrency_mean=concurrency_mean, concurrency_p95=concurrency_p95,
+                            kv_concurrency_mean=kv_mean, kv_concurrency_p95=kv_p95, seqs_concurrency=seqs,
+                            limited_by_mean=_limit(kv_mean, seqs), limited_by_p95=_limit(kv_p95, seqs),
                             naive_concurrency=naive_concurrency, paged_waste_fraction=paged_waste,
-                            naive_waste_fraction=naive_waste, meets_target=concurrency_p95 >= target,
+                            naive_waste_fraction=naive_waste, prefix_caching=prefix_caching_enabled(result),
+                            data_parallel_size=engines, meets_target=concurrency_p95 * engines >= target,
                             replicas_for_target=replicas)
+
+
+def _limit(kv_concurrency: int, seqs_concurrency: int) -> ConcurrencyLimit:
+    return "max_num_seqs" if seqs_concurrency < kv_concurrency else "KV cache"
 
 
 def paged_slots(request_tokens: list[int], block_size: int) -> int:

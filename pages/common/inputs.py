@@ -1,4 +1,9 @@
-"""The Plan page's inputs, grouped like a table of contents: model, hardware, parallelism, vLLM, workload."""
+"""The Plan page's inputs, grouped like a table of contents: model, hardware, parallelism, vLLM, workload.
+
+Widgets offer exactly what the engine accepts: numeric ranges come from the Scenario's own bounds, the
+quantizations from what this checkpoint can load, TP sizes from the divisors of its attention heads. A value a
+link or an import brought that is not among them stays selectable (so the input is kept) and is explained.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,38 @@ import streamlit as st
 
 from calculator import CalculatorError, ModelSpec, Scenario, Workload, gpu_catalog, preset_ids
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from calculator.engine.vllm_versions import known_versions, rules_for
+from calculator.engine.vllm_versions import LATEST_VERSION, known_versions, rules_for
 from calculator.model.model_source import hub_model_spec, load_model_spec, model_spec_from_text
-from calculator.scenario import DEFAULT_MODEL
+from calculator.model.quantization import SUPPORTED_FLAGS, quantization_from_flag
+from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
+from calculator.units import parse_size
+from calculator.version_notes import version_warning
 
-from .state import CUSTOM_GPU, DTYPES, FROM_CHECKPOINT, MODEL_SOURCES, QUANTIZATIONS
+from .state import CUSTOM_GPU, DTYPES, FROM_CHECKPOINT, MODEL_SOURCES, clear_substitution, field_bounds
+
+# NOTE: a None option shows as "Choose an option" in a selectbox, so pickers hold words and map them back.
+TRI_STATE = {"vLLM's default": None, "on": True, "off": False}
+PLATFORMS = {"the GPU's own": None, "cuda": "cuda", "rocm": "rocm", "cpu": "cpu"}
+
+
+def _word(mapping: dict[str, object], value: object) -> str:
+    return next((word for word, mapped in mapping.items() if mapped == value and type(mapped) is type(value)),
+                next(iter(mapping)))
+
+
+def _picker(label: str, mapping: dict[str, object], prefix: str, field: str, column=st, **kwargs) -> object:
+    """A selectbox over words for a field whose values include None; its state key holds the word."""
+    key = f"{prefix}_{field}_choice"
+    if f"{prefix}_{field}" in st.session_state:  # set by a link or an import
+        st.session_state[key] = _word(mapping, st.session_state.pop(f"{prefix}_{field}"))
+    return mapping[column.selectbox(label, list(mapping), key=key, **kwargs)]
+
+
+def _bounded(field: str) -> dict[str, float | None]:
+    """min_value/max_value for a number_input: the Scenario's range, in the field's own type."""
+    low, high = field_bounds(Scenario, field)
+    cast = float if "float" in str(Scenario.model_fields[field].annotation) else int
+    return {"min_value": None if low is None else cast(low), "max_value": None if high is None else cast(high)}
 
 
 @st.cache_data(ttl="1h", max_entries=256, show_spinner="Reading the model's config.json")
@@ -29,85 +61,171 @@ def model_section(prefix: str) -> tuple[str, ModelSpec | None, str | None]:
     source = st.radio("Source", MODEL_SOURCES, key=f"{prefix}_source", horizontal=True, label_visibility="collapsed")
     try:
         if source == MODEL_SOURCES[0]:
-            presets = preset_ids()
             st.session_state.setdefault(f"{prefix}_preset", DEFAULT_MODEL)
-            model = st.selectbox("Preset (type to search)", presets, key=f"{prefix}_preset")
+            model = st.selectbox("Preset (type to search)", preset_ids(), key=f"{prefix}_preset")
             return model, cached_model_spec(source, model), None
         if source == MODEL_SOURCES[1]:
             model = st.text_input("Hugging Face model id", key=f"{prefix}_hub_id", placeholder="org/name").strip()
             token = st.text_input("Hugging Face token (optional, kept only in this browser session)",
                                   type="password", key=f"{prefix}_hf_token")
             if not model:
-                return DEFAULT_MODEL, None, "Type a Hugging Face model id, e.g. Qwen/Qwen3-8B."
+                return model, None, "Type a Hugging Face model id, e.g. Qwen/Qwen3-8B."
             return model, cached_model_spec(source, model, _token=token or None), None
         upload = st.file_uploader("config.json", type=["json"], key=f"{prefix}_upload")
         if upload is None:
-            return DEFAULT_MODEL, None, "Upload a model's config.json."
+            return "upload:", None, "Upload a model's config.json."
         name = f"upload:{upload.name}"
         return name, model_spec_from_text(upload.getvalue().decode("utf-8", errors="replace"), name), None
     except CalculatorError as exc:
-        return DEFAULT_MODEL, None, str(exc)
+        model = st.session_state.get(f"{prefix}_hub_id" if source == MODEL_SOURCES[1] else f"{prefix}_preset", "")
+        return str(model).strip() or DEFAULT_MODEL, None, str(exc)
+
+
+def _gpu_changed(prefix: str) -> None:
+    """A newly picked catalog GPU brings its own memory (and ends a link's substitution)."""
+    clear_substitution(prefix, "gpu")
+    if st.session_state.get(f"{prefix}_gpu") != CUSTOM_GPU:
+        st.session_state[f"{prefix}_gpu_memory_gib"] = None
 
 
 def hardware_section(prefix: str) -> dict[str, object]:
     st.subheader("Hardware")
     catalog = {g.key: g for g in gpu_catalog()}
-    st.session_state.setdefault(f"{prefix}_gpu", "h100-sxm-80gb")
+    st.session_state.setdefault(f"{prefix}_gpu", DEFAULT_GPU)
     if st.session_state[f"{prefix}_gpu"] not in (*catalog, CUSTOM_GPU):
-        st.session_state[f"{prefix}_gpu"] = "h100-sxm-80gb"
+        st.session_state[f"{prefix}_gpu"] = DEFAULT_GPU  # url_state has already reported the substitution
     gpu = st.selectbox("GPU (type to search)", (*catalog, CUSTOM_GPU), key=f"{prefix}_gpu",
+                       on_change=_gpu_changed, args=(prefix,),
                        format_func=lambda k: "Custom memory…" if k == CUSTOM_GPU else
                        f"{catalog[k].name} — {catalog[k].memory_gib:.2f} GiB")
-    memory = None
-    if gpu == CUSTOM_GPU:
-        st.session_state.setdefault(f"{prefix}_gpu_memory_gib", 80.0)
-        memory = st.number_input("GPU memory as the driver reports it (GiB)", min_value=1.0, max_value=4096.0,
-                                 step=1.0, key=f"{prefix}_gpu_memory_gib")
-    other = st.number_input("Memory already used on each GPU by other processes (GiB)", min_value=0.0,
-                            max_value=4096.0, step=0.5, key=f"{prefix}_other_processes_memory_gib")
-    return {"gpu": None if gpu == CUSTOM_GPU else gpu, "gpu_memory_gib": memory, "other_processes_memory_gib": other}
+    key = f"{prefix}_gpu_memory_gib"
+    if gpu == CUSTOM_GPU and st.session_state.get(key) is None:
+        st.session_state[key] = 80.0
+    _, high = field_bounds(Scenario, "gpu_memory_gib")
+    memory = st.number_input("GPU memory as the driver reports it (GiB)" + ("" if gpu == CUSTOM_GPU else
+                             ", if not the catalog's"), min_value=0.25, max_value=float(high), step=1.0, key=key,
+                             placeholder=None if gpu == CUSTOM_GPU else f"{catalog[gpu].memory_gib:.2f}")
+    other = st.number_input("Memory already used on each GPU by other processes (GiB)", step=0.5,
+                            key=f"{prefix}_other_processes_memory_gib", **_bounded("other_processes_memory_gib"))
+    device = _picker("Platform", PLATFORMS, prefix, "device")
+    return {"gpu": None if gpu == CUSTOM_GPU else gpu, "gpu_memory_gib": memory, "other_processes_memory_gib": other,
+            "device": device}
 
 
-def parallelism_section(prefix: str) -> dict[str, object]:
+def parallelism_section(prefix: str, spec: ModelSpec | None) -> dict[str, object]:
     st.subheader("Parallelism")
+    heads = spec.num_attention_heads if spec else None
+    key = f"{prefix}_tensor_parallel_size"
+    st.session_state.setdefault(key, 1)
+    valid = [tp for tp in range(1, 1025) if heads and heads % tp == 0] or [1, 2, 4, 8, 16]
+    options = sorted({*valid, int(st.session_state[key])})  # a value from a link stays, and is explained
     left, right = st.columns(2)
-    tp = left.number_input("Tensor parallel", min_value=1, max_value=1024, key=f"{prefix}_tensor_parallel_size")
-    pp = right.number_input("Pipeline parallel", min_value=1, max_value=1024, key=f"{prefix}_pipeline_parallel_size")
-    st.caption(f"{tp * pp} GPU(s) per replica")
-    return {"tensor_parallel_size": tp, "pipeline_parallel_size": pp}
+    tp = left.selectbox("Tensor parallel", options, key=key,
+                        help=(f"{heads} attention heads: vLLM needs TP to divide them" if heads else None),
+                        format_func=lambda v: f"{v}" if v in valid else f"{v} (does not divide {heads} heads)")
+    pp = right.number_input("Pipeline parallel", key=f"{prefix}_pipeline_parallel_size",
+                            **_bounded("pipeline_parallel_size"))
+    dp = st.number_input("Data parallel (engines)", key=f"{prefix}_data_parallel_size",
+                         help="--data-parallel-size: independent engines of TP × PP GPUs; MoE experts are split "
+                              "over TP × DP GPUs", **_bounded("data_parallel_size"))
+    ep = st.checkbox("Expert parallel (MoE)", key=f"{prefix}_enable_expert_parallel",
+                        help="--enable-expert-parallel: each GPU holds whole experts instead of a slice of each "
+                             "(MoE models)")
+    st.caption(f"{tp * pp} GPU(s) per engine" + (f", {tp * pp * dp} in all" if dp > 1 else ""))
+    return {"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "data_parallel_size": dp,
+            "enable_expert_parallel": ep}
 
 
-def vllm_section(prefix: str, spec: ModelSpec | None) -> dict[str, object]:
+def valid_quantizations(spec: ModelSpec | None) -> list[str]:
+    """``--quantization`` values vLLM accepts for this checkpoint."""
+    if spec is None:
+        return list(SUPPORTED_FLAGS)
+    valid = []
+    for flag in SUPPORTED_FLAGS:
+        try:
+            quantization_from_flag(flag, spec)
+        except CalculatorError:
+            continue
+        valid.append(flag)
+    return valid
+
+
+def vllm_section(prefix: str, spec: ModelSpec | None):
+    """vLLM's knobs; returns (values, a placeholder under the utilization slider for what it does here)."""
     st.subheader("vLLM settings")
     versions = list(known_versions())
-    if st.session_state.get(f"{prefix}_vllm_version") not in versions:
+    st.session_state.setdefault(f"{prefix}_vllm_version", LATEST_VERSION)
+    if st.session_state[f"{prefix}_vllm_version"] not in versions:
         versions.insert(0, st.session_state[f"{prefix}_vllm_version"])  # a valid version from a link or import
-    version = st.selectbox("vLLM version", versions, key=f"{prefix}_vllm_version")
+    version = st.selectbox("vLLM version", versions, key=f"{prefix}_vllm_version",
+                           format_func=lambda v: f"{v} ({LATEST_VERSION} rules)" if version_warning(v) else v)
     use_default = st.checkbox("Default gpu_memory_utilization", key=f"{prefix}_util_default")
     default_util = 1.0 if rules_for(version).memory_formula == "v1_extensible" else \
         rules_for(version).default_gpu_memory_utilization
     st.session_state.setdefault(f"{prefix}_util", default_util)
-    util = st.slider("gpu_memory_utilization", 0.30, 1.0, step=0.01, key=f"{prefix}_util", disabled=use_default,
-                     help=f"vLLM {version} default: {default_util}")
+    util = st.slider("gpu_memory_utilization", 0.01, 1.0, step=0.01, key=f"{prefix}_util", disabled=use_default,
+                     help=f"vLLM {version} default: {default_util}; vLLM accepts 0 < value ≤ 1")
+    util_note = st.empty()
     context = spec.derived_max_model_len if spec else None
-    max_len = st.number_input("max_model_len (empty: the config's)", min_value=1, max_value=10_000_000, step=1024,
-                              key=f"{prefix}_max_model_len", placeholder=f"{context:,}" if context else "config")
+    max_len = st.number_input("max_model_len (empty: the config's)", step=1024, key=f"{prefix}_max_model_len",
+                              placeholder=f"{context:,}" if context else "config", **_bounded("max_model_len"))
+    # NOTE: one per row: in half a sidebar these labels would break mid-word.
+    seqs = st.number_input("max_num_seqs", key=f"{prefix}_max_num_seqs", placeholder="vLLM's default for the GPU",
+                           **_bounded("max_num_seqs"))
+    batched = st.number_input("max_num_batched_tokens", step=1024, key=f"{prefix}_max_num_batched_tokens",
+                              placeholder="vLLM's default for the GPU", **_bounded("max_num_batched_tokens"))
     left, right = st.columns(2)
-    seqs = left.number_input("max_num_seqs", min_value=1, max_value=100_000, key=f"{prefix}_max_num_seqs",
-                             placeholder="default")
-    batched = right.number_input("max_num_batched_tokens", min_value=1, max_value=10_000_000, step=1024,
-                                 key=f"{prefix}_max_num_batched_tokens", placeholder="default")
-    left, right = st.columns(2)
-    block = left.number_input("block_size", min_value=1, max_value=4096, key=f"{prefix}_block_size",
-                              placeholder="default")
+    block = left.number_input("block_size", key=f"{prefix}_block_size", placeholder="default",
+                              **_bounded("block_size"))
     dtype = right.selectbox("dtype", DTYPES, key=f"{prefix}_dtype")
-    left, right = st.columns(2)
-    quantization = left.selectbox("quantization", QUANTIZATIONS, key=f"{prefix}_quantization")
-    kv_dtype = right.selectbox("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES, key=f"{prefix}_kv_cache_dtype")
+    valid = valid_quantizations(spec)
+    key = f"{prefix}_quantization"
+    current = st.session_state.get(key) or FROM_CHECKPOINT
+    options = [FROM_CHECKPOINT, *valid] + ([current] if current not in (FROM_CHECKPOINT, *valid) else [])
+    checkpoint = spec.quantization.method if spec and spec.quantization else None
+    quantization = st.selectbox(
+        "quantization", options, key=key,
+        format_func=lambda q: q if q in (FROM_CHECKPOINT, *valid) else f"{q} (not for this checkpoint)",
+        help=(f"This checkpoint is quantized with {checkpoint}: vLLM loads only that format." if checkpoint else
+              "This checkpoint is 16-bit: vLLM can quantize it while loading (fp8, bitsandbytes); AWQ, GPTQ and "
+              "the others need a checkpoint quantized that way."))
+    kv_dtype = st.selectbox("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES, key=f"{prefix}_kv_cache_dtype")
     eager = st.checkbox("enforce-eager (no CUDA graphs)", key=f"{prefix}_enforce_eager")
-    return {"vllm_version": version, "gpu_memory_utilization": None if use_default else util,
-            "max_model_len": max_len, "max_num_seqs": seqs, "max_num_batched_tokens": batched, "block_size": block,
-            "dtype": dtype, "quantization": None if quantization == FROM_CHECKPOINT else quantization, "kv_cache_dtype": kv_dtype, "enforce_eager": eager}
+    values = {"vllm_version": version, "gpu_memory_utilization": None if use_default else util,
+              "max_model_len": max_len, "max_num_seqs": seqs, "max_num_batched_tokens": batched, "block_size": block,
+              "dtype": dtype, "quantization": None if quantization == FROM_CHECKPOINT else quantization,
+              "kv_cache_dtype": kv_dtype, "enforce_eager": eager}
+    values.update(_advanced(prefix))
+    return values, util_note
+
+
+def _advanced(prefix: str) -> dict[str, object]:
+    """The rarer knobs (and the Live page's calibration); every share-link key has its widget."""
+    with st.expander("More vLLM settings"):
+        text = st.text_input("kv_cache_memory_bytes (e.g. 8G; empty: sized from utilization)",
+                             key=f"{prefix}_kv_cache_memory_text")
+        kv_bytes = None
+        if text.strip():
+            try:
+                kv_bytes = parse_size(text)
+            except (ValueError, OverflowError) as exc:
+                st.error(f"kv_cache_memory_bytes: {exc}")
+        blocks = st.number_input("num_gpu_blocks_override", key=f"{prefix}_num_gpu_blocks_override",
+                                 placeholder="none", **_bounded("num_gpu_blocks_override"))
+        offload = st.number_input("cpu_offload_gb (weights per GPU kept in CPU memory)", step=1.0,
+                                  key=f"{prefix}_cpu_offload_gb", **_bounded("cpu_offload_gb"))
+        left, right = st.columns(2)
+        extensible = _picker("Extensible KV cache", TRI_STATE, prefix, "enable_extensible_kv_cache", left,
+                             help="--enable-extensible-kv-cache (vLLM 0.34+)")
+        asynchronous = _picker("Async scheduling", TRI_STATE, prefix, "async_scheduling", right)
+        caching = _picker("Prefix caching", TRI_STATE, prefix, "enable_prefix_caching", left,
+                          help="shares prefixes and the n samples' prompts (on in V1)")
+        adjustment = right.number_input("Calibrated overhead (GiB)", step=0.1, key=f"{prefix}_overhead_adjustment_gib",
+                                        help="what the Live page measured beyond the estimate (its 'calibrated' link)",
+                                        **_bounded("overhead_adjustment_gib"))
+    return {"kv_cache_memory_bytes": kv_bytes, "num_gpu_blocks_override": blocks, "cpu_offload_gb": offload,
+            "enable_extensible_kv_cache": extensible, "async_scheduling": asynchronous,
+            "enable_prefix_caching": caching, "overhead_adjustment_gib": adjustment}
 
 
 def workload_section(prefix: str) -> Workload | str:

@@ -1,4 +1,4 @@
-"""The Plan page's outputs: verdict, KPIs, charts, explanations, sweeps, plan, command and exports."""
+"""The Plan page's outputs: header, verdict, KPIs, charts, explanations, sweeps, plan, command and exports."""
 
 from __future__ import annotations
 
@@ -6,75 +6,153 @@ import json
 
 import streamlit as st
 
-from calculator import CalculatorError, Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity
+from calculator import Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity
 from calculator.charts import memory_stack_figure, paged_vs_naive_figure, sweep_figure
 from calculator.engine import uncertainty
-from calculator.engine.advice import capacity_plan, fixes
-from calculator.explain import explanation
-from calculator.serve_command import parse_serve_command, serve_command
+from calculator.engine.advice import capacity_plan, fixes, quantization_ladder, utilization_effect, weights_exceed
+from calculator.explain import deployment_line, explanation, lead_sentence
+from calculator.serve_command import serve_command
 from calculator.summary import estimate_summary
 from calculator.sweeps import SWEEPABLE, default_values, points_to_csv, sweep
 from calculator.units import GIB
 
-from . import sentence
-from .state import request_apply
-
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+# NOTE: greys a result that no longer matches the inputs; a compact two-column KPI grid on phones.
+PAGE_CSS = """<style>
+.st-key-stale_result { opacity: 0.45; filter: grayscale(1); pointer-events: none; }
+.st-key-deployment_header p { font-size: 1.05rem; margin-bottom: 0.2rem; overflow-wrap: anywhere; }
+@media (max-width: 640px) {
+  [class*="st-key-kpis"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; gap: 0.5rem; }
+  [class*="st-key-kpis"] [data-testid="stColumn"] { min-width: calc(50% - 0.5rem) !important;
+                                                    flex: 1 1 calc(50% - 0.5rem) !important; }
+  [data-testid="stMetricValue"] { font-size: 1.4rem; }
+}
+</style>"""
 
 
-def verdict(result: Estimate) -> None:
-    """Fits with margin / borderline / does not fit, with vLLM's own message and the changes that would help."""
+def page_css() -> None:
+    st.html(PAGE_CSS)
+
+
+def header(result: Estimate, substituted: dict[str, str]) -> None:
+    """model · GPUs × N · TP/PP · max_model_len · dtype/KV dtype · vLLM version — and what stands in for what."""
+    line = deployment_line(result)
+    with st.container(key="deployment_header"):
+        st.markdown(f"**{line}**")
+        for field, asked in substituted.items():
+            st.caption(f"⚠️ {field}: {asked!r} was asked for; the numbers are for the {field} shown instead.")
+
+
+def verdict(result: Estimate, substituted: dict[str, str]) -> None:
+    """One plain sentence first, the calibrated band and vLLM's own words second, then what would make it fit."""
     call = uncertainty.verdict(result)
     low_bytes, high_bytes, low_tokens, high_tokens = uncertainty.kv_band(result)
-    band = (f"KV cache {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB, {low_tokens:,}–{high_tokens:,} tokens "
-            "within the calibrated error band")
+    weights_problem = weights_exceed(result) if not result.fits else None
+    lead = lead_sentence(result, call, weights_problem)
+    if substituted:
+        asked = ", ".join(f"{field} {value!r}" for field, value in substituted.items())
+        lead = f"Substituted ({asked} not available): {lead[0].lower()}{lead[1:]}"
+    band = (f"Calibrated error band: KV cache {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB, "
+            f"{low_tokens:,}–{high_tokens:,} tokens.")
+    log = f"vLLM {result.rules.version} would log: `{' | '.join(result.log_lines())}`"
+    quote = f"vLLM's message:\n\n> {result.error}"
     if call == "fits with margin":
-        st.success(f"**Fits with margin.** vLLM {result.rules.version} would log: "
-                   f"`{' | '.join(result.log_lines())}` ({band}).", icon="✅")
+        st.success(f"**{lead}**\n\n{band} {log}", icon="✅")
     elif call == "borderline":
-        outcome = "starts at the estimate but may not" if result.fits else "fails at the estimate but may start"
-        st.warning(f"**Borderline**: {outcome} once the measured overheads vary as much as on real start-ups "
-                   f"({band}). " + (f"vLLM would log: `{' | '.join(result.log_lines())}`" if result.fits
-                                    else f"vLLM's message:\n\n> {result.error}"), icon="⚖️")
-    if call == "does not fit" or (call == "borderline" and not result.fits):
-        if call == "does not fit":
-            st.error(f"**Does not fit.** vLLM {result.rules.version} would refuse to start:\n\n> {result.error}",
-                     icon="🛑")
-        options = fixes(result)
+        st.warning(f"**{lead}**\n\n{band} " + (log if result.fits else quote), icon="⚖️")
+    else:
+        st.error(f"**{lead}**\n\n" + quote, icon="🛑")
+    if call == "does not fit" or not result.fits:
+        options = _fixes(result.scenario.model_dump_json(), hash(result.model), result)
         if options:
             st.markdown("**What would make it fit:**\n" + "\n".join(
-                f"- {fix.description} → {fix.kv_cache_tokens:,} KV tokens, {fix.max_concurrency:.2f}x"
+                f"- {fix.description} → {fix.kv_cache_tokens:,} KV tokens, {fix.max_concurrency:,.2f}x"
                 for fix in options))
     for warning in result.warnings:
         st.warning(warning, icon="⚠️")
 
 
-def kpis(result: Estimate, capacity: WorkloadCapacity | None) -> None:
+@st.cache_data(max_entries=128, show_spinner=False)
+def _fixes(scenario_json: str, spec_hash: int, _result: Estimate):
+    return fixes(_result)
+
+
+def _delta(prefix: str, label: str, value: float, unit: str = "", digits: int = 0) -> str | None:
+    """The change against the previous run of this page (None when unchanged or the first run)."""
+    previous = st.session_state.get(f"{prefix}__kpi_previous", {}).get(label)
+    st.session_state.setdefault(f"{prefix}__kpi_current", {})[label] = value
+    if previous is None or abs(value - previous) < 10 ** -(digits + 1):
+        return None
+    return f"{value - previous:+,.{digits}f}{unit}"
+
+
+def kpis(result: Estimate, capacity: WorkloadCapacity, prefix: str) -> None:
+    """The key figures, each with its change against the previous run."""
     cap, s = result.capacity, result.settings
     low_bytes, high_bytes, low_tokens, high_tokens = uncertainty.kv_band(result)
-    row = st.columns(5)
-    row[0].metric("KV cache tokens", f"{cap.kv_cache_tokens:,}",
-                  help=f"vLLM's 'GPU KV cache size'; calibrated range {low_tokens:,}–{high_tokens:,}")
-    row[1].metric(f"Max concurrency @ {s.max_model_len:,}", f"{cap.max_concurrency:,.2f}x")
-    row[2].metric("Workload concurrency", f"{capacity.concurrency_p95:,}" if capacity else "–",
-                  help="requests of the workload's p95 lengths (prompt + output) that fit in the KV cache at once")
-    row[3].metric("Weights per GPU", f"{result.budget.weights_bytes / GIB:,.2f} GiB")
-    row[4].metric("KV per token per GPU", f"{result.layout.kv_bytes_per_token / 1024:,.1f} KiB")
-    row = st.columns(5)
-    row[0].metric("KV cache per GPU", f"{result.kv_cache_bytes / GIB:,.2f} GiB",
-                  delta=f"± {(high_bytes - low_bytes) / 2 / GIB:,.2f} GiB calibrated", delta_color="off",
-                  delta_arrow="off", help=f"calibrated range {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB")
-    row[1].metric("GPU blocks", f"{cap.num_gpu_blocks:,}", help=f"{s.block_size} tokens each")
-    row[2].metric("Largest max_model_len", f"{result.max_fitting_model_len:,}",
-                  help="the longest max_model_len for which vLLM would start with these settings")
-    row[3].metric("Parameters", f"{result.model.num_params / 1e9:,.2f} B")
-    row[4].metric("GPUs per replica", f"{result.num_gpus}")
+    st.session_state[f"{prefix}__kpi_current"] = {}
+    limit = capacity.limited_by_p95
+    figures = [
+        ("KV cache tokens", cap.kv_cache_tokens, "", 0, f"{cap.kv_cache_tokens:,}",
+         f"vLLM's 'GPU KV cache size'; calibrated range {low_tokens:,}–{high_tokens:,}"),
+        ("Max concurrency", cap.max_concurrency, "x", 2, f"{cap.max_concurrency:,.2f}x",
+         f"vLLM's 'Maximum concurrency': KV blocks for requests of the full max_model_len ({s.max_model_len:,})"),
+        ("Workload concurrency", capacity.concurrency_p95, "", 0, f"{capacity.concurrency_p95:,}",
+         f"requests of the workload's p95 lengths that run at once: min(the KV cache holds "
+         f"{capacity.kv_concurrency_p95:,}, max_num_seqs {s.max_num_seqs:,} // n = {capacity.seqs_concurrency:,})"),
+        ("Weights per GPU", result.budget.weights_bytes / GIB, " GiB", 2, f"{result.budget.weights_bytes / GIB:,.2f} GiB",
+         None),
+        ("KV per token per GPU", result.layout.kv_bytes_per_token / 1024, " KiB", 1,
+         f"{result.layout.kv_bytes_per_token / 1024:,.1f} KiB", None),
+        ("KV cache per GPU", result.kv_cache_bytes / GIB, " GiB", 2, f"{result.kv_cache_bytes / GIB:,.2f} GiB",
+         f"calibrated range {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB"),
+        ("GPU blocks", cap.num_gpu_blocks, "", 0, f"{cap.num_gpu_blocks:,}", f"{s.block_size} tokens each"),
+        ("Largest max_model_len", result.max_fitting_model_len, "", 0, f"{result.max_fitting_model_len:,}",
+         "the longest max_model_len for which vLLM would start with these settings"),
+        ("Parameters", result.model.num_params / 1e9, " B", 2, f"{result.model.num_params / 1e9:,.2f} B", None),
+        ("GPUs per engine", result.num_gpus, "", 0, f"{result.num_gpus}",
+         f"TP × PP; {result.scenario.data_parallel_size} engine(s) in all" if result.scenario.data_parallel_size > 1
+         else "TP × PP"),
+    ]
+    with st.container(key="kpis"):
+        for row in (figures[:5], figures[5:]):
+            for column, (label, value, unit, digits, shown, help_text) in zip(st.columns(5), row):
+                change = _delta(prefix, label, value, unit, digits)
+                if label == "Workload concurrency":  # the binding limit is always named under it (short: no cut)
+                    column.metric(label, shown, delta=f"cap: {limit}", delta_color="off", delta_arrow="off",
+                                  help=help_text + (f"; {change} against the previous run" if change else ""))
+                else:
+                    column.metric(label, shown, delta=change, delta_color="off", help=help_text)
+    st.session_state[f"{prefix}__kpi_previous"] = st.session_state[f"{prefix}__kpi_current"]
+
+
+def utilization_note(result: Estimate, placeholder) -> None:
+    """Under the slider: when moving it changes nothing here, or means something else in this version."""
+    note = utilization_effect(result)
+    if note:
+        placeholder.caption(f"ℹ️ gpu_memory_utilization: {note}.")
 
 
 def memory_chart(result: Estimate) -> None:
     low_bytes, high_bytes, _, _ = uncertainty.kv_band(result)
     st.plotly_chart(memory_stack_figure(result, kv_band_bytes=(low_bytes, high_bytes)), config=CHART_CONFIG,
                     key="memory_stack")
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _ladder(scenario_json: str, spec_hash: int, _result: Estimate) -> list[dict[str, object]]:
+    return [row.model_dump() for row in quantization_ladder(_result)]
+
+
+def ladder(result: Estimate) -> None:
+    """Each weight precision of this model on this GPU: weights, verdict and the GPUs it needs (as hf-mem lists)."""
+    with st.expander("Quantization ladder: what each precision needs"):
+        rows = _ladder(result.scenario.model_dump_json(), hash(result.model), result)
+        st.dataframe([{"precision": r["precision"] + (" ← now" if r["current"] else ""), "how": r["how"],
+                       "weights / GPU": f"{r['weights_gib_per_gpu']:,.2f} GiB", "here": r["verdict"],
+                       "KV tokens here": f"{r['kv_cache_tokens']:,}",
+                       "GPUs needed (TP)": "more than 64" if r["gpus_needed"] is None else f"{r['gpus_needed']}"}
+                      for r in rows], hide_index=True, key="ladder_table")
 
 
 def how_calculated(result: Estimate) -> None:
@@ -89,56 +167,72 @@ def paged_vs_naive(capacity: WorkloadCapacity, result: Estimate) -> None:
     left.plotly_chart(paged_vs_naive_figure(capacity), config=CHART_CONFIG, key="paged_vs_naive")
     right.metric("Contiguous: requests at once", f"{capacity.naive_concurrency:,}",
                  help=f"every request reserves max_model_len = {result.settings.max_model_len:,} tokens")
-    right.metric("Paged: requests at once (p95)", f"{capacity.concurrency_p95:,}",
-                 delta=f"{capacity.concurrency_p95 - capacity.naive_concurrency:+,}")
+    right.metric("Paged: requests the KV cache holds (p95)", f"{capacity.kv_concurrency_p95:,}",
+                 delta=f"{capacity.kv_concurrency_p95 - capacity.naive_concurrency:+,}")
     right.metric("Memory wasted: contiguous vs paged",
                  f"{100 * capacity.naive_waste_fraction:.1f}% vs {100 * capacity.paged_waste_fraction:.1f}%")
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def _sweep(scenario_json: str, spec_hash: int, field: str, _spec: ModelSpec):
+    scenario = Scenario.model_validate_json(scenario_json)
+    return sweep(scenario, field, default_values(field, scenario, _spec), _spec)
+
+
+@st.fragment
 def sweeps(scenario: Scenario, spec: ModelSpec, prefix: str) -> None:
+    """Switching the swept knob reruns only this fragment (and updates the link's ``sweep`` key itself)."""
     st.markdown("#### Sweeps")
     fields = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "kv_cache_dtype", "max_num_seqs")
     st.session_state.setdefault(f"{prefix}_view_sweep", fields[0])
     if st.session_state[f"{prefix}_view_sweep"] not in fields:
         st.session_state[f"{prefix}_view_sweep"] = fields[0]
     field = st.segmented_control("Sweep", fields, key=f"{prefix}_view_sweep", format_func=SWEEPABLE.get) or fields[0]
+    if st.query_params.get("sweep", fields[0]) != field and prefix == "plan":
+        if field == fields[0]:
+            del st.query_params["sweep"]
+        else:
+            st.query_params["sweep"] = field
     metric = "kv_cache_tokens" if field == "gpu_memory_utilization" else "max_concurrency"
-    points = sweep(scenario, field, default_values(field, scenario, spec), spec)
+    points = _sweep(scenario.model_dump_json(), hash(spec), field, spec)
     st.plotly_chart(sweep_figure(points, field, metric), config=CHART_CONFIG, key=f"sweep_{field}")
     st.download_button("Download this sweep (CSV)", points_to_csv(points, field), file_name=f"sweep-{field}.csv",
                        mime="text/csv", key=f"{prefix}_sweep_csv")
 
 
+@st.cache_data(max_entries=128, show_spinner=False)
+def _plan(scenario_json: str, spec_hash: int, workload_json: str, _result: Estimate) -> list[dict[str, object]]:
+    return [option.model_dump() for option in capacity_plan(_result, Workload.model_validate_json(workload_json))]
+
+
 def plan_for_target(result: Estimate, workload: Workload) -> None:
     st.markdown(f"#### Capacity plan for {workload.target_concurrent_requests:,} concurrent requests")
-    options = capacity_plan(result, workload)[:6]
+    options = _plan(result.scenario.model_dump_json(), hash(result.model), workload.model_dump_json(), result)[:6]
     if not options:
         st.info("No tensor/pipeline layout up to 16 × 4 GPUs fits this model on this GPU.")
         return
     best = options[0]
-    st.markdown(f"**{best.total_gpus} GPU(s)**: {best.replicas} replica(s) of TP={best.tensor_parallel_size} × "
-                f"PP={best.pipeline_parallel_size}, each serving {best.concurrency_per_replica:,} requests at p95 lengths.")
-    st.dataframe([option.model_dump() for option in options], hide_index=True)
+    st.markdown(f"**{best['total_gpus']:,} GPU(s)**: {best['replicas']:,} replica(s) of "
+                f"TP={best['tensor_parallel_size']} × PP={best['pipeline_parallel_size']}, each running "
+                f"{best['concurrency_per_replica']:,} requests at once at p95 lengths (limited by "
+                f"{best['limited_by']}).")
+    st.dataframe([{"TP": o["tensor_parallel_size"], "PP": o["pipeline_parallel_size"],
+                   "GPUs / replica": o["gpus_per_replica"], "requests / replica": f"{o['concurrency_per_replica']:,}",
+                   "limited by": o["limited_by"], "replicas": f"{o['replicas']:,}", "GPUs": f"{o['total_gpus']:,}"}
+                  for o in options], hide_index=True, key="capacity_plan")
 
 
-def serve_round_trip(scenario: Scenario, prefix: str) -> None:
+def launch(scenario: Scenario) -> None:
     st.markdown("#### Launch it")
-    st.code(serve_command(scenario), language="bash")
-    with st.expander("Import a `vllm serve` command"):
-        text = st.text_area("Paste a `vllm serve ...` or `python -m vllm.entrypoints.openai.api_server ...` command",
-                            key=f"{prefix}_import_text")
-        if st.button("Fill the page from this command", key=f"{prefix}_import_button"):
-            try:
-                imported, notes = parse_serve_command(text, base=scenario)
-            except CalculatorError as exc:
-                st.error(sentence(exc))
-                return
-            request_apply(prefix, imported, None, [f"Imported command: {note}" for note in notes])
+    st.code(serve_command(scenario), language="bash", wrap_lines=True)
 
 
-def share_and_export(link: str, result: Estimate) -> None:
+def share_and_export(link: str | None, result: Estimate, workload: Workload) -> None:
     st.markdown("#### Share and export")
-    st.caption("This link reproduces exactly this view (no token is ever put in it); use the copy icon.")
-    st.code(link, language=None)
-    st.download_button("Download the estimate (JSON)", json.dumps(estimate_summary(result), indent=2),
+    if link is None:
+        st.caption("A link cannot carry an uploaded config.json: share the file and the JSON below instead.")
+    else:
+        st.caption("This link reproduces exactly this view (no token is ever put in it); use the copy icon.")
+        st.code(link, language=None, wrap_lines=True)
+    st.download_button("Download the estimate (JSON)", json.dumps(estimate_summary(result, workload), indent=2),
                        file_name="vllm-estimate.json", mime="application/json", key="estimate_json")

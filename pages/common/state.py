@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
+from annotated_types import Ge, Gt, Le
+from pydantic import BaseModel
 
-from calculator import LATEST_VERSION, CalculatorError, Scenario, Workload, preset_ids
+from calculator import Scenario, Workload, preset_ids
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from calculator.engine.vllm_versions import VllmVersion
-from calculator.url_state import SCENARIO_KEYS, WORKLOAD_KEYS, from_query_params, to_query_params
+from calculator.model.quantization import SUPPORTED_FLAGS
+from calculator.url_state import SCENARIO_KEYS, WORKLOAD_KEYS, read_link, to_query_params
 
 CUSTOM_GPU = "custom"
 MODEL_SOURCES = ("Preset", "Hugging Face id", "Upload config.json")
@@ -18,17 +20,30 @@ WIDGET_FIELDS = (*(f for f in SCENARIO_KEYS if f not in ("model", "gpu", "gpu_me
                  *WORKLOAD_KEYS)
 
 FROM_CHECKPOINT = "from checkpoint"  # NOTE: a None option would show as "Choose an option" in a selectbox
-QUANTIZATIONS = (FROM_CHECKPOINT, "awq", "gptq", "fp8", "fbgemm_fp8", "compressed-tensors", "mxfp4", "modelopt",
-                 "modelopt_fp4", "bitsandbytes")
+QUANTIZATIONS = (FROM_CHECKPOINT, *SUPPORTED_FLAGS)
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
-def request_apply(prefix: str, scenario: Scenario, workload: Workload | None, notes: list[str]) -> None:
+def field_bounds(model: type[BaseModel], field: str) -> tuple[float | None, float | None]:
+    """(lowest, highest) value the model accepts for ``field``: widgets offer exactly the engine's range."""
+    low = high = None
+    for rule in model.model_fields[field].metadata:
+        if isinstance(rule, Ge):
+            low = rule.ge
+        elif isinstance(rule, Gt):
+            low = rule.gt
+        elif isinstance(rule, Le):
+            high = rule.le
+    return low, high
+
+
+def request_apply(prefix: str, scenario: Scenario, workload: Workload | None, notes: list[str],
+                  report: object | None = None) -> None:
     """Ask for the page's widgets to be set to ``scenario`` at the start of the next run, then rerun.
 
     Widgets cannot change once drawn in a run, so imports and calibrations go through this queue.
     """
-    st.session_state[f"{prefix}__pending"] = (scenario, workload, notes)
+    st.session_state[f"{prefix}__pending"] = (scenario, workload, notes, report)
     st.rerun()
 
 
@@ -37,39 +52,47 @@ def init_from_url(prefix: str) -> list[str]:
     returns the warnings to show."""
     pending = st.session_state.pop(f"{prefix}__pending", None)
     if pending is not None:
-        scenario, workload, notes = pending
+        scenario, workload, notes, report = pending
+        st.session_state[f"{prefix}__import_report"] = report
+        st.session_state.pop(f"{prefix}__substituted", None)
         return notes + apply_scenario(prefix, scenario, workload)
     flag = f"{prefix}__initialised"
     if st.session_state.get(flag):
         return []  # the link's warnings were shown when it was opened
-    scenario, workload, view, warnings = from_query_params(st.query_params.to_dict())
-    warnings += apply_scenario(prefix, scenario, workload)
-    for key, value in view.items():
+    link = read_link(st.query_params.to_dict())
+    warnings = [*link.warnings, *apply_scenario(prefix, link.scenario, link.workload)]
+    for key, value in link.view.items():
         st.session_state[f"{prefix}_view_{key}"] = value
+    st.session_state[f"{prefix}__substituted"] = dict(link.substituted)
+    # NOTE: kept so the address bar can go on carrying what the link asked for while a substitute is shown.
+    st.session_state[f"{prefix}__asked"] = {"model": link.scenario.model, **link.substituted}
     st.session_state[flag] = True
     return [f"Share link: {w}" for w in warnings]
+
+
+def substituted(prefix: str) -> dict[str, str]:
+    """Inputs a link asked for that the page replaced (field -> asked value), until the user picks another."""
+    return st.session_state.get(f"{prefix}__substituted") or {}
+
+
+def clear_substitution(prefix: str, field: str) -> None:
+    """Widget callback: the user chose a value, so nothing is substituted for this field any more."""
+    st.session_state.get(f"{prefix}__substituted", {}).pop(field, None)
 
 
 def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = None) -> list[str]:
     """Set every widget of the page to a scenario (links, `vllm serve` import, calibration); returns warnings
     for values a picker cannot show (they fall back to the default)."""
     warnings = []
-    pickers = {"dtype": DTYPES, "quantization": (None, *QUANTIZATIONS), "kv_cache_dtype": SUPPORTED_KV_CACHE_DTYPES}
-    for field, options in pickers.items():
-        if getattr(scenario, field) not in options:
-            warnings.append(f"{field} {getattr(scenario, field)!r} is not one vLLM accepts here; using the default")
-            scenario = scenario.replace(**{field: Scenario.model_fields[field].default})
-    try:
-        scenario = scenario.replace(vllm_version=str(VllmVersion.parse(scenario.vllm_version)))
-    except CalculatorError as exc:
-        warnings.append(f"{exc}; using {LATEST_VERSION}")
-        scenario = scenario.replace(vllm_version=LATEST_VERSION)
+    if scenario.kv_cache_dtype not in SUPPORTED_KV_CACHE_DTYPES:
+        warnings.append(f"kv_cache_dtype {scenario.kv_cache_dtype!r} is not one vLLM accepts; using auto")
+        scenario = scenario.replace(kv_cache_dtype="auto")
     state = st.session_state
     if scenario.model in preset_ids():
         state[f"{prefix}_source"], state[f"{prefix}_preset"] = MODEL_SOURCES[0], scenario.model
     else:
         state[f"{prefix}_source"], state[f"{prefix}_hub_id"] = MODEL_SOURCES[1], scenario.model
-    state[f"{prefix}_gpu"] = scenario.gpu if scenario.gpu_memory_gib is None and scenario.gpu else CUSTOM_GPU
+    state[f"{prefix}_gpu"] = scenario.gpu or CUSTOM_GPU
     state[f"{prefix}_util_default"] = scenario.gpu_memory_utilization is None
     if scenario.gpu_memory_utilization is not None:
         state[f"{prefix}_util"] = scenario.gpu_memory_utilization
@@ -78,6 +101,8 @@ def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = 
             continue  # an import changes the deployment, not the workload
         source: Any = scenario if field in SCENARIO_KEYS else workload
         state[f"{prefix}_{field}"] = getattr(source, field)
+    state[f"{prefix}_kv_cache_memory_text"] = ("" if scenario.kv_cache_memory_bytes is None
+                                               else str(scenario.kv_cache_memory_bytes))
     if scenario.quantization is None:
         state[f"{prefix}_quantization"] = FROM_CHECKPOINT
     return warnings
@@ -99,11 +124,11 @@ def share_link(params: dict[str, str]) -> str:
     return link_to(_base_url(), params)
 
 
-def plan_link(scenario: Scenario) -> str:
+def plan_link(scenario: Scenario, workload: Workload | None = None) -> str:
     """A link that opens the Plan page with ``scenario``."""
     base = _base_url()
     root = base[: base.rfind("/") + 1] if "/" in base.split("://", 1)[-1] else base + "/"
-    return link_to(root, to_query_params(scenario))
+    return link_to(root, to_query_params(scenario, workload))
 
 
 def link_to(base: str, params: dict[str, str]) -> str:

@@ -1,0 +1,143 @@
+"""Seeded fuzz of share links: every generated Plan or Compare link either round-trips or names what it changed.
+
+Bounded: 400 Plan links and 120 Compare links from a fixed seed, a mix of values the engine accepts (edges
+included), spellings it resolves (nvidia-smi GPU names, dtype words, version forms) and garbage. For each link:
+reading never raises; every key whose value does not come back unchanged is named in a warning (or is a known
+spelling resolved to its canonical form); the engine then either estimates or raises a CalculatorError, never
+anything else. A sample of them also goes through the real pages (AppTest) and must draw without an exception.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from pydantic import TypeAdapter
+from streamlit.testing.v1 import AppTest
+
+from calculator import CalculatorError, estimate, find_gpu, preset_ids
+from calculator.serve_command import DTYPE_NAMES
+from calculator.url_state import SCENARIO_KEYS, WORKLOAD_KEYS, read_link, to_query_params
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = 20261203
+GARBAGE = ["", "-1", "0", "abc", "1e400", "nan", "inf", "1.5", "99999999999", "none", "true", " 4", "0x10", "½"]
+VALUES: dict[str, list[str]] = {
+    "m": [*preset_ids()[:12], "nobody/none"],
+    "g": ["h100-sxm-80gb", "NVIDIA H100 80GB HBM3", "a100_80gb", "l40s", "NVIDIA L4", "tpu-v5", "h100-80gbX", "none"],
+    "mem": ["24", "47.5", "0.25", "5000", "9999", "10001", "0"], "dev": ["cuda", "rocm", "cpu", "tpu"],
+    "tp": ["1", "2", "3", "8", "64", "1024", "1025"], "pp": ["1", "2", "4", "1024"], "dp": ["1", "2", "8", "1025"],
+    "u": ["0.01", "0.1", "0.3", "0.9", "1", "1.01"], "len": ["1", "4096", "32768", "50000000", "100000001"],
+    "seqs": ["1", "64", "500000", "1000000", "1000001"], "mbt": ["1", "8192", "50000000", "100000001"],
+    "bs": ["1", "16", "32", "4096", "4097"], "dt": ["auto", "half", "bf16", "float", "float16", "int3"],
+    "kv": ["auto", "fp8", "fp8_e5m2", "fp8_ds_mla", "int3"], "q": ["fp8", "awq", "gptq_marlin", "awq4", "none"],
+    "kvb": ["8589934592", "0", "1"], "blocks": ["1", "1000", "0"], "eager": ["0", "1"], "ext": ["0", "1"],
+    "async": ["0", "1"], "ep": ["0", "1"], "pc": ["0", "1"],
+    "v": ["0.34.0", "0.32", "v0.8.5", "0.6.3.post1", "99.0", "0.35.0", "0.3.0", "1e20.0"],
+    "other": ["0", "2.5", "5000", "10001"], "adj": ["-1.5", "0.25", "1000", "1001"], "offload": ["0", "2.5", "100001"],
+    "in": ["1", "2000", "10000000"], "out": ["0", "300", "10000001"], "in95": ["4000"], "out95": ["600"],
+    "prefix": ["0", "512", "5000"], "n": ["1", "4", "1024", "1025"], "users": ["1", "64", "10000000"],
+}
+KEY_TO_FIELD = {key: field for field, key in {**SCENARIO_KEYS, **WORKLOAD_KEYS}.items()}
+
+
+def random_link(rng: random.Random) -> dict[str, str]:
+    keys = rng.sample(sorted(VALUES), rng.randint(1, 8))
+    link = {key: rng.choice(VALUES[key] + ([rng.choice(GARBAGE)] if rng.random() < 0.15 else [])) for key in keys}
+    if rng.random() < 0.1:
+        link[rng.choice(["zzz", "token", "view", "sweep"])] = "x"
+    return link
+
+
+def resolved_spelling(key: str, asked: str, written: str) -> bool:
+    """A value written back in its canonical form, with the same meaning (not a silent change)."""
+    if key == "g":
+        try:
+            return find_gpu(asked).key == written
+        except CalculatorError:
+            return False
+    if key == "dt":
+        return DTYPE_NAMES.get(asked.lower()) == written
+    if key == "v":
+        return written.split(".")[:2] == asked.lstrip("v").split(".")[:2]
+    words = {"true": "1", "false": "0", "yes": "1", "no": "0", "on": "1", "off": "0"}
+    if asked.strip().lower() in words:
+        return words[asked.strip().lower()] == written
+    try:
+        return float(asked) == float(written)
+    except ValueError:
+        return False
+
+
+def reads_as_default(key: str, asked: str, state) -> bool:
+    """Whether ``asked`` means the field's default (so not writing it back changes nothing)."""
+    model = state.scenario if key in SCENARIO_KEYS.values() else state.workload
+    info = type(model).model_fields[KEY_TO_FIELD[key]]
+    if asked == "none":
+        return info.default is None
+    if info.default is not None and resolved_spelling(key, asked, str(info.default)):
+        return True
+    try:
+        return TypeAdapter(info.annotation).validate_python(asked) == info.default
+    except ValueError:
+        return False
+
+
+def check_link(link: dict[str, str]) -> None:
+    state = read_link(link)  # never raises
+    written = to_query_params(state.scenario, state.workload)
+    named = " ".join(state.warnings)
+    for key, asked in link.items():
+        if key not in KEY_TO_FIELD:
+            continue
+        back = written.get(key)
+        # back is None: what was read equals the field's default (pydantic reads "0" as False, "none" as None)
+        unchanged = back == asked or resolved_spelling(key, asked, back) if back is not None else \
+            reads_as_default(key, asked, state)
+        assert unchanged or f"{key}=" in named or "Unknown GPU" in named or "inconsistent" in named or \
+            (key == "v" and "newer than" in named), (link, key, back, state.warnings)
+    try:
+        estimate(state.scenario)
+    except CalculatorError:
+        pass  # a clear message the page shows; anything else is a bug
+
+
+@pytest.mark.parametrize("batch", range(8))
+def test_plan_links_round_trip_or_warn(batch):
+    rng = random.Random(SEED + batch)
+    for _ in range(50):
+        check_link(random_link(rng))
+
+
+@pytest.mark.parametrize("batch", range(3))
+def test_compare_links_round_trip_or_warn(batch):
+    rng = random.Random(SEED + 100 + batch)
+    for _ in range(40):
+        for letter in "abcd"[: rng.randint(2, 4)]:
+            check_link(random_link(rng))
+
+
+@pytest.fixture()
+def fresh_caches():
+    st.cache_data.clear()
+
+
+@pytest.mark.parametrize("index", range(12))
+def test_generated_links_draw_the_real_pages_without_an_exception(index, fresh_caches):
+    rng = random.Random(SEED + 1000 + index)
+    plan = random_link(rng)
+    plan["m"] = rng.choice(preset_ids()[:12])  # Hub ids would go to the network
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in plan.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception, (plan, [e.value for e in app.exception])
+    compare = {"k": rng.choice(["2", "3", "4", "9"]),
+               **{f"{letter}.{key}": value for letter in "ab" for key, value in random_link(rng).items()}}
+    app = AppTest.from_file(str(ROOT / "pages" / "compare.py"), default_timeout=120)
+    for key, value in compare.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception, (compare, [e.value for e in app.exception])
