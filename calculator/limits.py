@@ -19,14 +19,13 @@ MAX_CONV_KERNEL = 1 << 10  # Mamba and gated-delta-net convolutions: 4
 MAX_QUANT_BITS = 64
 MAX_ROPE_FACTOR = 1 << 16  # YaRN factors: 4 to 64
 
-MAX_GPUS = 1 << 14  # tensor x pipeline parallel ranks of one deployment
-
-MAX_NUM_SEQS = 1_000_000
-MAX_BLOCK_SIZE_TOKENS = 4096
-# NOTE: 2**40 blocks of even one token each is ~1e12 tokens, 10,000 times the largest context bound above.
+MAX_PARALLEL_SIZE = 1024  # tensor or pipeline parallel ranks; the largest deployments use 8 x 16
+MAX_NUM_SEQS = 1_000_000  # vLLM's largest default is 1,024
+MAX_BLOCK_SIZE_TOKENS = 4096  # the largest kernel block size vLLM knows is 1,024 (FlashInfer TRT-LLM on sm100)
+# NOTE: vLLM bounds neither of these two; an override past the device fails at allocation (CUDA out of memory),
+# which the estimate reports. These bounds only keep the arithmetic and the messages readable.
 MAX_NUM_GPU_BLOCKS = 1 << 40
-# The KV pool of one device: 1 PiB is ~3,500 B300s.
-MAX_KV_CACHE_MEMORY_BYTES = 1 << 50
+MAX_KV_CACHE_MEMORY_BYTES = 1 << 50  # 1 PiB: some 3,900 B300s (288 GB each)
 
 MAX_CONFIG_BYTES = 8 << 20  # published config.json files are 0.5 to 60 KiB
 MAX_CONFIG_NESTING = 32  # published configs nest 4 deep (quantization_config.config_groups.group_0.weights)

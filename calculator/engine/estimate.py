@@ -17,6 +17,7 @@ from ..model.spec import ModelSpec
 from ..model.weights import WeightsBreakdown, weight_bytes_per_rank
 from ..scenario import Scenario
 from ..units import GIB
+from .flag_checks import oversized_kv_pool_error
 from .kv_cache import (
     KERNEL_BLOCK_ALIGNMENT,
     CapacityFigures,
@@ -126,7 +127,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     upper = max(settings.max_model_len, spec.derived_max_model_len)
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
-    error = settings.error or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
+    error = (settings.error or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
+             or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting))
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, max_fitting_model_len=max_fitting,
