@@ -41,6 +41,11 @@ class Replica:
     def peak_rss_bytes(self) -> int:
         return _status_kib(self.process.pid, "VmHWM") * 1024
 
+    def cpu_s(self) -> float:
+        """User + system CPU time the replica has used (/proc/PID/stat fields 14 and 15)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 
 def free_port() -> int:
     with socket.socket() as sock:

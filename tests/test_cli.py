@@ -78,7 +78,7 @@ def assert_one_line_refusal(done: subprocess.CompletedProcess[str], *fragments: 
     return lines[0]
 
 
-LLAMA = Path(__file__).resolve().parents[1] / "calculator" / "data" / "presets" / "meta-llama__Llama-3.1-8B-Instruct.json"
+LLAMA = REPO / "calculator" / "data" / "presets" / "meta-llama__Llama-3.1-8B-Instruct.json"
 
 
 @pytest.mark.parametrize(("mutate", "named"), [

@@ -134,7 +134,8 @@ def test_a_huge_upload_is_refused_before_parsing():
     ("torch_dtype", ["bfloat16"], "torch_dtype must be a name"),
     ("layer_types", "sliding_attention", "layer_types must be a list of names"),
     ("mlp_only_layers", [1, -2], "mlp_only_layers[1] = -2 is out of range"),
-    ("quantization_config", {"quant_method": "awq", "bits": 1e400}, "quantization_config.bits = inf is not a whole number"),
+    ("quantization_config", {"quant_method": "awq", "bits": 1e400},
+     "quantization_config.bits = inf is not a whole number"),
     ("quantization_config", {"quant_method": "awq", "group_size": float("nan")}, "quantization_config.group_size"),
 ])
 def test_shapes_transformers_never_writes_are_named(field, value, named):

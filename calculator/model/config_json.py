@@ -201,8 +201,8 @@ def _check_whole_list(value: Any, bound: _Whole, path: str, origin: str) -> None
 
 def _check_name(value: Any, path: str, origin: str) -> None:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_CHARS:
-        raise InvalidConfig(f"{origin}: {path} must be a name (a non-empty string of at most {MAX_NAME_CHARS} characters), "
-                            f"not {_shown(value)}")
+        raise InvalidConfig(f"{origin}: {path} must be a name (a non-empty string of at most {MAX_NAME_CHARS} "
+                            f"characters), not {_shown(value)}")
 
 
 def _short(path: str) -> str:
