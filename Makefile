@@ -43,7 +43,7 @@ setup-prometheus:
 setup-nginx:
 	@command -v nginx >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx)
 
-## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium, real Prometheus).
+## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium, real Prometheus, real nginx).
 test: setup-test provision-vllm setup-browser setup-prometheus setup-nginx
 	$(PY) -m pytest -q
 
