@@ -95,6 +95,9 @@ def test_non_utf8_bytes_are_refused_with_the_offset():
     text = llama_with().encode()
     broken = text[:10] + b"\xff\xfe" + text[10:]
     assert "not UTF-8 text (byte 0xff at offset 10)" in refusal(broken)
+    # the pages decode uploads with errors="replace": the replacement character must not pass silently either
+    assert "not UTF-8 text (a byte that was not UTF-8 was replaced at character 10)" in refusal(
+        broken.decode("utf-8", errors="replace"))
 
 
 @pytest.mark.parametrize(("literal", "shown"), [("Infinity", "inf"), ("-Infinity", "-inf"), ("NaN", "nan"),

@@ -117,6 +117,10 @@ def parse_config_text(text: str | bytes, origin: str) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             raise InvalidConfig(f"{origin}: not UTF-8 text (byte 0x{text[exc.start]:02x} at offset {exc.start}); "
                                 "config.json is UTF-8 JSON") from exc
+    elif (replaced := text.find("\ufffd")) >= 0:
+        # NOTE: text decoded with errors="replace" (an upload) hides bytes that were not UTF-8 behind U+FFFD.
+        raise InvalidConfig(f"{origin}: not UTF-8 text (a byte that was not UTF-8 was replaced at character "
+                            f"{replaced}); config.json is UTF-8 JSON")
     try:
         config = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
