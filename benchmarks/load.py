@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -113,7 +114,7 @@ def measure(sessions: int, *, replicas: int, moves: int, think_s: tuple[float, f
     with dashboard_replicas(replicas, logs / f"n{sessions}", cpus=server_cpus) as started:
         target = started[0].url
         balancer = nginx_balancer([r.port for r in started], logs / f"n{sessions}" / "nginx") if replicas > 1 else None
-        with balancer or _nothing() as balanced:
+        with balancer or contextlib.nullcontext() as balanced:
             if balanced:
                 target = balanced[0]
             started_rss = sum(r.rss_bytes() for r in started)
@@ -147,14 +148,6 @@ def measure(sessions: int, *, replicas: int, moves: int, think_s: tuple[float, f
 def _own_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def main() -> None:
