@@ -67,6 +67,13 @@ def argument_sets(seed: int, count: int) -> list[list[str]]:
 CASES = argument_sets(SEED, 300)
 
 
+@pytest.fixture(autouse=True)
+def hub_offline(monkeypatch):
+    """Fuzzed --model values that are not presets go to the Hub: keep that deterministic (the subprocess sample
+    sets HF_HUB_OFFLINE=1 for the same reason)."""
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+
+
 def run_in_process(args: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
