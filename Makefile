@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: dashboard test setup setup-test setup-browser setup-prometheus provision-vllm benchmark
+.PHONY: dashboard test setup setup-test setup-browser setup-prometheus setup-nginx provision-vllm benchmark benchmark-load
 
 $(VENV)/.installed-app: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,9 +39,18 @@ setup-browser:
 setup-prometheus:
 	@command -v prometheus >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus)
 
-## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium, real Prometheus).
-test: setup-test provision-vllm setup-browser setup-prometheus
+## Debian's nginx for the load-balancer test (replicas behind ip_hash, started by the test on 127.0.0.1 with its own
+## config; the packaged service is not used).
+setup-nginx:
+	@command -v nginx >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx)
+
+## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium, real Prometheus, real nginx).
+test: setup-test provision-vllm setup-browser setup-prometheus setup-nginx
 	$(PY) -m pytest -q
 
 benchmark: setup
 	$(PY) benchmarks/speed.py
+
+## Many users at once: N concurrent dashboard sessions over Streamlit's websocket protocol (see benchmarks/load.py).
+benchmark-load: setup setup-nginx
+	$(PY) benchmarks/load.py

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from .engine.estimate import Estimate, estimate
 from .engine.vllm_versions import LATEST_VERSION
-from .errors import CalculatorError
+from .errors import CalculatorError, one_line_validation_error
 from .gpus import gpu_catalog
 from .model.model_source import preset_ids
 from .scenario import Scenario
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     est.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
     est.add_argument("--gpu-memory-utilization", type=float)
-    est.add_argument("--max-model-len", type=_int_or_size)
+    est.add_argument("--max-model-len", type=_max_model_len, help="tokens, e.g. 32k; auto or -1: the model's own")
     est.add_argument("--max-num-seqs", type=int)
     est.add_argument("--max-num-batched-tokens", type=_int_or_size)
     est.add_argument("--block-size", type=int)
@@ -71,6 +71,13 @@ def _int_or_size(text: str) -> int:
         return parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _max_model_len(text: str) -> int | None:
+    """vLLM's ``human_readable_int_or_auto``: ``auto`` or ``-1`` mean "derive it from the model"."""
+    if text.strip() == "-1" or text.strip().lower() == "auto":
+        return None
+    return _int_or_size(text)
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
@@ -108,6 +115,12 @@ def render_table(result: Estimate) -> str:
     return "\n".join(lines)
 
 
+def _refuse(message: str) -> int:
+    first_line = message.strip().splitlines()[0] if message.strip() else "invalid input"
+    print(f"error: {first_line}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "presets":
@@ -123,12 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         result = estimate(scenario_from_args(args))
     except CalculatorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refuse(str(exc))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        print(f"error: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refuse(one_line_validation_error(exc, as_flags=True))
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, OSError, RecursionError) as exc:
+        # NOTE: a bug, not the user's input; still one line (the contract), naming what broke so it can be reported.
+        return _refuse(f"unexpected {type(exc).__name__} ({exc}); please report this command line")
     if args.json:
         print(json.dumps(estimate_summary(result)))
     else:

@@ -44,3 +44,21 @@ class UnsupportedVllmVersion(CalculatorError):
 
 class NvmlUnavailable(CalculatorError):
     """NVML cannot read the GPUs: nvidia-ml-py missing, no NVIDIA driver, or an NVML error."""
+
+
+def one_line_validation_error(exc: object, *, as_flags: bool = False) -> str:
+    """The first problem of a pydantic ``ValidationError`` as one line naming the field, e.g.
+    ``max_model_len: Input should be less than or equal to 100000000 (got 1000000000)``; ``as_flags`` names it as
+    the ``vllm serve`` flag (``--max-model-len``)."""
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    if not errors:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    first = errors[0]
+    field = ".".join(str(part) for part in first.get("loc", ())) or "value"
+    if as_flags:
+        field = "--" + field.replace("_", "-")
+    message = str(first.get("msg", "invalid value")).splitlines()[0]
+    shown = repr(first.get("input"))
+    got = f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})" if "input" in first and not isinstance(
+        first["input"], dict) else ""
+    return f"{field}: {message}{got}"

@@ -5,9 +5,21 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .engine.vllm_versions import LATEST_VERSION, Device
+from .gpus import MAX_GPU_MEMORY_GIB
+from .limits import (
+    MAX_BLOCK_SIZE_TOKENS,
+    MAX_CONTEXT_TOKENS,
+    MAX_KV_CACHE_MEMORY_BYTES,
+    MAX_MODEL_REFERENCE_CHARS,
+    MAX_NAME_CHARS,
+    MAX_NUM_GPU_BLOCKS,
+    MAX_NUM_SEQS,
+    MAX_PARALLEL_SIZE,
+)
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DEFAULT_GPU = "h100-sxm-80gb"
+_MAX_OPTION_CHARS = 64  # dtype, kv_cache_dtype, quantization and version names are short words
 
 
 class Scenario(BaseModel):
@@ -15,27 +27,27 @@ class Scenario(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = Field(DEFAULT_MODEL, min_length=1)
-    gpu: str | None = DEFAULT_GPU  # catalog key, name or nvidia-smi alias
-    gpu_memory_gib: float | None = Field(None, gt=0, le=10_000)  # custom memory; overrides the catalog's
+    model: str = Field(DEFAULT_MODEL, min_length=1, max_length=MAX_MODEL_REFERENCE_CHARS)
+    gpu: str | None = Field(DEFAULT_GPU, max_length=MAX_NAME_CHARS)  # catalog key, name or nvidia-smi alias
+    gpu_memory_gib: float | None = Field(None, gt=0, lt=MAX_GPU_MEMORY_GIB)  # custom memory; overrides the catalog's
     device: Device | None = None  # None: the GPU's platform (cuda or rocm)
-    tensor_parallel_size: int = Field(1, ge=1, le=1024)
-    pipeline_parallel_size: int = Field(1, ge=1, le=1024)
+    tensor_parallel_size: int = Field(1, ge=1, le=MAX_PARALLEL_SIZE)
+    pipeline_parallel_size: int = Field(1, ge=1, le=MAX_PARALLEL_SIZE)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
-    max_model_len: int | None = Field(None, ge=1, le=100_000_000)
-    max_num_seqs: int | None = Field(None, ge=1, le=1_000_000)
-    max_num_batched_tokens: int | None = Field(None, ge=1, le=100_000_000)
-    block_size: int | None = Field(None, ge=1, le=4096)
-    dtype: str = "auto"
-    kv_cache_dtype: str = "auto"
-    quantization: str | None = None
-    kv_cache_memory_bytes: int | None = Field(None, ge=0)
-    num_gpu_blocks_override: int | None = Field(None, ge=1)
+    max_model_len: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS)
+    max_num_seqs: int | None = Field(None, ge=1, le=MAX_NUM_SEQS)
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS)
+    block_size: int | None = Field(None, ge=1, le=MAX_BLOCK_SIZE_TOKENS)
+    dtype: str = Field("auto", max_length=_MAX_OPTION_CHARS)
+    kv_cache_dtype: str = Field("auto", max_length=_MAX_OPTION_CHARS)
+    quantization: str | None = Field(None, max_length=_MAX_OPTION_CHARS)
+    kv_cache_memory_bytes: int | None = Field(None, ge=0, le=MAX_KV_CACHE_MEMORY_BYTES)
+    num_gpu_blocks_override: int | None = Field(None, ge=1, le=MAX_NUM_GPU_BLOCKS)
     enforce_eager: bool = False
     enable_extensible_kv_cache: bool | None = None
     async_scheduling: bool | None = None
-    vllm_version: str = LATEST_VERSION
-    other_processes_memory_gib: float = Field(0.0, ge=0, le=10_000)
+    vllm_version: str = Field(LATEST_VERSION, max_length=_MAX_OPTION_CHARS)
+    other_processes_memory_gib: float = Field(0.0, ge=0, lt=MAX_GPU_MEMORY_GIB)
     # Engines (replicas) of tp x pp GPUs each (--data-parallel-size); MoE experts shard over tp x dp ranks.
     data_parallel_size: int = Field(1, ge=1, le=1024)
     enable_expert_parallel: bool = False  # whole experts per rank instead of a slice of every expert

@@ -17,12 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .engine.vllm_versions import VllmVersion
+from .engine.vllm_versions import VllmVersion, version_notice
 from .errors import CalculatorError, InvalidInput
 from .launch_line import find_launch_line
 from .scenario import Scenario
 from .units import parse_size
-from .version_notes import version_warning
 
 # Scenario field -> vllm serve flag, for the flags that take a value.
 VALUE_FLAGS: dict[str, str] = {
@@ -211,7 +210,7 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
             ignored.append(f"the container tag's version {line.image_version}: {exc}")
     if not from_tag:
         assumed.append(f"vLLM {version}: the command does not say which version; pick it under vLLM settings")
-    note = version_warning(version)
+    note = version_notice(version)
     if note:
         assumed.append(note)
     ignored += [f"environment variable {name}: not modelled" for name in line.environment

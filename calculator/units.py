@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
+
 GIB = 1 << 30
 MIB = 1 << 20
 KIB = 1 << 10
@@ -28,32 +31,44 @@ def format_bytes(num_bytes: float) -> str:
 
 
 def parse_size(text: str | int) -> int:
-    """Parse vLLM's size strings (``--kv-cache-memory-bytes 8G``): plain bytes or K/M/G/T, binary or decimal.
+    """Parse a size the way ``vllm serve`` does (``vllm.utils.argparse_utils.human_readable_int``).
 
-    vLLM (``vllm.utils.argparse_utils.human_readable_int``) reads a lower-case ``k/m/g/t`` as 1000**n and
-    an upper-case ``K/M/G/T`` as 1024**n; ``Ki/Mi/Gi`` are also binary.
+    A plain integer (``8589934592``), a decimal number with a decimal suffix ``k/m/g/t`` (x1000**n, ``25.6k``), or a
+    whole number with a binary suffix ``K/M/G/T`` (x1024**n, ``8G``). Like vLLM, no exponents (``1e30``), no
+    ``inf``, no decimals with a binary suffix; unlike vLLM, a clear ``ValueError`` instead of int()'s.
     """
+    if isinstance(text, bool) or not isinstance(text, int | str):
+        raise ValueError(f"not a size: {text!r}")
     if isinstance(text, int):
-        return text
-    raw = str(text).strip()
-    if not raw:
-        raise ValueError("empty size")
-    suffixes = {"k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
-                "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-    body = raw
-    for binary in ("Ki", "Mi", "Gi", "Ti"):
-        if raw.endswith(binary) or raw.endswith(binary.lower()):
-            body, factor = raw[:-2], suffixes[binary[0].upper()]
-            break
+        value = text
     else:
-        if raw[-1] in suffixes:
-            body, factor = raw[:-1], suffixes[raw[-1]]
+        raw = text.strip()
+        match = None
+        if len(raw) <= _MAX_SIZE_CHARS:
+            match = _PLAIN_RE.fullmatch(raw) or _SUFFIXED_RE.fullmatch(raw)
+        if match is None:
+            raise ValueError(f"not a size: {_shown(raw)} (an integer, optionally with k/m/g/t for x1000 or K/M/G/T "
+                             "for x1024, e.g. 8G)")
+        number, suffix = match.group(1), match.group(2) or ""
+        if suffix in _BINARY:
+            if "." in number:
+                raise ValueError(f"decimals are not allowed with binary suffixes like {suffix} ({raw!r}); did you "
+                                 f"mean {number}{suffix.lower()}?")
+            value = int(number.replace("_", "")) * _BINARY[suffix]
         else:
-            factor = 1
-    try:
-        value = float(body.replace("_", ""))
-    except ValueError as exc:
-        raise ValueError(f"not a size: {text!r} (use bytes or a K/M/G/T suffix, e.g. 8G)") from exc
+            value = int(Decimal(number.replace("_", "")) * _DECIMAL[suffix])
     if value < 0:
         raise ValueError(f"size must not be negative: {text!r}")
-    return int(value * factor)
+    return value
+
+
+_DECIMAL = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4}
+_BINARY = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+# NOTE: vLLM falls back to int(), which also reads "+5", "-5" and "1_000"; a suffix takes digits and one point.
+_PLAIN_RE = re.compile(r"([+-]?\d+(?:_\d+)*)()")
+_SUFFIXED_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_MAX_SIZE_CHARS = 40
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")

@@ -21,7 +21,6 @@ from .gpus import find_gpu
 from .model.quantization import SUPPORTED_FLAGS
 from .scenario import DEFAULT_GPU, Scenario
 from .serve_command import DTYPE_NAMES
-from .version_notes import version_warning
 
 SCENARIO_KEYS: dict[str, str] = {
     "model": "m", "gpu": "g", "gpu_memory_gib": "mem", "device": "dev", "tensor_parallel_size": "tp",
@@ -113,9 +112,7 @@ def read_link(params: Mapping[str, str | list[str]]) -> LinkState:
     substituted = _check_choices(chosen["scenario"], warnings)
     scenario = _validated(Scenario, chosen["scenario"], SCENARIO_KEYS, warnings)
     workload = _validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings)
-    note = version_warning(scenario.vllm_version)
-    if note:
-        warnings.append(note)
+    # NOTE: a release newer than modelled is kept as given; the estimate's own warnings say whose rules apply.
     return LinkState(scenario=scenario, workload=workload, view=view, warnings=tuple(warnings),
                      substituted=substituted)
 

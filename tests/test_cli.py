@@ -66,3 +66,111 @@ def test_bad_input_exits_2_with_one_line(args):
 
 def test_console_script_is_declared():
     assert 'vllm-capacity-planner = "calculator.cli:main"' in (REPO / "pyproject.toml").read_text()
+
+
+def assert_one_line_refusal(done: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+LLAMA = REPO / "calculator" / "data" / "presets" / "meta-llama__Llama-3.1-8B-Instruct.json"
+
+
+@pytest.mark.parametrize(("mutate", "named"), [
+    # issue 10 item 5's reproducers: each printed a 19-31-line traceback and exit 1
+    (lambda text: text.replace('"architectures": [', '"architectures": 1.5, "x": ['), "architectures"),
+    (lambda text: "[" * 1000, "nested too deeply"),
+    (lambda text: text.replace('"bos_token_id"', '"bos_token_\xff_id"'), "not UTF-8"),
+    (lambda text: text.replace('"hidden_act"', '"sliding_window": Infinity, "hidden_act"'), "sliding_window = inf"),
+    (lambda text: text.replace('"hidden_act"', '"head_dim": 0, "hidden_act"'), "head_dim = 0"),
+    (lambda text: text.replace('"num_attention_heads": 32', '"num_attention_heads": 1e18'), "num_attention_heads"),
+    (lambda text: text.replace('"num_hidden_layers": 32', '"num_hidden_layers": 1000000000'), "num_hidden_layers"),
+    (lambda text: text.replace('"num_key_value_heads": 8', '"num_key_value_heads": -1'), "num_key_value_heads"),
+])
+def test_hostile_config_files_exit_2_with_one_line_naming_the_field(tmp_path, mutate, named):
+    path = tmp_path / "config.json"
+    text = mutate(LLAMA.read_text())
+    path.write_bytes(text.encode("latin-1") if "\xff" in text else text.encode())
+    assert_one_line_refusal(run_cli("estimate", "--model", str(path)), named)
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    # issue 10 item 6: each printed a traceback
+    (("--max-model-len", "inf"), "--max-model-len: not a size: 'inf'"),
+    (("--kv-cache-memory-bytes", "inf"), "--kv-cache-memory-bytes: not a size"),
+    (("--max-num-batched-tokens", "1e400"), "--max-num-batched-tokens: not a size: '1e400'"),
+    # vLLM's human_readable_int has no exponents: `vllm serve --kv-cache-memory-bytes 1e30` is an argparse error too
+    (("--kv-cache-memory-bytes", "1e30"), "not a size: '1e30'"),
+    (("--kv-cache-memory-bytes", "1.5G"), "decimals are not allowed with binary suffixes like G"),
+    (("--max-model-len", "1000000000"), "--max-model-len: Input should be less than or equal to 100000000"),
+    (("--num-gpu-blocks-override", "99999999999999999999999"), "--num-gpu-blocks-override: Input should be less"),
+    (("--vllm-version", "99.0"), "vLLM 99.0 is not a vLLM release"),
+    (("--vllm-version", "1e20.0"), "not a vLLM version: '1e20.0'"),
+    (("--vllm-version", "0.34.0garbage"), "not a vLLM version"),
+    (("--gpu-memory-utilization", "nan"), "--gpu-memory-utilization"),
+    (("--gpu-memory-gib", "inf"), "--gpu-memory-gib"),
+    (("--dtype", "x" * 500), "--dtype: String should have at most 64 characters"),
+])
+def test_absurd_flags_exit_2_with_one_line(args, named):
+    assert_one_line_refusal(run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", *args), named)
+
+
+@pytest.mark.parametrize(("model", "named"), [
+    ("a" * 300, "is not a valid Hub model id"),
+    ("org/" + "b" * 300, "is not a valid Hub model id"),
+    ("/" + "a" * 300 + ".json", "cannot read /aaaa"),
+    ("./" + "c" * 5000, "--model: String should have at most 1024 characters"),
+])
+def test_a_model_name_too_long_for_the_file_system_is_one_line(model, named):
+    # NOTE: before the fix, Path.is_dir() raised OSError "File name too long" out of load_config.
+    assert_one_line_refusal(run_cli("estimate", "--model", model), named)
+
+
+def test_a_kv_pool_larger_than_the_device_does_not_fit():
+    # 10**15 B = 931,322.57 GiB on an 80 GB H100: vLLM's allocation fails (CUDA out of memory); it said "fits".
+    done = run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--kv-cache-memory-bytes",
+                   "1000000000000000", "--json")
+    result = json.loads(done.stdout)
+    assert done.returncode == 0 and result["fits"] is False
+    assert result["error"].startswith("--kv-cache-memory-bytes asks for a 931,322.57 GiB KV cache")
+
+
+def test_a_block_override_larger_than_the_device_does_not_fit():
+    # Llama-3.1-8B: 32 layers x 8 KV heads x 128 x (K+V) x 2 B = 131,072 B per token; 64-token blocks (0.34) = 8 MiB;
+    # 10**12 blocks x 8 MiB = 7,812,500,000 GiB.
+    done = run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--num-gpu-blocks-override",
+                   "1000000000000", "--vllm-version", "0.34.0", "--json")
+    result = json.loads(done.stdout)
+    assert result["fits"] is False
+    assert result["error"].startswith("--num-gpu-blocks-override asks for a 7,812,500,000.00 GiB KV cache")
+
+
+@pytest.mark.parametrize(("version", "named"), [
+    ("0.34.0", 'not a multiple of 16, which every CUDA attention backend of vLLM 0.34.0 needs'),
+    ("0.10.0", "vLLM 0.10.0 refuses --block-size 7: it accepts 1, 8, 16, 32, 64, 128"),
+])
+def test_block_size_7_is_refused_as_vllm_refuses_it(version, named):
+    done = run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--block-size", "7", "--vllm-version",
+                   version, "--json")
+    result = json.loads(done.stdout)
+    assert result["fits"] is False and named in result["error"]
+
+
+def test_max_model_len_auto_is_the_models_own_context():
+    done = run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "auto", "--json")
+    assert json.loads(done.stdout)["max_model_len"] == 131_072  # max_position_embeddings of Llama 3.1
+
+
+@pytest.mark.parametrize("version", ["0.35.0", "1.0"])
+def test_a_version_newer_than_the_model_says_whose_rules_it_uses(version):
+    done = run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--vllm-version", version, "--json")
+    result = json.loads(done.stdout)
+    assert result["vllm_version"] == {"0.35.0": "0.35.0", "1.0": "1.0.0"}[version]
+    assert any("its figures use vLLM 0.34's rules" in w for w in result["warnings"])
+    table = run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--vllm-version", version)
+    assert "warning: vLLM" in table.stdout and "newer than the newest release modelled (0.34)" in table.stdout

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calculator import Scenario, Workload
+from calculator import Scenario, Workload, estimate
 from calculator.url_state import from_query_params, to_query_params
 
 
@@ -91,12 +91,17 @@ def test_dtype_spellings_vllm_accepts():
                                                    "ignored link value q='awq4'"]
 
 
-def test_a_version_newer_than_modelled_says_whose_rules_apply():
-    for written, shown in (("99.0", "99.0.0"), ("1.0", "1.0.0"), ("0.35.0", "0.35.0")):
+def test_a_version_newer_than_modelled_is_kept_and_the_estimate_says_whose_rules_apply():
+    for written, shown in (("1.0", "1.0.0"), ("0.35.0", "0.35.0")):
         scenario, _, _, warnings = from_query_params({"v": written})
-        assert scenario.vllm_version == shown
-        assert warnings == [f"vLLM {shown} is newer than the newest version modelled (0.34.0): the figures use "
-                            "0.34.0's rules"]
+        assert scenario.vllm_version == shown and warnings == []
+        assert (f"vLLM {shown} is newer than the newest release modelled (0.34): its figures use vLLM 0.34's rules, "
+                "which may have changed since") in estimate(scenario).warnings
+
+
+def test_a_version_vllm_cannot_have_is_refused_with_a_warning():
+    scenario, _, _, warnings = from_query_params({"v": "99.0"})
+    assert scenario.vllm_version == "0.34.0" and warnings[0].startswith("ignored link value v='99.0'")
 
 
 def test_an_unreadable_version_falls_back_with_a_warning():

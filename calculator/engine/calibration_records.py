@@ -107,7 +107,9 @@ def modelled_version(printed: str | None, engine: Engine) -> tuple[str, str | No
         return default, f"version not printed; {engine.upper()} log format -> modelled as {default}"
     approximate = _APPROXIMATE_VERSION.search(printed)
     try:
-        version = VllmVersion.parse(approximate[1] if approximate and not _VERSION_FIRST.match(printed) else printed)
+        # NOTE: records annotate the printed version ("0.14.1 (stated in title; ...)"): the first word is the release.
+        leading = printed.split()[0] if _VERSION_FIRST.match(printed) else printed
+        version = VllmVersion.parse(approximate[1] if approximate and not _VERSION_FIRST.match(printed) else leading)
     except CalculatorError:
         return default, f"version {printed!r} is not one we model; {engine.upper()} log -> modelled as {default}"
     if rules_for(version).engine != engine:

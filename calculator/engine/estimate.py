@@ -17,6 +17,7 @@ from ..model.spec import ModelSpec, QuantizationSpec
 from ..model.weights import WeightsBreakdown, weight_bytes_per_rank
 from ..scenario import Scenario
 from ..units import GIB
+from .flag_checks import oversized_kv_pool_error
 from .kv_cache import (
     KERNEL_BLOCK_ALIGNMENT,
     CapacityFigures,
@@ -149,7 +150,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     upper = max(settings.max_model_len, spec.derived_max_model_len)
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
-    error = settings.error or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
+    error = (settings.error or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
+             or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting))
     warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
     if gpu is not None and gpu.unified_memory and settings.device == "cuda":
         warnings.append(

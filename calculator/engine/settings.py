@@ -9,6 +9,7 @@ from ..gpus import GpuSpec
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GIB
+from .flag_checks import flag_problems
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from .vllm_versions import Device, MemoryFormula, VersionRules, batch_defaults, default_block_size
 
@@ -117,8 +118,11 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         max_num_batched_tokens = min(batch.max_num_batched_tokens, max_num_seqs * max_model_len)
     block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
                                                            gpu_family=family)
-    if device == "cpu" and block_size % 32:
-        warnings.append(f"block_size {block_size} is not a multiple of 32: vLLM's CPU attention backend rejects it")
+    flag_error, flag_warnings = flag_problems(scenario, rules, device, uses_mla=spec.mla is not None,
+                                              max_num_seqs=max_num_seqs,
+                                              max_num_batched_tokens=max_num_batched_tokens,
+                                              max_model_len=max_model_len)
+    error, warnings = error or flag_error, [*warnings, *flag_warnings]
     async_scheduling = scenario.async_scheduling
     if async_scheduling is None:
         async_scheduling = rules.async_scheduling_default and device != "cpu"

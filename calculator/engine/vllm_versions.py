@@ -27,7 +27,12 @@ OverheadEra = Literal["v0_used_memory", "v0", "v1", "v1_0_17"]
 CudagraphCaptureRule = Literal["v0", "v1_fixed_512", "v1_twice_max_num_seqs"]
 
 LATEST_VERSION = "0.34.0"
-_VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+# X.Y or X.Y.Z with PEP 440 / git-describe tails vLLM wheels carry: 0.6.6.post1, 0.10.1rc1, 0.11.0+cu128,
+# 0.9.2.dev123+g1a2b3c. Components of at most four digits: nothing longer is a release.
+_VERSION_RE = re.compile(r"v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?"
+                         r"(?:[.-]?(?:post|rc|dev|a|b)\d{0,9})*(?:\+[0-9A-Za-z.]{1,64})?", re.IGNORECASE)
+# The newest major vLLM could plausibly reach while these rules are current; vLLM has stayed at 0.x.
+_MAX_PLAUSIBLE_MAJOR = 1
 
 
 @total_ordering
@@ -41,12 +46,19 @@ class VllmVersion(BaseModel):
 
     @classmethod
     def parse(cls, text: str) -> VllmVersion:
-        match = _VERSION_RE.match(str(text))
+        """A release from ``0.34.0``, ``v0.6.6.post1``, ``0.10.1rc1`` ...; ``UnsupportedVllmVersion`` for anything
+        else, for releases before 0.4, and for majors vLLM cannot have reached (``99.0``)."""
+        raw = str(text).strip()
+        match = _VERSION_RE.fullmatch(raw) if len(raw) <= 100 else None
+        shown = raw if len(raw) <= 40 else f"{raw[:37]}..."
         if not match:
-            raise UnsupportedVllmVersion(f"not a vLLM version: {text!r} (use X.Y or X.Y.Z, e.g. 0.34.0)")
+            raise UnsupportedVllmVersion(f"not a vLLM version: {shown!r} (use X.Y or X.Y.Z, e.g. {LATEST_VERSION})")
         version = cls(major=int(match[1]), minor=int(match[2]), patch=int(match[3] or 0))
         if version < cls(major=0, minor=4):
-            raise UnsupportedVllmVersion(f"vLLM {text} predates the versions we model (0.4 and newer)")
+            raise UnsupportedVllmVersion(f"vLLM {shown} predates the versions we model (0.4 and newer)")
+        if version.major > _MAX_PLAUSIBLE_MAJOR:
+            raise UnsupportedVllmVersion(f"vLLM {shown} is not a vLLM release: the newest we model is "
+                                         f"{NEWEST_MODELLED_MINOR} and vLLM is still at 0.x")
         return version
 
     def __lt__(self, other: object) -> bool:
@@ -64,6 +76,23 @@ class VllmVersion(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
+
+
+NEWEST_MODELLED_MINOR = ".".join(LATEST_VERSION.split(".")[:2])  # "0.34"
+
+
+def version_notice(version: str | VllmVersion) -> str | None:
+    """None when the version's own rules are modelled; for a newer release, one sentence saying whose rules apply.
+
+    Every release from 0.4 to the newest modelled minor falls in a range of the table below; a newer one (0.35.0,
+    1.0) can only be estimated with the newest rules, and the user must be told so rather than see "0.35.0" alone.
+    """
+    v = version if isinstance(version, VllmVersion) else VllmVersion.parse(version)
+    newest = VllmVersion.parse(LATEST_VERSION)
+    if (v.major, v.minor) <= (newest.major, newest.minor):
+        return None
+    return (f"vLLM {v} is newer than the newest release modelled ({NEWEST_MODELLED_MINOR}): its figures use "
+            f"vLLM {NEWEST_MODELLED_MINOR}'s rules, which may have changed since")
 
 
 class VersionRules(BaseModel):

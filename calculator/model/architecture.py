@@ -10,7 +10,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import InvalidConfig, UnsupportedArchitecture
+from ..errors import InvalidConfig, UnsupportedArchitecture, one_line_validation_error
+from ..limits import MAX_CONTEXT_TOKENS
+from .config_json import check_config
 from .inventory import checkpoint_num_params, generic_decoder_tensors, is_known_architecture, weight_tensors
 from .inventory._config import CLASS_DEFAULTS, TEXT_CONFIG_TYPE_DEFAULTS
 from .quantization import quantization_from_config
@@ -48,9 +50,27 @@ def text_config_of(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
-    """Read one config.json dict into a validated ``ModelSpec``; raises ``InvalidConfig`` with what is missing."""
+    """Read one config.json dict into a validated ``ModelSpec``; raises ``InvalidConfig`` naming the bad field."""
     if not isinstance(config, Mapping):
         raise InvalidConfig(f"{model_id}: config.json must be a JSON object")
+    check_config(config, model_id)
+    try:
+        return _build_model_spec(config, model_id)
+    except InvalidConfig as exc:
+        if str(exc).startswith(model_id):
+            raise
+        raise InvalidConfig(f"{model_id}: {exc}") from exc  # the weight inventories name only the field
+    except ValidationError as exc:
+        raise InvalidConfig(f"{model_id}: config.json describes an impossible model: "
+                            f"{one_line_validation_error(exc)}") from exc
+    except (ArithmeticError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        # NOTE: check_config bounds and types every field we read; this net keeps an unforeseen combination of
+        # fields a one-line refusal rather than a traceback on a shared server.
+        raise InvalidConfig(f"{model_id}: config.json fields are inconsistent ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0][:160] if str(exc) else 'no detail'})") from exc
+
+
+def _build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
     text = text_config_of(config)
     architectures = config.get("architectures") or text.get("architectures") or ["unknown"]
     architecture = str(architectures[0])
@@ -66,7 +86,11 @@ def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
     vocab = _required_int(text, "vocab_size", model_id)
     num_kv_heads = next((int(text[k]) for k in _KV_HEAD_KEYS if text.get(k)), num_heads)
     head_dim = int(text.get("head_dim") or hidden // num_heads)
+    if head_dim < 1:
+        raise InvalidConfig(f"{model_id}: hidden_size ({hidden}) is smaller than num_attention_heads ({num_heads}), "
+                            "so head_dim would be 0; a config like this sets head_dim")
     intermediate = int(text.get("intermediate_size") or text.get("ffn_dim") or text.get("n_inner") or 4 * hidden)
+    _check_vision_feature_layers(config, model_id)
     mla = _mla_spec(text)
     layers = _layer_attention(text, model_type, num_layers, num_kv_heads, head_dim, mla)
     if known:
@@ -75,34 +99,52 @@ def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
         tensors, assumptions = generic_decoder_tensors(config)
         warnings.append(f"Unknown architecture {architecture} (model_type {model_type!r}): estimated as a generic "
                         "decoder. Assumptions: " + "; ".join(assumptions))
-    try:
-        return ModelSpec(
-            model_id=model_id,
-            architecture=architecture,
-            model_type=model_type,
-            known_architecture=known,
-            vocab_size=vocab,
-            hidden_size=hidden,
-            intermediate_size=intermediate,
-            num_hidden_layers=num_layers,
-            num_attention_heads=num_heads,
-            num_key_value_heads=num_kv_heads,
-            head_dim=head_dim,
-            layers=layers,
-            mla=mla,
-            moe=_moe_spec(text, num_layers, intermediate),
-            tie_word_embeddings=bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
-            max_position_embeddings=_max_positions(text),
-            derived_max_model_len=derived_max_model_len(text, model_type),
-            config_dtype=_config_dtype(config, text),
-            quantization=quantization_from_config(config),
-            weights=tensors,
-            checkpoint_num_params=checkpoint_num_params(config, tensors, model_id=model_id),
-            is_multimodal="vision_config" in config,
-            warnings=tuple(warnings),
-        )
-    except ValidationError as exc:
-        raise InvalidConfig(f"{model_id}: config.json has values out of range: {exc.errors()[0]['msg']}") from exc
+    moe = _moe_spec(text, num_layers, intermediate)
+    if moe is not None and moe.experts_per_token > moe.num_experts:
+        raise InvalidConfig(f"{model_id}: num_experts_per_tok ({moe.experts_per_token}) exceeds the number of "
+                            f"experts ({moe.num_experts})")
+    derived_len = derived_max_model_len(text, model_type)
+    if derived_len > MAX_CONTEXT_TOKENS:
+        raise InvalidConfig(f"{model_id}: the context length the config implies ({derived_len:,} tokens, RoPE "
+                            f"scaling included) is beyond any real model's; the limit is {MAX_CONTEXT_TOKENS:,}")
+    return ModelSpec(
+        model_id=model_id,
+        architecture=architecture,
+        model_type=model_type,
+        known_architecture=known,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        head_dim=head_dim,
+        layers=layers,
+        mla=mla,
+        moe=moe,
+        tie_word_embeddings=bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+        max_position_embeddings=_max_positions(text),
+        derived_max_model_len=derived_len,
+        config_dtype=_config_dtype(config, text),
+        quantization=quantization_from_config(config),
+        weights=tensors,
+        checkpoint_num_params=checkpoint_num_params(config, tensors, model_id=model_id),
+        is_multimodal="vision_config" in config,
+        warnings=tuple(warnings),
+    )
+
+
+def _check_vision_feature_layers(config: Mapping[str, Any], model_id: str) -> None:
+    """``vision_feature_layer`` must name a layer of the vision tower (vLLM builds the tower up to it)."""
+    vision, wanted = config.get("vision_config"), config.get("vision_feature_layer")
+    if wanted is None or not isinstance(vision, Mapping):
+        return
+    depth = vision.get("num_hidden_layers") or CLASS_DEFAULTS.get(str(vision.get("model_type") or ""), {}).get(
+        "num_hidden_layers")
+    for index in wanted if isinstance(wanted, list) else [wanted]:
+        if depth and not (-depth <= index <= -1 or 1 <= index <= depth):
+            raise InvalidConfig(f"{model_id}: vision_feature_layer = {index} names no layer of the {depth}-layer "
+                                f"vision tower (use 1 to {depth}, or -{depth} to -1 from the end)")
 
 
 def _required_int(text: Mapping[str, Any], key: str, model_id: str, aliases: tuple[str, ...] = ()) -> int:

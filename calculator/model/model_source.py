@@ -10,7 +10,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelNotFound
+from ..errors import InvalidConfig, ModelNotFound
+from ..limits import MAX_CONFIG_BYTES, MAX_MODEL_REFERENCE_CHARS
 from .architecture import build_model_spec
 from .config_json import parse_config_text
 from .spec import ModelSpec
@@ -38,21 +39,53 @@ def _preset_lookup(model: str) -> Any | None:
 
 def load_config(model: str) -> tuple[dict[str, Any], str]:
     """The raw config and a source label ("preset", "file" or "hub") for an id, file or folder."""
+    if not model.strip():
+        raise ModelNotFound("no model given: name a Hub id, a preset, a config.json or a model folder")
+    if len(model) > MAX_MODEL_REFERENCE_CHARS:
+        raise ModelNotFound(f"a model reference of {len(model):,} characters is not a Hub id, preset or path "
+                            f"(at most {MAX_MODEL_REFERENCE_CHARS:,})")
     preset = _preset_lookup(model)
     if preset is not None:
-        return parse_config_text(preset.read_text(encoding="utf-8"), model), "preset"
-    path = Path(model).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-        if not path.is_file():
-            raise ModelNotFound(f"{model} is a folder without a config.json")
-    if path.is_file():
-        return parse_config_text(path.read_text(encoding="utf-8"), str(path)), "file"
+        return parse_config_text(preset.read_bytes(), model), "preset"
+    local = _local_config_file(model)
+    if local is not None:
+        return parse_config_text(_read_bounded(local, model), str(local)), "file"
     if model.endswith(".json") or model.startswith(("/", "./", "~")):
-        raise ModelNotFound(f"no such file: {model}")
+        raise ModelNotFound(f"no such file: {_shown(model)}")
     from .hub import fetch_config  # I/O edge, imported only when the Hub is needed
 
     return fetch_config(model), "hub"
+
+
+def _local_config_file(model: str) -> Path | None:
+    """The config.json a path names (a file, or a folder holding one); None when it names nothing on disk."""
+    try:
+        path = Path(model).expanduser()
+        if path.is_dir():
+            path = path / "config.json"
+            if not path.is_file():
+                raise ModelNotFound(f"{_shown(model)} is a folder without a config.json")
+        return path if path.is_file() else None
+    except (OSError, RuntimeError) as exc:  # a name too long for the file system, a loop of links, no home folder
+        if model.endswith(".json") or model.startswith(("/", "./", "~")):
+            raise ModelNotFound(f"cannot read {_shown(model)}: {getattr(exc, 'strerror', None) or exc}") from exc
+        return None  # not a usable path: try it as a Hub id
+
+
+def _read_bounded(path: Path, model: str) -> bytes:
+    """The file's bytes, refusing a file too large to be a config.json before reading it."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ModelNotFound(f"cannot read {_shown(model)}: {getattr(exc, 'strerror', None) or exc}") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InvalidConfig(f"{_shown(model)}: larger than {MAX_CONFIG_BYTES >> 20} MiB, so not a config.json")
+    return data
+
+
+def _shown(model: str) -> str:
+    return model if len(model) <= 80 else f"{model[:77]}..."
 
 
 @lru_cache(maxsize=256)
@@ -62,8 +95,8 @@ def load_model_spec(model: str) -> ModelSpec:
     return build_model_spec(config, model_id=model)
 
 
-def model_spec_from_text(text: str, model_id: str = "uploaded config.json") -> ModelSpec:
-    """A ``ModelSpec`` from config.json text (an upload)."""
+def model_spec_from_text(text: str | bytes, model_id: str = "uploaded config.json") -> ModelSpec:
+    """A ``ModelSpec`` from config.json text or the raw bytes of an upload (which must be UTF-8)."""
     return build_model_spec(parse_config_text(text, model_id), model_id=model_id)
 
 

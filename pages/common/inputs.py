@@ -13,12 +13,11 @@ import streamlit as st
 
 from calculator import CalculatorError, ModelSpec, Scenario, Workload, gpu_catalog, preset_ids
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from calculator.engine.vllm_versions import LATEST_VERSION, known_versions, rules_for
+from calculator.engine.vllm_versions import LATEST_VERSION, known_versions, rules_for, version_notice
 from calculator.model.model_source import hub_model_spec, load_model_spec, model_spec_from_text
 from calculator.model.quantization import SUPPORTED_FLAGS, quantization_from_flag
 from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
 from calculator.units import parse_size
-from calculator.version_notes import version_warning
 
 from .state import CUSTOM_GPU, DTYPES, FROM_CHECKPOINT, MODEL_SOURCES, clear_substitution, field_bounds
 
@@ -158,7 +157,7 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
     if st.session_state[f"{prefix}_vllm_version"] not in versions:
         versions.insert(0, st.session_state[f"{prefix}_vllm_version"])  # a valid version from a link or import
     version = st.selectbox("vLLM version", versions, key=f"{prefix}_vllm_version",
-                           format_func=lambda v: f"{v} ({LATEST_VERSION} rules)" if version_warning(v) else v)
+                           format_func=lambda v: f"{v} ({LATEST_VERSION} rules)" if version_notice(v) else v)
     use_default = st.checkbox("Default gpu_memory_utilization", key=f"{prefix}_util_default")
     default_util = 1.0 if rules_for(version).memory_formula == "v1_extensible" else \
         rules_for(version).default_gpu_memory_utilization

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-from annotated_types import Ge, Gt, Le
+from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel
 
 from calculator import Scenario, Workload, preset_ids
@@ -34,6 +34,8 @@ def field_bounds(model: type[BaseModel], field: str) -> tuple[float | None, floa
             low = rule.gt
         elif isinstance(rule, Le):
             high = rule.le
+        elif isinstance(rule, Lt):  # NOTE: an exclusive cap far above any real value; the widget stops at it
+            high = rule.lt
     return low, high
 
 
