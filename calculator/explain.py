@@ -44,7 +44,8 @@ def explanation(result: Estimate) -> list[tuple[str, str]]:
                   f"the larger: **{_g(b.activation_bytes)}**."))
     steps.append(("Non-torch memory", f"cuBLAS workspaces and NCCL buffers that grow with TP: **{_g(b.non_torch_bytes)}**."))
     sizes = cudagraph_capture_sizes(s.max_num_seqs, result.rules, s.max_num_batched_tokens)
-    where = "subtracted from the KV budget (vLLM ≥ 0.20)" if b.cudagraph_in_budget else "paid from the (1 − util) headroom"
+    where = b.cudagraph_note or ("subtracted from the KV budget" if b.cudagraph_in_budget
+                                 else "paid from the (1 − util) headroom")
     steps.append(("CUDA graphs", "none (enforce-eager)" if s.enforce_eager else
                   f"{len(sizes)} capture sizes up to {max(sizes)}: **{_g(b.cudagraph_bytes)}**, {where}."))
     if b.formula == "v1_extensible":

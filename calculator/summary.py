@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .engine.estimate import Estimate
-from .engine.uncertainty import kv_band, verdict
+from .engine.uncertainty import kv_band, verdict, verdict_reason
 from .engine.workload import Workload, workload_capacity
 
 
@@ -71,6 +71,7 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "max_fitting_model_len": result.max_fitting_model_len,
         "fits": result.fits,
         "verdict": verdict(result),
+        "verdict_reason": verdict_reason(result),
         "error": result.error,
         "vllm_version": str(result.rules.version),
         "vllm_era": result.rules.era,

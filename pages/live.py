@@ -53,7 +53,7 @@ def given_spec(upload, model_id: str):
     """The config the user gives: an upload, a local folder (where this deployment allows), or a Hub id."""
     try:
         if upload is not None:
-            return model_spec_from_text(upload.getvalue().decode("utf-8", "replace"), upload.name), upload.name
+            return model_spec_from_text(upload.getvalue(), upload.name), upload.name
         if (folder := local_model_path(model_id)) is not None:
             return load_model_spec(str(folder)), model_id
         return cached_model_spec(MODEL_SOURCES[1], model_id), f"{model_id} from the Hugging Face Hub"

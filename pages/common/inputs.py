@@ -74,7 +74,7 @@ def model_section(prefix: str) -> tuple[str, ModelSpec | None, str | None]:
         if upload is None:
             return "upload:", None, "Upload a model's config.json."
         name = f"upload:{upload.name}"
-        return name, model_spec_from_text(upload.getvalue().decode("utf-8", errors="replace"), name), None
+        return name, model_spec_from_text(upload.getvalue(), name), None
     except CalculatorError as exc:
         model = st.session_state.get(f"{prefix}_hub_id" if source == MODEL_SOURCES[1] else f"{prefix}_preset", "")
         return str(model).strip() or DEFAULT_MODEL, None, str(exc)

@@ -59,7 +59,9 @@ def verdict(result: Estimate, substituted: dict[str, str]) -> None:
     if call == "fits with margin":
         st.success(f"**{lead}**\n\n{band} {log}", icon="✅")
     elif call == "borderline":
-        st.warning(f"**{lead}**\n\n{band} " + (log if result.fits else quote), icon="⚖️")
+        reason = uncertainty.verdict_reason(result) if result.fits else None
+        st.warning(f"**{lead}**\n\n" + (f"Why borderline: {reason}\n\n" if reason else "") + f"{band} "
+                   + (log if result.fits else quote), icon="⚖️")
     else:
         st.error(f"**{lead}**\n\n" + quote, icon="🛑")
     if call == "does not fit" or not result.fits:
