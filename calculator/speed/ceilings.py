@@ -20,7 +20,9 @@ from ..errors import InvalidInput
 from .calibration import SpeedConstants
 from .plan import MAX_REPLICAS, CapacityPlan, Slo, capacity_plan, share, slo_violations
 from .predict import speed_estimate
+from .inputs import SpeedInputs
 from .prices import GpuPrice
+from .sweep import ConcurrencySweep, concurrency_sweep
 from .traffic import Traffic
 
 
@@ -54,3 +56,26 @@ def plan_both_ceilings(result: Estimate, workload: Workload, traffic: Traffic, s
                         meets_slo=not missed, violations=missed)
     return CeilingsPlan(memory_replicas=memory, requests_per_replica=held, speed_replicas=speed.replicas,
                         plan=plan, binding="memory")
+
+
+class SpeedPlan(BaseModel):
+    """What the Plan page's Speed section shows: the plan for both ceilings and the two-ceilings sweep of one
+    replica at the workload's lengths."""
+
+    model_config = ConfigDict(frozen=True)
+    ceilings: CeilingsPlan
+    sweep: ConcurrencySweep
+    slo: Slo
+
+
+def speed_plan(result: Estimate, workload: Workload, inputs: SpeedInputs) -> SpeedPlan:
+    """``result`` with the inputs' GPU rates, price and measured efficiencies, planned for the workload's load;
+    ``InvalidInput`` (one line) when the speed model cannot answer (a CPU deployment, a GPU without rates)."""
+    if result.gpu is None or result.settings.device == "cpu":
+        raise InvalidInput("the speed model covers GPUs; this deployment runs on the CPU, so no speed is predicted")
+    traffic = inputs.traffic(workload)
+    rated = inputs.with_gpu_rates(result)
+    prices, constants = inputs.prices(rated.gpu), inputs.constants(rated.gpu.platform)
+    ceilings = plan_both_ceilings(rated, workload, traffic, inputs.slo, prices=prices, constants=constants)
+    sweep = concurrency_sweep(rated, traffic, prices=prices, constants=constants)
+    return SpeedPlan(ceilings=ceilings, sweep=sweep, slo=inputs.slo)

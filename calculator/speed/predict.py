@@ -111,8 +111,8 @@ class _Replica:
     """The pieces every sub-estimate of one deployment shares (costs, rates, constants, budget)."""
 
     def __init__(self, result: Estimate, constants: SpeedConstants | None) -> None:
-        if result.gpu is None:
-            raise InvalidInput("the speed model covers GPUs; this deployment has none (CPU)")
+        if result.gpu is None or result.settings.device == "cpu":
+            raise InvalidInput("the speed model covers GPUs; this deployment runs on the CPU")
         if not result.fits:
             raise InvalidInput(f"the deployment does not start, so it serves nothing: {result.error}")
         s = result.settings
