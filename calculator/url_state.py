@@ -243,7 +243,7 @@ def read_recommend_link(params: Mapping[str, str | list[str]]) -> RecommendLink:
     if "gpus" in request:
         request["gpus"] = _gpu_list(request["gpus"] or "", warnings)
     if "prices" in request:
-        request["prices"] = _price_list(request["prices"] or "", warnings)
+        request["prices"] = parse_price_list(request["prices"] or "", warnings)
     version = request.get("vllm_version")
     if version is not None:
         try:
@@ -271,8 +271,8 @@ def _gpu_list(text: str, warnings: list[str]) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def _price_list(text: str, warnings: list[str]) -> dict[str, float]:
-    """``gpu:dollars`` pairs by catalog key; each bad pair dropped with a warning."""
+def parse_price_list(text: str, warnings: list[str]) -> dict[str, float]:
+    """``gpu:dollars`` pairs by catalog key (``h100:2.5,l40s:1``); each bad pair dropped with a warning."""
     prices: dict[str, float] = {}
     for pair in filter(None, (part.strip() for part in text.split(","))):
         name, _, value = pair.rpartition(":")

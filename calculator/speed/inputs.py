@@ -17,10 +17,12 @@ from ..engine.workload import Workload
 from ..errors import InvalidInput
 from ..gpus import GpuSpec
 from ..limits import MAX_CONTEXT_TOKENS, MAX_MODEL_REFERENCE_CHARS
-from ..scenario import DEFAULT_MODEL
+from ..model.spec import ModelSpec
+from ..scenario import DEFAULT_MODEL, Scenario
 from .calibration import SpeedConstants, constants_for
 from .plan import Slo
 from .prices import GpuPrice, parse_price_overrides, price_table
+from .recommend import Option, Recommendations, recommend
 from .traffic import Traffic
 
 # The issue's planning example ("a time to first token under 2 s at p95", "ITL 62 ms > 50 ms"): SLOs a chat
@@ -107,3 +109,15 @@ class RecommendRequest(BaseModel):
 
     def price_overrides(self) -> dict[str, GpuPrice]:
         return parse_price_overrides(self.prices, "dashboard") if self.prices else {}
+
+    def run(self, spec: ModelSpec, workload: Workload, speed: SpeedInputs) -> Recommendations:
+        """Every deployment of ``spec`` for the workload's lengths under ``speed``'s load and SLOs."""
+        return recommend(spec, speed.traffic(workload), speed.slo, gpus=self.gpus or None, max_gpus=self.max_gpus,
+                         budget_per_hour=self.budget_per_hour, prices=self.price_overrides(),
+                         vllm_version=self.vllm_version, max_model_len=self.max_model_len)
+
+    def plan_inputs(self, option: Option, max_model_len: int, speed: SpeedInputs) -> tuple[Scenario, SpeedInputs]:
+        """What opens ``option`` on the Plan page: its scenario, and the load and SLOs with this GPU's price."""
+        scenario = option.deployment.scenario(self.model, self.vllm_version, max_model_len)
+        price = self.prices.get(option.deployment.gpu)
+        return scenario, speed.model_copy(update={"usd_per_gpu_hour": price}) if price else speed
