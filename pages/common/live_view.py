@@ -33,6 +33,7 @@ from calculator.observe.metrics import EngineMetrics, rates
 from calculator.scenario import DEFAULT_GPU
 from calculator.units import GIB
 
+from .live_latency import latency_section
 from .outputs import CHART_CONFIG
 from .state import plan_link
 
@@ -165,6 +166,7 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
         st.warning(note, icon="⚠️")
     if usage is not None:
         workload_section(engine, change, usage, key)
+    latency_section(points, engine, change, usage, workload_from_server(engine, change), key)
 
 
 def settings_section(engine: EngineMetrics, key: str) -> None:
