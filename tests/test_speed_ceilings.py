@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from calculator import InvalidInput, Scenario, Workload, estimate
-from calculator.speed.ceilings import plan_both_ceilings, speed_plan
+from calculator import InvalidInput, Scenario, Workload, estimate, workload_capacity
+from calculator.speed.ceilings import plan_both_ceilings
+from calculator.speed.inputs import speed_plan
 from calculator.speed.inputs import SpeedInputs
 from calculator.speed.predict import speed_estimate
 from calculator.speed.traffic import Traffic
@@ -35,3 +38,18 @@ def test_under_a_request_rate_only_the_speed_ceiling_counts() -> None:
     inputs = SpeedInputs(request_rate=2.0)
     plan = plan_both_ceilings(result, Workload(), inputs.traffic(Workload()), inputs.slo)
     assert plan.memory_replicas is None and plan.binding == "speed"
+
+
+def test_the_recommender_counts_the_memory_ceiling_as_the_plan_page_does() -> None:
+    # Regression: without SLOs the recommender planned one replica for 3,000 users (the excess only queues),
+    # while the Plan page that its row opens counted the replicas whose KV caches hold them all.
+    from calculator.model.model_source import load_model_spec
+    from calculator.speed.recommend import recommend
+
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    traffic = Traffic(input_tokens=1024, output_tokens=256, concurrency=3000)
+    result = recommend(spec, traffic, gpus=["h100"], quantizations=[None], kv_cache_dtypes=["auto"])
+    row = next(o for o in result.by_cost_per_hour if o.deployment.tensor_parallel_size == 1)
+    deployment = estimate(row.deployment.scenario(spec.model_id, "0.34.0", result.max_model_len), spec)
+    held = workload_capacity(deployment, Workload(target_concurrent_requests=3000)).concurrency_p95
+    assert row.plan.replicas == math.ceil(3000 / held) > 1

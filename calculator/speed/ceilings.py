@@ -20,9 +20,7 @@ from ..errors import InvalidInput
 from .calibration import SpeedConstants
 from .plan import MAX_REPLICAS, CapacityPlan, Slo, capacity_plan, share, slo_violations
 from .predict import speed_estimate
-from .inputs import SpeedInputs
 from .prices import GpuPrice
-from .sweep import ConcurrencySweep, concurrency_sweep
 from .traffic import Traffic
 
 
@@ -58,24 +56,9 @@ def plan_both_ceilings(result: Estimate, workload: Workload, traffic: Traffic, s
                         plan=plan, binding="memory")
 
 
-class SpeedPlan(BaseModel):
-    """What the Plan page's Speed section shows: the plan for both ceilings and the two-ceilings sweep of one
-    replica at the workload's lengths."""
 
-    model_config = ConfigDict(frozen=True)
-    ceilings: CeilingsPlan
-    sweep: ConcurrencySweep
-    slo: Slo
-
-
-def speed_plan(result: Estimate, workload: Workload, inputs: SpeedInputs) -> SpeedPlan:
-    """``result`` with the inputs' GPU rates, price and measured efficiencies, planned for the workload's load;
-    ``InvalidInput`` (one line) when the speed model cannot answer (a CPU deployment, a GPU without rates)."""
-    if result.gpu is None or result.settings.device == "cpu":
-        raise InvalidInput("the speed model covers GPUs; this deployment runs on the CPU, so no speed is predicted")
-    traffic = inputs.traffic(workload)
-    rated = inputs.with_gpu_rates(result)
-    prices, constants = inputs.prices(rated.gpu), inputs.constants(rated.gpu.platform)
-    ceilings = plan_both_ceilings(rated, workload, traffic, inputs.slo, prices=prices, constants=constants)
-    sweep = concurrency_sweep(rated, traffic, prices=prices, constants=constants)
-    return SpeedPlan(ceilings=ceilings, sweep=sweep, slo=inputs.slo)
+def workload_of(traffic: Traffic) -> Workload:
+    """The memory engine's Workload for ``traffic``'s lengths and concurrency (one user under a request rate)."""
+    return Workload(prompt_tokens_mean=traffic.input_tokens, output_tokens_mean=traffic.output_tokens,
+                    prompt_tokens_p95=traffic.prompt_p95, output_tokens_p95=traffic.output_p95,
+                    target_concurrent_requests=traffic.concurrency or 1)

@@ -20,9 +20,11 @@ from ..limits import MAX_CONTEXT_TOKENS, MAX_MODEL_REFERENCE_CHARS
 from ..model.spec import ModelSpec
 from ..scenario import DEFAULT_MODEL, Scenario
 from .calibration import SpeedConstants, constants_for
+from .ceilings import CeilingsPlan, plan_both_ceilings
 from .plan import Slo
 from .prices import GpuPrice, parse_price_overrides, price_table
 from .recommend import Option, Recommendations, recommend
+from .sweep import ConcurrencySweep, concurrency_sweep
 from .traffic import Traffic
 
 # The issue's planning example ("a time to first token under 2 s at p95", "ITL 62 ms > 50 ms"): SLOs a chat
@@ -121,3 +123,26 @@ class RecommendRequest(BaseModel):
         scenario = option.deployment.scenario(self.model, self.vllm_version, max_model_len)
         price = self.prices.get(option.deployment.gpu)
         return scenario, speed.model_copy(update={"usd_per_gpu_hour": price}) if price else speed
+
+
+class SpeedPlan(BaseModel):
+    """What the Plan page's Speed section shows: the plan for both ceilings and the two-ceilings sweep of one
+    replica at the workload's lengths."""
+
+    model_config = ConfigDict(frozen=True)
+    ceilings: CeilingsPlan
+    sweep: ConcurrencySweep
+    slo: Slo
+
+
+def speed_plan(result: Estimate, workload: Workload, inputs: SpeedInputs) -> SpeedPlan:
+    """``result`` with the inputs' GPU rates, price and measured efficiencies, planned for the workload's load;
+    ``InvalidInput`` (one line) when the speed model cannot answer (a CPU deployment, a GPU without rates)."""
+    if result.gpu is None or result.settings.device == "cpu":
+        raise InvalidInput("the speed model covers GPUs; this deployment runs on the CPU, so no speed is predicted")
+    traffic = inputs.traffic(workload)
+    rated = inputs.with_gpu_rates(result)
+    prices, constants = inputs.prices(rated.gpu), inputs.constants(rated.gpu.platform)
+    ceilings = plan_both_ceilings(rated, workload, traffic, inputs.slo, prices=prices, constants=constants)
+    sweep = concurrency_sweep(rated, traffic, prices=prices, constants=constants)
+    return SpeedPlan(ceilings=ceilings, sweep=sweep, slo=inputs.slo)

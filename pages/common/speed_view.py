@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator import CalculatorError, Estimate, Workload
-from calculator.speed.ceilings import SpeedPlan, speed_plan
+from calculator.speed.inputs import SpeedPlan, speed_plan
 from calculator.speed.charts import two_ceilings_figure
 from calculator.speed.inputs import SpeedInputs
 from calculator.speed.prices import gpu_price
