@@ -100,6 +100,9 @@ price_warnings: list[str] = []
 prices = parse_price_list(prices_text or "", price_warnings)
 for warning in price_warnings:
     st.warning(warning, icon="💲")
+if load == LOADS[1] and speed_values["request_rate"] is None:
+    st.error("**Request rate: give the requests per second (or choose concurrent users).**", icon="✋")
+    st.stop()
 try:
     workload = Workload(**{k: v for k, v in lengths.items() if v is not None or k.endswith("_p95")})
     speed = SpeedInputs(**speed_values)

@@ -121,3 +121,20 @@ def test_a_cpu_deployment_gets_no_speed_prediction() -> None:
     assert "Tokens/s per user" not in metrics(app)
     assert any("The speed model covers GPUs" in i.value for i in app.info)
     assert not app.get("plotly_chart") or all("Two ceilings" not in c.proto.spec for c in app.get("plotly_chart"))
+
+
+def test_a_bad_speed_input_is_one_clear_line_and_the_memory_plan_stays() -> None:
+    app = run_app({})
+    app.number_input(key="plan_speed_ttft_p95_ms").set_value(-5.0).run()
+    assert not app.exception
+    assert [e.value for e in app.error] == [
+        "**Speed inputs: ttft_p95_ms: input should be greater than 0.** Fix the highlighted value in the sidebar."]
+    assert "KV cache tokens" in metrics(app) and "Tokens/s per user" not in metrics(app)
+
+
+def test_a_request_rate_load_without_a_rate_says_so_instead_of_planning_the_users() -> None:
+    app = run_app({})
+    app.radio(key="plan_speed_load").set_value("request rate").run()
+    assert [e.value for e in app.error] == [
+        "**Speed inputs: request rate: give the requests per second (or choose concurrent requests).** Fix the "
+        "highlighted value in the sidebar."]

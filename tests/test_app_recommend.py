@@ -100,3 +100,11 @@ def test_bad_link_values_get_one_clear_line_each_and_the_page_still_works() -> N
 def test_an_unknown_model_says_so_in_one_line() -> None:
     app = run_page({"m": "nobody/no-such-model-anywhere", "gpus": "h100"})
     assert len(app.error) == 1 and "no-such-model-anywhere" in app.error[0].value
+
+
+def test_a_request_rate_load_without_a_rate_says_so() -> None:
+    app = run_page({"gpus": "h100"})
+    app.radio(key="rec_speed_load").set_value("request rate").run()
+    assert not app.exception
+    assert [e.value for e in app.error] == ["**Request rate: give the requests per second (or choose concurrent "
+                                            "users).**"]

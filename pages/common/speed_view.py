@@ -52,6 +52,8 @@ def inputs_section(prefix: str) -> SpeedInputs | str:
     with st.expander("Measured efficiencies (from the Live page)"):
         for field, label, placeholder, step in MEASURED_FIELDS:
             values[field] = _number(prefix, field, label, placeholder, step)
+    if load == LOADS[1] and values["request_rate"] is None:
+        return "request rate: give the requests per second (or choose concurrent requests)"
     try:
         return SpeedInputs(**values)
     except ValueError as exc:
