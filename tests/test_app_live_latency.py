@@ -88,3 +88,13 @@ def test_on_a_gpu_the_prediction_stands_next_to_the_measurement_and_the_efficien
     query = {k: v[-1] for k, v in parse_qs(urlsplit(link.proto.url).query).items()}
     assert 0 < float(query["mbu"]) <= 1 and 0 < float(query["mfu"]) <= 1
     assert query["m"] == "facebook/opt-125m"
+
+
+def test_the_diagnosis_names_memory_and_the_latest_reads_advice_is_not_repeated(serve):
+    full = edited(vllm_kv_cache_usage_perc=0.99, vllm_num_requests_waiting=2)
+    app = run(serve(routes([edited(full, vllm_num_preemptions_total=3), full])).url)
+    app.run()
+    warnings = [w.value for w in app.warning]
+    assert ("Memory is the bottleneck: the KV cache reached 99% and requests were preempted. Use --kv-cache-dtype "
+            "fp8, lower --max-model-len, or add GPUs (tensor parallel or replicas).") in warnings
+    assert not any(w.startswith("Preemptions are rising") for w in warnings)

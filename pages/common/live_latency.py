@@ -29,6 +29,7 @@ from .outputs import CHART_CONFIG
 from .state import plan_link
 
 LABELS = dict(LATENCY_HISTOGRAMS)
+RESTART_NOTE = "A counter went down"  # live.advice's note on a restart: always shown
 
 
 def _ms(seconds: float | None) -> str | None:
@@ -36,8 +37,9 @@ def _ms(seconds: float | None) -> str | None:
 
 
 def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, actual: Estimate | None,
-                    workload: Workload | None, key: str) -> None:
-    """Everything about latency for one engine; ``points`` holds (time, metrics, activity) per read."""
+                    workload: Workload | None, key: str, advice: list[str]) -> None:
+    """Everything about latency for one engine, then the diagnosis; ``points`` holds (time, metrics, activity) per
+    read, ``advice`` what the latest read alone says (shown where the diagnosis of the recent reads is silent)."""
     st.markdown("#### Latency")
     reads = [(t, e) for t, e, _ in points]
     previous = reads[-2][1] if len(reads) > 1 else None
@@ -60,11 +62,15 @@ def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, 
     prediction = _prediction(engine, points, change, actual, workload, recent, key)
     _efficiency(reads, actual, workload, key)
     measured = change.generation_tokens_per_s if change is not None else None
+    st.markdown("#### Diagnosis")
     notes = diagnosis(reads, measured, prediction)
-    for note in notes:
-        st.warning(note, icon="🩺")
-    if not notes and len(reads) > 1:
-        st.caption("Diagnosis: nothing in the recent reads points to a bottleneck.")
+    # NOTE: the latest read's advice names the same knobs; once the recent reads diagnose it, it would repeat them.
+    shown = notes or advice
+    restarts = [note for note in advice if note.startswith(RESTART_NOTE)] if notes else []
+    for note in [*shown, *restarts]:
+        st.warning(note, icon="🩺" if note in notes else "⚠️")
+    if not shown:
+        st.caption("Nothing in the recent reads points to a bottleneck.")
 
 
 def _observed_concurrency(points: deque) -> float | None:
