@@ -117,7 +117,7 @@ def test_bad_link_values_get_one_clear_line_each() -> None:
 
 
 def test_a_cpu_deployment_gets_no_speed_prediction() -> None:
-    app = run_app({"dev": "cpu", "mem": "64", "g": "custom"})
+    app = run_app({"dev": "cpu", "mem": "64", "g": "none"})
     assert "Tokens/s per user" not in metrics(app)
     assert any("The speed model covers GPUs" in i.value for i in app.info)
     assert not app.get("plotly_chart") or all("Two ceilings" not in c.proto.spec for c in app.get("plotly_chart"))
@@ -145,3 +145,14 @@ def test_a_measured_bandwidth_efficiency_from_the_live_page_replaces_the_fitted_
     app = run_app({"in": "1000", "out": "1001", "mbu": "0.5"})
     assert metrics(app)["Tokens/s per user"] == f"{1 / hand_tpot_s(1000, 1001, 0.5):,.1f}"
     assert app.number_input(key="plan_speed_bandwidth_efficiency").value == 0.5
+
+
+def test_a_custom_gpu_needs_its_rates_and_the_link_carries_them() -> None:
+    app = run_app({"g": "none", "mem": "80"})
+    assert [i.value for i in app.info] == [
+        "Custom GPU has no memory bandwidth or BF16 TFLOPS: the speed model needs both (give them for a custom GPU)."]
+    app = run_app({"g": "none", "mem": "80", "bw": "3350", "tflops": "989.5", "price": "2"})
+    assert "Tokens/s per user" in metrics(app)
+    assert "**$2.00/hour**" in text_of(app)
+    assert (app.number_input(key="plan_speed_gpu_memory_bandwidth_gb_s").value,
+            app.number_input(key="plan_speed_gpu_bf16_tflops").value) == (3350.0, 989.5)
