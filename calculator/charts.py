@@ -312,3 +312,26 @@ def samples_block_figure(prompt_tokens: int, output_tokens: int, samples: int, b
                          xaxis_title="block index", **{**_LAYOUT, "title_font_size": 13})
     figure.update_yaxes(autorange="reversed")
     return figure
+
+
+LATENCY_COLORS = ("#64748b", "#2563eb", "#ea580c", "#16a34a", "#a855f7", "#0f172a")
+
+
+def latency_percentiles_figure(series: dict[str, Sequence[tuple[float, float, float]]],
+                               labels: dict[str, str]) -> go.Figure:
+    """p50 (solid) and p95 (dashed) of each latency per interval between reads; ``series`` maps a latency to
+    (Unix time, p50 s, p95 s) points, shown in ms on a log axis (queue waits and decodes differ by 1000x)."""
+    figure = go.Figure()
+    for color, (name, points) in zip(LATENCY_COLORS, series.items(), strict=False):
+        if not points:
+            continue
+        moments = [datetime.fromtimestamp(t, tz=timezone.utc) for t, _, _ in points]
+        for index, dash in ((1, "solid"), (2, "dash")):
+            quantile = "p50" if index == 1 else "p95"
+            figure.add_trace(go.Scatter(x=moments, y=[p[index] * 1e3 for p in points], mode="lines+markers",
+                                        name=f"{labels[name]} {quantile}", line=dict(color=color, dash=dash),
+                                        hovertemplate=f"{labels[name]} {quantile}: %{{y:,.1f}} ms<extra></extra>"))
+    figure.update_layout(title="Latency p50 and p95 per interval between reads", xaxis_title="time (UTC)",
+                         **{**_LAYOUT, "yaxis": dict(gridcolor="#e2e8f0", type="log", title="ms")})
+    figure.update_layout(legend_y=-0.3)
+    return figure

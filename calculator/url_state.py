@@ -1,4 +1,5 @@
-"""Share links: a Scenario and a Workload <-> short, readable URL query parameters (pure).
+"""Share links: a Scenario, a Workload and the speed inputs <-> short, readable URL query parameters (pure);
+and the Recommend page's request.
 
 Only values that differ from the defaults are written. Reading accepts what the engine accepts (GPU names as
 ``nvidia-smi`` prints them, vLLM's dtype spellings) and is otherwise forgiving: an unknown key or a bad value is
@@ -21,6 +22,7 @@ from .gpus import find_gpu
 from .model.quantization import SUPPORTED_FLAGS
 from .scenario import DEFAULT_GPU, Scenario
 from .serve_command import DTYPE_NAMES
+from .speed.inputs import RecommendRequest, SpeedInputs
 
 SCENARIO_KEYS: dict[str, str] = {
     "model": "m", "gpu": "g", "gpu_memory_gib": "mem", "device": "dev", "tensor_parallel_size": "tp",
@@ -36,6 +38,20 @@ WORKLOAD_KEYS: dict[str, str] = {
     "output_tokens_p95": "out95", "shared_prefix_tokens": "prefix", "parallel_samples": "n",
     "target_concurrent_requests": "users",
 }
+# The speed section's load, SLOs, price, custom GPU rates and measured efficiencies (Plan and Recommend).
+SPEED_KEYS: dict[str, str] = {
+    "request_rate": "rate", "ttft_p95_ms": "ttft", "tpot_ms": "itl", "min_tok_s_per_user": "toks", "e2e_s": "e2e",
+    "usd_per_gpu_hour": "price", "gpu_memory_bandwidth_gb_s": "bw", "gpu_bf16_tflops": "tflops",
+    "bandwidth_efficiency": "mbu", "compute_efficiency": "mfu",
+}
+# The Recommend page: its own request, the lengths and users of a Workload, and the load and SLOs of SpeedInputs.
+RECOMMEND_KEYS: dict[str, str] = {
+    "model": "m", "gpus": "gpus", "max_gpus": "maxg", "budget_per_hour": "budget", "vllm_version": "v",
+    "max_model_len": "len", "prices": "prices",
+}
+RECOMMEND_WORKLOAD_FIELDS = ("prompt_tokens_mean", "output_tokens_mean", "prompt_tokens_p95", "output_tokens_p95",
+                             "target_concurrent_requests")
+RECOMMEND_SPEED_FIELDS = ("request_rate", "ttft_p95_ms", "tpot_ms", "min_tok_s_per_user", "e2e_s")
 _NONE = "none"
 # Keys a page may add for its own view (e.g. which sweep is shown); they pass through untouched.
 VIEW_KEYS = frozenset({"view", "sweep"})
@@ -59,17 +75,19 @@ def _decode(value: str) -> Any:
     return value  # pydantic coerces "0.9", "4096", "1"/"0" (bools) while validating
 
 
+def _changed(model: BaseModel | None, keys: Mapping[str, str]) -> dict[str, str]:
+    """The fields of ``model`` that differ from their defaults, under their link keys."""
+    if model is None:
+        return {}
+    fields = type(model).model_fields
+    return {key: _encode(getattr(model, field)) for field, key in keys.items()
+            if getattr(model, field) != fields[field].get_default(call_default_factory=True)}
+
+
 def to_query_params(scenario: Scenario, workload: Workload | None = None,
-                    view: Mapping[str, str] | None = None) -> dict[str, str]:
+                    view: Mapping[str, str] | None = None, speed: SpeedInputs | None = None) -> dict[str, str]:
     """Query parameters for a share link (only non-defaults; never a secret)."""
-    params: dict[str, str] = {}
-    for model, keys in ((scenario, SCENARIO_KEYS), (workload, WORKLOAD_KEYS)):
-        if model is None:
-            continue
-        for field, key in keys.items():
-            value = getattr(model, field)
-            if value != type(model).model_fields[field].default:
-                params[key] = _encode(value)
+    params = {**_changed(scenario, SCENARIO_KEYS), **_changed(workload, WORKLOAD_KEYS), **_changed(speed, SPEED_KEYS)}
     for key, value in (view or {}).items():
         if key in VIEW_KEYS and key not in SECRET_KEYS:
             params[key] = str(value)
@@ -82,6 +100,7 @@ class LinkState(BaseModel):
     model_config = ConfigDict(frozen=True)
     scenario: Scenario
     workload: Workload
+    speed: SpeedInputs = SpeedInputs()
     view: dict[str, str]
     warnings: tuple[str, ...]
     substituted: dict[str, str]  # field -> the value the link asked for (e.g. {"gpu": "tpu-v5"})
@@ -99,7 +118,8 @@ def read_link(params: Mapping[str, str | list[str]]) -> LinkState:
     flat = {key: (value[-1] if isinstance(value, list) else value) for key, value in params.items()}
     by_key = {key: ("scenario", field) for field, key in SCENARIO_KEYS.items()}
     by_key.update({key: ("workload", field) for field, key in WORKLOAD_KEYS.items()})
-    chosen: dict[str, dict[str, Any]] = {"scenario": {}, "workload": {}}
+    by_key.update({key: ("speed", field) for field, key in SPEED_KEYS.items()})
+    chosen: dict[str, dict[str, Any]] = {"scenario": {}, "workload": {}, "speed": {}}
     view: dict[str, str] = {}
     for key, raw in flat.items():
         if key in VIEW_KEYS:
@@ -112,8 +132,9 @@ def read_link(params: Mapping[str, str | list[str]]) -> LinkState:
     substituted = _check_choices(chosen["scenario"], warnings)
     scenario = _validated(Scenario, chosen["scenario"], SCENARIO_KEYS, warnings)
     workload = _validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings)
+    speed = _validated(SpeedInputs, chosen["speed"], SPEED_KEYS, warnings)
     # NOTE: a release newer than modelled is kept as given; the estimate's own warnings say whose rules apply.
-    return LinkState(scenario=scenario, workload=workload, view=view, warnings=tuple(warnings),
+    return LinkState(scenario=scenario, workload=workload, speed=speed, view=view, warnings=tuple(warnings),
                      substituted=substituted)
 
 
@@ -175,3 +196,94 @@ def _reason(exc: ValidationError, field: str) -> str:
         if error["loc"] and error["loc"][0] == field:
             return str(error["msg"]).lower()
     return "inconsistent with the other values"
+
+
+# --- the Recommend page ---------------------------------------------------------------------------------------
+
+class RecommendLink(BaseModel):
+    """What a Recommend link opens: the request, the lengths and users, the load and SLOs, and warnings."""
+
+    model_config = ConfigDict(frozen=True)
+    request: RecommendRequest
+    workload: Workload
+    speed: SpeedInputs
+    warnings: tuple[str, ...]
+
+
+def recommend_query_params(request: RecommendRequest, workload: Workload, speed: SpeedInputs) -> dict[str, str]:
+    """Query parameters for a Recommend link (only non-defaults): ``gpus=h100-sxm-80gb,l40s``,
+    ``prices=h100-sxm-80gb:2.5``."""
+    params = _changed(request.model_copy(update={"gpus": (), "prices": {}}), RECOMMEND_KEYS)
+    if request.gpus:
+        params["gpus"] = ",".join(request.gpus)
+    if request.prices:
+        params["prices"] = ",".join(f"{key}:{_encode(float(value))}" for key, value in request.prices.items())
+    params.update(_changed(workload, {f: WORKLOAD_KEYS[f] for f in RECOMMEND_WORKLOAD_FIELDS}))
+    params.update(_changed(speed, {f: SPEED_KEYS[f] for f in RECOMMEND_SPEED_FIELDS}))
+    return params
+
+
+def read_recommend_link(params: Mapping[str, str | list[str]]) -> RecommendLink:
+    """A Recommend link, checked like a Plan link: bad parts fall back to defaults with a warning each."""
+    warnings: list[str] = []
+    flat = {key: (value[-1] if isinstance(value, list) else value) for key, value in params.items()}
+    parts: dict[str, tuple[str, dict[str, str]]] = {
+        "request": ("request", RECOMMEND_KEYS), "workload": ("workload", {f: WORKLOAD_KEYS[f] for f in
+                                                                         RECOMMEND_WORKLOAD_FIELDS}),
+        "speed": ("speed", {f: SPEED_KEYS[f] for f in RECOMMEND_SPEED_FIELDS})}
+    by_key = {key: (part, field) for part, (_, keys) in parts.items() for field, key in keys.items()}
+    chosen: dict[str, dict[str, Any]] = {part: {} for part in parts}
+    for key, raw in flat.items():
+        if key in by_key:
+            part, field = by_key[key]
+            chosen[part][field] = _decode(raw)
+        elif key not in SECRET_KEYS and key not in VIEW_KEYS:
+            warnings.append(f"ignored link parameter {key!r}: the Recommend page does not use it")
+    request = chosen["request"]
+    if "gpus" in request:
+        request["gpus"] = _gpu_list(request["gpus"] or "", warnings)
+    if "prices" in request:
+        request["prices"] = parse_price_list(request["prices"] or "", warnings)
+    version = request.get("vllm_version")
+    if version is not None:
+        try:
+            request["vllm_version"] = str(VllmVersion.parse(version))
+        except CalculatorError as exc:
+            del request["vllm_version"]
+            warnings.append(f"ignored link value v={version!r}: {exc}; using {LATEST_VERSION}")
+    return RecommendLink(request=_validated(RecommendRequest, request, RECOMMEND_KEYS, warnings),
+                         workload=_validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings),
+                         speed=_validated(SpeedInputs, chosen["speed"], SPEED_KEYS, warnings),
+                         warnings=tuple(warnings))
+
+
+def _gpu_list(text: str, warnings: list[str]) -> tuple[str, ...]:
+    """Catalog keys from names or aliases; each unknown one dropped with a warning."""
+    keys: list[str] = []
+    for name in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            key = find_gpu(name).key
+        except CalculatorError as exc:
+            warnings.append(f"ignored GPU in the link: {str(exc).split(' The catalog')[0]}")
+            continue
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
+
+
+def parse_price_list(text: str, warnings: list[str]) -> dict[str, float]:
+    """``gpu:dollars`` pairs by catalog key (``h100:2.5,l40s:1``); each bad pair dropped with a warning."""
+    prices: dict[str, float] = {}
+    for pair in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = pair.rpartition(":")
+        try:
+            key, dollars = find_gpu(name).key, float(value)
+        except (CalculatorError, ValueError):
+            warnings.append(f"ignored price {pair!r} in the link: write gpu:dollars per GPU-hour")
+            continue
+        if not 0 < dollars < 10_000:
+            warnings.append(f"ignored price {pair!r} in the link: dollars per GPU-hour must be above 0 and below "
+                            "10,000")
+            continue
+        prices[key] = dollars
+    return prices

@@ -12,6 +12,7 @@ import streamlit as st
 from calculator import CalculatorError
 from calculator.observe.fleet import MODEL_LABEL, group_replicas, groupable_labels, replicas_from_reading
 from calculator.observe.fleet_client import PrometheusClient, read_fleet
+from calculator.observe.fleet_latency import read_latency
 from calculator.observe.promql import parse_filters, time_range
 from pages.common import page_setup, sentence
 from pages.common.live_view import access_notice, access_policy
@@ -21,6 +22,7 @@ from pages.common.fleet_view import (
     estimate_section,
     fleet_summary,
     group_panel,
+    latency_panel,
     model_specs,
     plan_section,
     range_section,
@@ -44,6 +46,10 @@ def fleet_panel() -> None:
         window = time_range(frozen_end_s or time.time(), duration_s)
         with st.spinner("Querying Prometheus"), PrometheusClient(url, policy=access_policy(), **credentials) as client:
             reading = read_fleet(client, window, matchers, count_series=True)
+            try:
+                latency = read_latency(client, window, matchers)
+            except CalculatorError as exc:
+                latency = sentence(exc)
     except CalculatorError as exc:
         st.error(sentence(exc), icon="🔌")
         return
@@ -55,6 +61,7 @@ def fleet_panel() -> None:
     labels = st.multiselect("Group replicas by served model and", groupable_labels(replicas), key="fleet_group_by")
     groups = group_replicas(replicas, reading.over_range, labels)
     fleet_summary(reading, replicas, groups, reading.series_seen or 0)
+    latency_panel(replicas, latency)
     specs = model_specs(sorted({group.key[MODEL_LABEL] for group in groups[:GROUP_PANELS]}))
     for group in groups[:GROUP_PANELS]:
         group_panel(group, specs[group.key[MODEL_LABEL]], base, target, headroom, changes, labels)

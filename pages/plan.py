@@ -10,7 +10,8 @@ import streamlit as st
 
 from calculator import CalculatorError, Estimate, Scenario, Workload, estimate, workload_capacity
 from calculator.scenario import DEFAULT_MODEL
-from pages.common import import_box, inputs, outputs, page_setup, sentence, state
+from calculator.speed.inputs import SpeedInputs
+from pages.common import import_box, inputs, outputs, page_setup, sentence, speed_view, state
 
 PREFIX = "plan"
 LAST_VALID = f"{PREFIX}__last_valid"  # (scenario, spec, workload) of the last run that produced numbers
@@ -34,7 +35,7 @@ def apply_import(scenario: Scenario, report, _target: object = None) -> None:
 
 
 def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str, str], util_note, live: bool,
-            result: Estimate | None = None) -> Estimate:
+            result: Estimate | None = None, speed: SpeedInputs | str = SpeedInputs()) -> Estimate:
     """Everything the page shows for one valid scenario; ``live`` False draws the last valid one, greyed."""
     result = result or estimate(scenario, spec)
     capacity = workload_capacity(result, workload)
@@ -45,7 +46,7 @@ def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str,
         outputs.utilization_note(result, util_note)
     outputs.memory_chart(result)
     outputs.ladder(result)
-    # The speed section (issue 12) goes here: speed.section(result, workload).
+    speed_view.section(result, workload, speed)
     outputs.how_calculated(result)
     outputs.paged_vs_naive(capacity, result)
     outputs.sweeps(scenario, spec, PREFIX)
@@ -68,6 +69,7 @@ with st.sidebar:
     parallelism = inputs.parallelism_section(PREFIX, spec)
     vllm_settings, util_note = inputs.vllm_section(PREFIX, spec)
     workload = inputs.workload_section(PREFIX)
+    speed = speed_view.inputs_section(PREFIX)
 
 substituted = dict(state.substituted(PREFIX))
 problem = None
@@ -86,11 +88,12 @@ elif problem is None:
 
 if problem is None:
     st.session_state[LAST_VALID] = (asked, spec, workload)
-    results(asked, spec, workload, substituted, util_note, live=True, result=current)
+    results(asked, spec, workload, substituted, util_note, live=True, result=current, speed=speed)
     sweep_view = st.session_state.get(f"{PREFIX}_view_sweep", "max_model_len")
     # NOTE: a link cannot carry an uploaded config.json, so none is offered for one (rather than another model's).
     link = None if model.startswith("upload:") else state.write_url(
-        asked, workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {})
+        asked, workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {},
+        speed if isinstance(speed, SpeedInputs) else None)
     if not substituted:
         outputs.share_and_export(link, current, workload)
 elif LAST_VALID in st.session_state:
@@ -99,7 +102,8 @@ elif LAST_VALID in st.session_state:
         state.write_url(asked, workload)  # the address bar keeps what was asked, so the link is not lost
     last_scenario, last_spec, last_workload = st.session_state[LAST_VALID]
     with st.container(key="stale_result"):
-        results(last_scenario, last_spec, last_workload, {}, util_note, live=False)
+        results(last_scenario, last_spec, last_workload, {}, util_note, live=False,
+                speed=speed if isinstance(speed, SpeedInputs) else SpeedInputs())
 elif spec is None:
     # Nothing valid yet (a link or an import named an unknown model): show the default model, say so, and offer
     # no command or link for it.

@@ -166,7 +166,7 @@ def test_a_phone_sees_the_deployment_and_a_compact_kpi_grid(dashboard, browser):
 
 def test_every_route_shows_the_same_menu_and_its_links_work(dashboard, browser):
     # A deep link runs the page as a legacy pages/ app (without app.py); it must look and link the same.
-    menu = ["Plan", "Compare", "Live server", "Fleet", "Learn", "GPUs"]
+    menu = ["Plan", "Compare", "Recommend", "Live server", "Fleet", "Learn", "GPUs"]
     for path in ("/", "/compare", "/learn"):
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(f"{dashboard}{path}", wait_until="networkidle")
@@ -174,6 +174,8 @@ def test_every_route_shows_the_same_menu_and_its_links_work(dashboard, browser):
         links.first.wait_for(timeout=60_000)
         assert [text.splitlines()[-1] for text in links.all_inner_texts()] == menu  # "🧮\n\nPlan" -> "Plan"
         assert page.locator('[data-testid="stSidebarNav"]').count() == 0  # no menu of bare file names
+        # NOTE: a page still in its first run writes its share link after the click, onto the next page's URL
+        wait_idle(page)
         page.get_by_role("link", name="GPUs").click()
         page.wait_for_url(f"{dashboard}/gpu", timeout=60_000)
         page.locator("h1", has_text="GPUs").wait_for(timeout=60_000)

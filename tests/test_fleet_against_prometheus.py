@@ -277,3 +277,24 @@ def test_in_a_real_browser_the_fleet_page_shows_both_replicas(fleet, tmp_path):
         wait_idle(page)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "fleet.png"))  # Streamlit scrolls inside: the viewport is the page
+
+
+def test_latency_percentiles_per_replica_are_prometheus_histogram_quantile_of_each_servers_histograms(fleet):
+    """Prometheus's own histogram_quantile over the range equals the quantile of each server's /metrics histogram
+    (all its requests fall in the range; Prometheus scraped every bucket at zero before the first request)."""
+    servers, prometheus, model = fleet
+    load(servers)
+    truths = wait_until_scraped(servers, prometheus)
+    app = run_page(prometheus, model, time.time())
+    (frame,) = [df.value for df in app.dataframe if "Time to first token p95 (ms)" in df.value.columns]
+    by_instance = {row["replica"]: row for row in frame.to_dict("records")}
+    labels = {"ttft_s": "Time to first token", "itl_s": "Inter-token latency", "e2e_s": "End-to-end latency",
+              "queue_s": "Queue time", "prefill_s": "Prefill time", "decode_s": "Decode time"}
+    for namespace, server in servers.items():
+        row, t = by_instance[f"127.0.0.1:{server.port}"], truths[namespace]
+        for field, label in labels.items():
+            histogram = t.histograms[field]
+            assert histogram.count > 0, f"{namespace} finished no request for {field}"
+            for quantile, name in ((0.5, "p50"), (0.95, "p95")):
+                expected_ms = round(histogram.quantile(quantile) * 1e3, 2)
+                assert row[f"{label} {name} (ms)"] == pytest.approx(expected_ms, abs=0.011), (namespace, field, name)

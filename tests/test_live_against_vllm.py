@@ -225,3 +225,23 @@ def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(s
         page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "live.png"))  # Streamlit scrolls inside: the viewport is the page
+
+
+def test_the_latency_panels_fill_in_and_a_cpu_server_gets_no_speed_prediction(server):
+    """Three requests between two reads: each latency histogram counts exactly those three."""
+    app = run_page(server.base_url)
+    for i in range(3):
+        post(f"{server.base_url}/v1/completions", {"model": "tiny", "prompt": f"count to {i}", "max_tokens": 8,
+                                                   "ignore_eos": True})
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    rows = {row["latency"]: row for df in app.dataframe if "latency" in df.value.columns
+            for row in df.value.to_dict("records")}
+    assert {name: rows[name]["requests"] for name in ("Time to first token", "End-to-end latency", "Queue time",
+                                                      "Prefill time", "Decode time")} == dict.fromkeys(
+        ("Time to first token", "End-to-end latency", "Queue time", "Prefill time", "Decode time"), 3)
+    assert rows["Inter-token latency"]["requests"] == 3 * 7  # 8 tokens each: 7 gaps between them
+    p50, p95 = (float(rows["End-to-end latency"][q].replace(",", "")) for q in ("p50 (ms)", "p95 (ms)"))
+    assert 0 < p50 <= p95
+    assert any("Latency p50 and p95" in chart.proto.spec for chart in app.get("plotly_chart"))
+    assert any(i.value.startswith("The speed model covers GPUs; this server runs on the CPU") for i in app.info)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from calculator import GpuPrice, Scenario, Slo, Traffic, concurrency_sweep, estimate, load_model_spec, recommend
 from calculator.speed.charts import cost_latency_figure, pareto_front, two_ceilings_figure
 from calculator.speed.sweep import default_concurrencies
@@ -42,3 +44,13 @@ def test_cost_latency_joins_the_pareto_front() -> None:
     assert list(front.x) == sorted(front.x) and list(front.y) == sorted(front.y, reverse=True)
     assert set(zip(front.x, front.y)) <= set(zip(everything.x, everything.y))
     assert figure.layout.yaxis.title.text == "inter-token latency (ms)"
+
+
+def test_the_axis_reaches_a_ceiling_beyond_the_sweep() -> None:
+    # Regression: max_num_seqs 1024 above a KV limit of a few hundred fell off the log axis, so the browser drew
+    # neither its line nor its label. The axis now runs to the farthest ceiling (log10(1024 x 1.15) = 3.07).
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb"))
+    sweep = concurrency_sweep(result, Traffic(input_tokens=2000, output_tokens=300, concurrency=1), prices={})
+    assert sweep.max_num_seqs == 1024 and max(p.traffic.concurrency for p in sweep.points) < 1024
+    low, high = two_ceilings_figure(sweep).layout.xaxis.range
+    assert low == 0 and 10 ** high == pytest.approx(1024 * 1.15)

@@ -44,7 +44,8 @@ def _increase(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else after - before
 
 
-def _histogram_increase(before: Histogram | None, after: Histogram | None) -> Histogram | None:
+def histogram_increase(before: Histogram | None, after: Histogram | None) -> Histogram | None:
+    """The requests counted between two reads (None when either is missing or the server restarted)."""
     if before is None or after is None or after.count < before.count:
         return None
     earlier = dict(before.buckets)
@@ -89,7 +90,7 @@ def interval_activity(previous: EngineMetrics, current: EngineMetrics, interval_
     reasons = {reason: round(count - previous.finished_by_reason.get(reason, 0.0))
                for reason, count in current.finished_by_reason.items()
                if count - previous.finished_by_reason.get(reason, 0.0) > 0}
-    latency = {name: _histogram_increase(previous.histograms.get(name), current.histograms.get(name))
+    latency = {name: histogram_increase(previous.histograms.get(name), current.histograms.get(name))
                for name in ("e2e_s", "queue_s", "ttft_s")}
     idle_before = previous.running == 0 and previous.waiting == 0
     in_server = tuple((e.running or 0) + (e.waiting or 0) for e in (previous, current)

@@ -37,6 +37,9 @@ _COUNTERS = {  # sample name -> field (exposed names end in _total)
     "vllm:gpu_prefix_cache_hits_total": "prefix_cache_hits_total",
     "vllm:prompt_tokens_total": "prompt_tokens_total",
     "vllm:generation_tokens_total": "generation_tokens_total",
+    # vLLM's own roofline counters (0.11+): the bytes and FLOPs its forward passes moved, per GPU
+    "vllm:estimated_read_bytes_per_gpu_total": "estimated_read_bytes_total",
+    "vllm:estimated_flops_per_gpu_total": "estimated_flops_total",
 }
 _HISTOGRAMS = {
     "vllm:request_prompt_tokens": "prompt_tokens",
@@ -45,6 +48,10 @@ _HISTOGRAMS = {
     "vllm:e2e_request_latency_seconds": "e2e_s",
     "vllm:request_queue_time_seconds": "queue_s",
     "vllm:time_to_first_token_seconds": "ttft_s",
+    "vllm:inter_token_latency_seconds": "itl_s",
+    "vllm:time_per_output_token_seconds": "tpot_s",  # the name before inter_token_latency_seconds (< 0.11)
+    "vllm:request_prefill_time_seconds": "prefill_s",
+    "vllm:request_decode_time_seconds": "decode_s",
 }
 _FINISHED = "vllm:request_success_total"  # one series per finished_reason: summed, and kept by reason
 
@@ -97,6 +104,8 @@ class EngineMetrics(BaseModel):
     prefix_cache_hits_total: float | None = None
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
+    estimated_read_bytes_total: float | None = None  # per GPU
+    estimated_flops_total: float | None = None  # per GPU
     requests_finished_total: float | None = None  # every finished_reason together
     finished_by_reason: dict[str, float] = {}
     cache_config: dict[str, str] | None = None

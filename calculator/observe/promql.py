@@ -186,3 +186,32 @@ def range_query(matchers: Iterable[Matcher] = ()) -> str:
 def series_match(matchers: Iterable[Matcher] = ()) -> str:
     """The ``match[]`` for ``/api/v1/series``: one series per engine, to list replicas and their labels."""
     return selector((SERIES_METRIC,), matchers)
+
+
+# Latency histograms by the field names of metrics.py; inter-token latency falls back to its pre-0.11 name.
+LATENCY_METRICS: dict[str, tuple[str, ...]] = {
+    "queue_s": ("vllm:request_queue_time_seconds",), "ttft_s": ("vllm:time_to_first_token_seconds",),
+    "itl_s": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "prefill_s": ("vllm:request_prefill_time_seconds",), "decode_s": ("vllm:request_decode_time_seconds",),
+    "e2e_s": ("vllm:e2e_request_latency_seconds",),
+}
+# One replica: the labels fleet.py keys replicas by, and the served model.
+LATENCY_BY = ("job", "instance", "engine", "model_name")
+
+
+def latency_quantile_query(field: str, quantile: float, window_s: float, matchers: Iterable[Matcher] = ()) -> str:
+    """The ``quantile`` of one latency per replica over the last ``window_s``, by PromQL's histogram_quantile:
+
+        histogram_quantile(0.95, (sum by (job, instance, engine, model_name, le)
+                                  (increase({__name__=~"vllm:time_to_first_token_seconds_bucket"}[15m]))))
+
+    For inter-token latency the older histogram counts only where a replica lacks the newer one (``or``)."""
+    if field not in LATENCY_METRICS:
+        raise InvalidQuery(f"{field!r} is not a latency the fleet view reads")
+    if not 0 <= quantile <= 1:
+        raise InvalidQuery(f"a quantile is between 0 and 1, not {quantile:g}")
+    matchers = tuple(matchers)
+    by = ", ".join((*LATENCY_BY, "le"))
+    parts = [f"(sum by ({by}) (increase({selector((f'{name}_bucket',), matchers)}[{duration(window_s)}])))"
+             for name in LATENCY_METRICS[field]]
+    return f"histogram_quantile({quantile:g}, {' or '.join(parts)})"

@@ -3,6 +3,7 @@ latency with the Pareto front. Figures are data: tested as objects."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -17,11 +18,12 @@ LatencyMetric = Literal["ttft_p95_ms", "tpot_ms"]
 LATENCY_LABELS = {"ttft_p95_ms": "TTFT p95 (ms)", "tpot_ms": "inter-token latency (ms)"}
 
 
-def _vertical(x: float, text: str, color: str) -> tuple[dict, dict]:
+def _vertical(x: float, text: str, color: str, anchor: str = "left") -> tuple[dict, dict]:
     return ({"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1,
              "line": {"dash": "dash", "color": color}},
-            {"text": text, "xref": "x", "x": x, "yref": "paper", "y": 1, "showarrow": False, "xanchor": "left",
-             "yanchor": "bottom"})
+            # NOTE: on a log axis plotly places annotations in log10 units (shapes take data values)
+            {"text": text, "xref": "x", "x": math.log10(x), "yref": "paper", "y": 1, "showarrow": False,
+             "xanchor": anchor, "yanchor": "bottom"})
 
 
 def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.Figure:
@@ -37,7 +39,10 @@ def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.F
     shapes, annotations = [], []
     for value, text in ((sweep.kv_cache_concurrency, f"KV cache: {sweep.kv_cache_concurrency}"),
                         (sweep.max_num_seqs, f"max_num_seqs: {sweep.max_num_seqs}")):
-        shape, note = _vertical(value, text, CEILING_COLOR)
+        # the farther ceiling sits at the axis' end: its label reads leftwards so it is not cut off
+        farther = value == max(sweep.kv_cache_concurrency, sweep.max_num_seqs) != min(sweep.kv_cache_concurrency,
+                                                                                        sweep.max_num_seqs)
+        shape, note = _vertical(value, text, CEILING_COLOR, "right" if farther else "left")
         shapes.append(shape)
         annotations.append(note)
     limit = slo.tpot_limit_ms if slo else None
@@ -46,9 +51,12 @@ def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.F
                        "line": {"dash": "dot", "color": SLO_COLOR}})
         annotations.append({"text": f"ITL SLO {limit:g} ms", "xref": "paper", "x": 0, "yref": "y2", "y": limit,
                             "showarrow": False, "xanchor": "left", "yanchor": "bottom"})
+    # NOTE: a ceiling past the sweep (max_num_seqs 1024 above a KV limit of 200) would fall off the axis, and
+    # plotly draws no line or label outside it: the axis runs to the farthest ceiling.
+    farthest = max([*x, sweep.kv_cache_concurrency, sweep.max_num_seqs])
     figure.update_layout(
         title="Two ceilings: throughput and latency against concurrency", shapes=shapes, annotations=annotations,
-        xaxis={"title": "concurrent requests", "type": "log"}, yaxis={"title": "output tokens/s per replica"},
+        xaxis={"title": "concurrent requests", "type": "log", "range": [0, math.log10(farthest * 1.15)]}, yaxis={"title": "output tokens/s per replica"},
         yaxis2={"title": "ITL (ms)", "overlaying": "y", "side": "right"}, plot_bgcolor="white",
         legend={"orientation": "h", "y": -0.2})
     return figure

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from ..engine.estimate import Estimate
+from .calibration import SpeedConstants
 from .predict import SpeedEstimate, speed_estimate
 from .prices import HOURS_PER_MONTH, GpuPrice
 from .traffic import Traffic
@@ -97,7 +98,8 @@ def share(traffic: Traffic, replicas: int) -> Traffic:
 
 
 def capacity_plan(result: Estimate, traffic: Traffic, slo: Slo | None = None, *,
-                  prices: Mapping[str, GpuPrice] | None = None, max_replicas: int = MAX_REPLICAS) -> CapacityPlan:
+                  prices: Mapping[str, GpuPrice] | None = None, max_replicas: int = MAX_REPLICAS,
+                  constants: SpeedConstants | None = None) -> CapacityPlan:
     """The fewest replicas of ``result`` whose share of ``traffic`` meets ``slo``.
 
     Latency falls as replicas are added (each serves fewer users), down to a floor at one user or a trickle of
@@ -106,7 +108,7 @@ def capacity_plan(result: Estimate, traffic: Traffic, slo: Slo | None = None, *,
     slo = slo or Slo()
 
     def at(replicas: int) -> tuple[SpeedEstimate, tuple[str, ...]]:
-        speed = speed_estimate(result, share(traffic, replicas), prices=prices)
+        speed = speed_estimate(result, share(traffic, replicas), prices=prices, constants=constants)
         return speed, slo_violations(speed, slo)
 
     ceiling = max(1, min(max_replicas, traffic.concurrency or MAX_REPLICAS))

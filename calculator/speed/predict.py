@@ -87,13 +87,32 @@ class SpeedEstimate(BaseModel):
             return None
         return self.gpu_hour_cost / (self.output_throughput_tok_s * 3600) * 1e6
 
+    @property
+    def ttft_p95_band_ms(self) -> Band:
+        """TTFT p95 within the same measured spread as the mean TTFT."""
+        return _band(self.ttft_p95_ms, BAND_FACTOR["ttft"])
+
+    @property
+    def per_user_band_tok_s(self) -> Band:
+        """Tokens/s per user from the ITL band (a slower token is fewer tokens per second)."""
+        return Band(low=MS / self.tpot_band_ms.high, high=MS / self.tpot_band_ms.low)
+
+    @property
+    def cost_per_million_band(self) -> Band | None:
+        """Cost per million output tokens from the throughput band (more tokens per hour cost less each)."""
+        if self.gpu_hour_cost is None or self.output_throughput_band_tok_s.low <= 0:
+            return None
+        per_hour = self.gpu_hour_cost * 1e6 / 3600
+        return Band(low=per_hour / self.output_throughput_band_tok_s.high,
+                    high=per_hour / self.output_throughput_band_tok_s.low)
+
 
 class _Replica:
     """The pieces every sub-estimate of one deployment shares (costs, rates, constants, budget)."""
 
     def __init__(self, result: Estimate, constants: SpeedConstants | None) -> None:
-        if result.gpu is None:
-            raise InvalidInput("the speed model covers GPUs; this deployment has none (CPU)")
+        if result.gpu is None or result.settings.device == "cpu":
+            raise InvalidInput("the speed model covers GPUs; this deployment runs on the CPU")
         if not result.fits:
             raise InvalidInput(f"the deployment does not start, so it serves nothing: {result.error}")
         s = result.settings

@@ -1,5 +1,6 @@
 """The recommender: every deployment of a model across GPUs x TP (PP where needed) x weight quantization x KV dtype,
-planned for a load and SLOs, ranked by cost; every other one with the reason it is out."""
+planned for a load and SLOs (both ceilings: memory and speed), ranked by cost; every other one with the reason it
+is out."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ..errors import CalculatorError
 from ..gpus import GpuSpec, find_gpu, gpu_catalog
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
-from .plan import CapacityPlan, Slo, capacity_plan
+from .ceilings import plan_both_ceilings, workload_of
+from .plan import CapacityPlan, Slo
 from .prices import GpuPrice, price_table
 from .traffic import Traffic
 
@@ -144,7 +146,8 @@ def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Sl
     if deployment.gpu not in prices:
         return Option(deployment=deployment, reason=f"no price for {deployment.gpu_name} (give one to rank it)")
     try:
-        plan = capacity_plan(result, traffic, slo, prices=prices)
+        # NOTE: both ceilings, as the Plan page counts them: a row opens there with the same replica count.
+        plan = plan_both_ceilings(result, workload_of(traffic), traffic, slo, prices=prices).plan
     except CalculatorError as exc:
         return Option(deployment=deployment, reason=_short(str(exc)))
     return Option(deployment=deployment, plan=plan, reason=None if plan.meets_slo else "; ".join(plan.violations))

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from ..engine.estimate import Estimate
+from .calibration import SpeedConstants
 from .predict import SpeedEstimate, speed_estimate
 from .prices import GpuPrice
 from .traffic import Traffic
@@ -31,11 +32,13 @@ def default_concurrencies(limit: int, points: int = 24) -> tuple[int, ...]:
 
 
 def concurrency_sweep(result: Estimate, traffic: Traffic, concurrencies: Sequence[int] | None = None, *,
-                      prices: Mapping[str, GpuPrice] | None = None) -> ConcurrencySweep:
+                      prices: Mapping[str, GpuPrice] | None = None,
+                      constants: SpeedConstants | None = None) -> ConcurrencySweep:
     """``traffic``'s lengths at each concurrency (closed loop); the default covers up to twice the engine limit."""
-    first = speed_estimate(result, traffic.replace(concurrency=1, request_rate=None), prices=prices)
+    first = speed_estimate(result, traffic.replace(concurrency=1, request_rate=None), prices=prices,
+                           constants=constants)
     limits = first.concurrency
     chosen = concurrencies or default_concurrencies(min(limits.max_num_seqs, limits.kv_cache_limit))
-    points = tuple(speed_estimate(result, traffic.replace(concurrency=c, request_rate=None), prices=prices)
-                   for c in chosen)
+    points = tuple(speed_estimate(result, traffic.replace(concurrency=c, request_rate=None), prices=prices,
+                                  constants=constants) for c in chosen)
     return ConcurrencySweep(points=points, max_num_seqs=limits.max_num_seqs, kv_cache_concurrency=limits.kv_cache_limit)

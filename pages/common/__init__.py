@@ -8,6 +8,7 @@ import streamlit as st
 PAGES = (
     ("pages/plan.py", "Plan", "🧮"),
     ("pages/compare.py", "Compare", "⚖️"),
+    ("pages/recommend.py", "Recommend", "🧭"),
     ("pages/live.py", "Live server", "📡"),
     ("pages/fleet.py", "Fleet", "🛰️"),
     ("pages/learn.py", "Learn", "🎓"),

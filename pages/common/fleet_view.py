@@ -24,6 +24,8 @@ from calculator.observe.fleet import (
 )
 from calculator.observe.fleet_client import FleetReading, default_prometheus_url
 from calculator.observe.live_client import ServerModel
+from calculator.observe.fleet_latency import latency_of
+from calculator.observe.latency import LATENCY_HISTOGRAMS
 from calculator.url_state import to_query_params
 
 from .inputs import cached_model_spec
@@ -269,3 +271,28 @@ def what_if_panel(group: ReplicaGroup, plan: FleetPlan, spec: ModelSpec, base: S
 def plan_link_with(scenario: Scenario, workload: Workload) -> str:
     """A Plan-page link with the scenario and the observed workload filled in."""
     return link_to(plan_link(scenario).split("?")[0], to_query_params(scenario, workload))
+
+
+def latency_panel(replicas: list[Replica], latency: dict | str) -> None:
+    """p50/p95 of each latency per replica over the range, by Prometheus's histogram_quantile."""
+    st.markdown("#### Latency per replica (p50 / p95 over the range)")
+    if isinstance(latency, str):
+        st.warning(f"Latency: {latency}", icon="⏱️")
+        return
+    rows = []
+    for replica in replicas:
+        found = latency_of(latency, replica)
+        if found is None:
+            continue
+        row: dict[str, object] = {"replica": replica.name, "model": replica.now.model_name}
+        for field, label in LATENCY_HISTOGRAMS:
+            for quantile, name in ((0.5, "p50"), (0.95, "p95")):
+                value = found.get(field, quantile)
+                row[f"{label} {name} (ms)"] = None if value is None else round(value * 1e3, 2)
+        rows.append(row)
+    if not rows:
+        st.caption("No request finished in the range, or the servers export no latency histograms.")
+        return
+    st.dataframe(rows[:TABLE_ROWS], hide_index=True, key="fleet_latency")
+    st.caption("histogram_quantile over each replica's bucket increase in the range, computed by Prometheus; "
+               "empty where no request of that kind finished.")

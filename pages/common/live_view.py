@@ -33,6 +33,7 @@ from calculator.observe.metrics import EngineMetrics, rates
 from calculator.scenario import DEFAULT_GPU
 from calculator.units import GIB
 
+from .live_latency import latency_section
 from .outputs import CHART_CONFIG
 from .state import plan_link
 
@@ -161,10 +162,10 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
     usage_section(engine, change)
     activity_section(points, key)
     usage = estimate_section(report, engine, spec, base, gpu_choice, points, key)
-    for note in advice(engine, change, preemptions_rising([(t, e) for t, e, _ in points])):
-        st.warning(note, icon="⚠️")
     if usage is not None:
         workload_section(engine, change, usage, key)
+    latency_section(points, engine, change, usage, workload_from_server(engine, change), key,
+                    advice(engine, change, preemptions_rising([(t, e) for t, e, _ in points])))
 
 
 def settings_section(engine: EngineMetrics, key: str) -> None:

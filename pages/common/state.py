@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from calculator import Scenario, Workload, preset_ids
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.model.quantization import SUPPORTED_FLAGS
+from calculator.speed.inputs import SpeedInputs
 from calculator.url_state import SCENARIO_KEYS, WORKLOAD_KEYS, read_link, to_query_params
 
 CUSTOM_GPU = "custom"
@@ -63,6 +64,7 @@ def init_from_url(prefix: str) -> list[str]:
         return []  # the link's warnings were shown when it was opened
     link = read_link(st.query_params.to_dict())
     warnings = [*link.warnings, *apply_scenario(prefix, link.scenario, link.workload)]
+    apply_speed(prefix, link.speed)
     for key, value in link.view.items():
         st.session_state[f"{prefix}_view_{key}"] = value
     st.session_state[f"{prefix}__substituted"] = dict(link.substituted)
@@ -110,13 +112,25 @@ def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = 
     return warnings
 
 
+LOADS = ("concurrent requests", "request rate")
+
+
+def apply_speed(prefix: str, speed: SpeedInputs) -> None:
+    """Set the speed section's widgets (``{prefix}_speed_{field}``) to a link's load, SLOs, price and rates."""
+    state = st.session_state
+    for field in SpeedInputs.model_fields:
+        state[f"{prefix}_speed_{field}"] = getattr(speed, field)
+    state[f"{prefix}_speed_load"] = LOADS[1] if speed.request_rate is not None else LOADS[0]
+
+
 def widget_values(prefix: str, fields: tuple[str, ...]) -> dict[str, Any]:
     return {field: st.session_state.get(f"{prefix}_{field}") for field in fields}
 
 
-def write_url(scenario: Scenario, workload: Workload | None = None, view: dict[str, str] | None = None) -> str:
+def write_url(scenario: Scenario, workload: Workload | None = None, view: dict[str, str] | None = None,
+              speed: SpeedInputs | None = None) -> str:
     """Mirror the inputs into the address bar (so the page URL is always the share link); return the link."""
-    return share_link(to_query_params(scenario, workload, view))
+    return share_link(to_query_params(scenario, workload, view, speed))
 
 
 def share_link(params: dict[str, str]) -> str:
@@ -126,11 +140,11 @@ def share_link(params: dict[str, str]) -> str:
     return link_to(_base_url(), params)
 
 
-def plan_link(scenario: Scenario, workload: Workload | None = None) -> str:
-    """A link that opens the Plan page with ``scenario``."""
+def plan_link(scenario: Scenario, workload: Workload | None = None, speed: SpeedInputs | None = None) -> str:
+    """A link that opens the Plan page with ``scenario`` (and the speed section's inputs)."""
     base = _base_url()
     root = base[: base.rfind("/") + 1] if "/" in base.split("://", 1)[-1] else base + "/"
-    return link_to(root, to_query_params(scenario, workload))
+    return link_to(root, to_query_params(scenario, workload, speed=speed))
 
 
 def link_to(base: str, params: dict[str, str]) -> str:

@@ -1,0 +1,154 @@
+"""Latency as a vLLM server measures it, and what it says (pure): p50/p95 of its latency histograms per interval
+between reads, the speed model's prediction for the same concurrency and lengths, the bandwidth and FLOPs its
+own roofline counters say it achieved, and a diagnosis in plain words.
+
+Quantiles interpolate inside the bucket as PromQL's ``histogram_quantile`` does (``Histogram.quantile``), on the
+increase between two reads: the requests that finished in that interval, not the server's whole life.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from ..engine.estimate import Estimate
+from ..engine.workload import Workload
+from ..errors import CalculatorError, InvalidInput
+from ..speed.predict import SpeedEstimate, speed_estimate
+from ..speed.traffic import Traffic
+from .activity import histogram_increase
+from .metrics import EngineMetrics, Histogram
+
+# (histogram field, label): vLLM's request latency histograms, in the order a request lives them.
+LATENCY_HISTOGRAMS = (
+    ("queue_s", "Queue time"), ("ttft_s", "Time to first token"), ("itl_s", "Inter-token latency"),
+    ("prefill_s", "Prefill time"), ("decode_s", "Decode time"), ("e2e_s", "End-to-end latency"),
+)
+NEARLY_FULL = 0.95  # KV usage at which new requests start to wait or preempt
+LOW_USAGE = 0.5
+QUEUE_RISING_INTERVALS = 3  # consecutive intervals whose queue-time p50 grows
+QUEUE_RISING_MIN_S = 0.1  # a queue under 100 ms is noise, not a trend
+SLOW_FRACTION = 0.5  # measured generation below half of what the speed model predicts is "low throughput"
+
+
+def latency_histogram(engine: EngineMetrics, field: str) -> Histogram | None:
+    """A latency histogram; inter-token latency falls back to the older ``time_per_output_token_seconds``."""
+    if field == "itl_s":
+        return engine.histograms.get("itl_s") or engine.histograms.get("tpot_s")
+    return engine.histograms.get(field)
+
+
+class Percentiles(BaseModel):
+    """p50 and p95 (seconds) of the requests a histogram counted, and how many it counted."""
+
+    model_config = ConfigDict(frozen=True)
+    p50_s: float
+    p95_s: float
+    mean_s: float
+    count: int
+
+
+def percentiles(histogram: Histogram | None) -> Percentiles | None:
+    if histogram is None or histogram.count <= 0:
+        return None
+    return Percentiles(p50_s=histogram.quantile(0.5), p95_s=histogram.quantile(0.95),
+                       mean_s=histogram.sum / histogram.count, count=round(histogram.count))
+
+
+def interval_percentiles(previous: EngineMetrics | None, current: EngineMetrics) -> dict[str, Percentiles]:
+    """Each latency's p50/p95 over the requests that finished between two reads (or since the server started,
+    when there is no earlier read)."""
+    out = {}
+    for field, _ in LATENCY_HISTOGRAMS:
+        after = latency_histogram(current, field)
+        counted = after if previous is None else histogram_increase(latency_histogram(previous, field), after)
+        shown = percentiles(counted)
+        if shown is not None:
+            out[field] = shown
+    return out
+
+
+def latency_history(points: Sequence[tuple[float, EngineMetrics]]) -> dict[str, list[tuple[float, Percentiles]]]:
+    """Per latency, (time of the later read, percentiles) for every interval in which requests finished."""
+    series: dict[str, list[tuple[float, Percentiles]]] = {field: [] for field, _ in LATENCY_HISTOGRAMS}
+    for (_, before), (when, after) in zip(points, points[1:], strict=False):
+        for field, value in interval_percentiles(before, after).items():
+            series[field].append((when, value))
+    return series
+
+
+class Efficiency(BaseModel):
+    """What vLLM's roofline counters say one GPU achieved over an interval, against the GPU's datasheet."""
+
+    model_config = ConfigDict(frozen=True)
+    interval_s: float
+    read_bytes_per_s: float
+    flops_per_s: float
+    bandwidth_utilisation: float  # of the HBM bandwidth
+    flops_utilisation: float  # of the dense peak of the compute path
+
+
+def efficiency(previous: EngineMetrics, current: EngineMetrics, interval_s: float,
+               peak_bytes_s: float, peak_flops: float) -> Efficiency | None:
+    """Achieved bandwidth and FLOPs per GPU between two reads; None without the counters, with no work done in
+    the interval, or after a restart."""
+    pairs = [(getattr(previous, n), getattr(current, n)) for n in ("estimated_read_bytes_total",
+                                                                   "estimated_flops_total")]
+    if interval_s <= 0 or any(a is None or b is None or b < a for a, b in pairs):
+        return None
+    read, flops = ((b - a) / interval_s for a, b in pairs)
+    if read <= 0 and flops <= 0:
+        return None
+    return Efficiency(interval_s=interval_s, read_bytes_per_s=read, flops_per_s=flops,
+                      bandwidth_utilisation=read / peak_bytes_s, flops_utilisation=flops / peak_flops)
+
+
+def observed_traffic(engine: EngineMetrics, workload: Workload, concurrency: float | None) -> Traffic | None:
+    """The server's lengths (its length histograms) at the concurrency it ran (None: nothing ran)."""
+    if not concurrency or concurrency < 1 or workload.output_tokens_mean < 1:
+        return None
+    return Traffic(input_tokens=workload.prompt_tokens_mean, output_tokens=workload.output_tokens_mean,
+                   input_tokens_p95=workload.prompt_tokens_p95, output_tokens_p95=workload.output_tokens_p95 or None,
+                   concurrency=round(concurrency))
+
+
+def predicted(result: Estimate, traffic: Traffic) -> SpeedEstimate:
+    """The speed model for a server's deployment; ``InvalidInput`` for a CPU server (the model covers GPUs)."""
+    if result.gpu is None or result.settings.device == "cpu":
+        raise InvalidInput("the speed model covers GPUs; this server runs on the CPU, so no speed is predicted "
+                           "for it")
+    try:
+        return speed_estimate(result, traffic)
+    except CalculatorError:
+        raise
+    except ValueError as exc:  # a Traffic the model cannot take
+        raise InvalidInput(str(exc).splitlines()[-1]) from exc
+
+
+def diagnosis(points: Sequence[tuple[float, EngineMetrics]], measured_tok_s: float | None = None,
+              predicted_tok_s: float | None = None) -> list[str]:
+    """What the recent reads say limits the server, in plain words, each with the knobs that help."""
+    if not points:
+        return []
+    engines = [engine for _, engine in points]
+    latest = engines[-1]
+    usage = max((e.kv_cache_usage or 0.0) for e in engines[-QUEUE_RISING_INTERVALS - 1:])
+    preempted = (len(engines) > 1 and (latest.preemptions_total or 0) > (engines[0].preemptions_total or 0))
+    notes = []
+    if usage >= NEARLY_FULL and preempted:
+        notes.append(f"Memory is the bottleneck: the KV cache reached {usage:.0%} and requests were preempted. "
+                     "Use --kv-cache-dtype fp8, lower --max-model-len, or add GPUs (tensor parallel or replicas).")
+    slow = (measured_tok_s is not None and predicted_tok_s is not None and measured_tok_s > 0
+            and measured_tok_s < SLOW_FRACTION * predicted_tok_s)
+    if usage < LOW_USAGE and ((latest.waiting or 0) > 0 or slow):
+        why = (f"{latest.waiting:.0f} request(s) wait" if (latest.waiting or 0) > 0 else
+               f"it generates {measured_tok_s:,.0f} tok/s where the speed model expects {predicted_tok_s:,.0f}")
+        notes.append(f"Compute or scheduling limits the server: the KV cache is only {usage:.0%} full yet {why}. "
+                     "Raise --max-num-batched-tokens or --max-num-seqs, or use tensor parallelism.")
+    queue = [p.p50_s for _, p in latency_history(points)["queue_s"]][-QUEUE_RISING_INTERVALS:]
+    if (len(queue) == QUEUE_RISING_INTERVALS and all(b > a for a, b in zip(queue, queue[1:], strict=False))
+            and queue[-1] >= QUEUE_RISING_MIN_S):
+        notes.append(f"Queue time is rising ({' → '.join(f'{q * 1e3:,.0f} ms' for q in queue)} at p50): the load "
+                     "outgrows this server. Add replicas.")
+    return notes

@@ -1,0 +1,148 @@
+"""What a person asks the speed model beside the deployment and the workload: how the load arrives, the SLOs,
+their own GPU price, a custom GPU's rates and efficiencies measured on a running server (the Live page's
+"calibrated" link). Frozen and validated once, so a share link and the pages agree on one meaning.
+
+    inputs = SpeedInputs(request_rate=12, ttft_p95_ms=1500)
+    traffic = inputs.traffic(Workload(prompt_tokens_mean=2000, output_tokens_mean=300))
+    -> Traffic(input_tokens=2000, output_tokens=300, request_rate=12.0)
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..engine.estimate import Estimate
+from ..engine.vllm_versions import LATEST_VERSION
+from ..engine.workload import Workload
+from ..errors import InvalidInput
+from ..gpus import GpuSpec
+from ..limits import MAX_CONTEXT_TOKENS, MAX_MODEL_REFERENCE_CHARS
+from ..model.spec import ModelSpec
+from ..scenario import DEFAULT_MODEL, Scenario
+from .calibration import SpeedConstants, constants_for
+from .ceilings import CeilingsPlan, plan_both_ceilings
+from .plan import Slo
+from .prices import GpuPrice, parse_price_overrides, price_table
+from .recommend import Option, Recommendations, recommend
+from .sweep import ConcurrencySweep, concurrency_sweep
+from .traffic import Traffic
+
+# The issue's planning example ("a time to first token under 2 s at p95", "ITL 62 ms > 50 ms"): SLOs a chat
+# service commonly states, so the SLO line and the capacity plan mean something before anything is typed.
+DEFAULT_TTFT_P95_MS = 2000.0
+DEFAULT_TPOT_MS = 50.0
+MAX_SLO_MS = 1e7  # 2.8 hours: any longer is not a latency objective
+CUSTOM_GPU_KEY = "custom"
+
+
+class SpeedInputs(BaseModel):
+    """The load (a Poisson rate, or the workload's concurrent requests when ``request_rate`` is None), SLOs
+    (None: no limit), a price per GPU-hour (None: the price list's), a custom GPU's rates, and measured
+    efficiencies (None: the fitted ones)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    request_rate: float | None = Field(None, gt=0, le=1e6)  # requests/s, open loop
+    ttft_p95_ms: float | None = Field(DEFAULT_TTFT_P95_MS, gt=0, le=MAX_SLO_MS)
+    tpot_ms: float | None = Field(DEFAULT_TPOT_MS, gt=0, le=MAX_SLO_MS)
+    min_tok_s_per_user: float | None = Field(None, gt=0, le=1e6)
+    e2e_s: float | None = Field(None, gt=0, le=MAX_SLO_MS / 1e3)
+    usd_per_gpu_hour: float | None = Field(None, gt=0, lt=10_000)
+    gpu_memory_bandwidth_gb_s: float | None = Field(None, gt=0, le=1e6)  # a custom GPU's HBM bandwidth
+    gpu_bf16_tflops: float | None = Field(None, gt=0, le=1e6)  # a custom GPU's dense BF16 TFLOPS
+    bandwidth_efficiency: float | None = Field(None, gt=0, le=1)  # measured on a server (Live "calibrated")
+    compute_efficiency: float | None = Field(None, gt=0, le=1)
+
+    @property
+    def slo(self) -> Slo:
+        return Slo(ttft_p95_ms=self.ttft_p95_ms, tpot_ms=self.tpot_ms, min_tok_s_per_user=self.min_tok_s_per_user,
+                   e2e_s=self.e2e_s)
+
+    def traffic(self, workload: Workload) -> Traffic:
+        """The workload's lengths under this load; ``InvalidInput`` when the speed model cannot take them."""
+        if workload.output_tokens_mean < 1:
+            raise InvalidInput("the speed model needs at least one output token per request (mean output tokens)")
+        load = ({"request_rate": self.request_rate} if self.request_rate is not None
+                else {"concurrency": workload.target_concurrent_requests})
+        try:
+            return Traffic(input_tokens=workload.prompt_tokens_mean, output_tokens=workload.output_tokens_mean,
+                           input_tokens_p95=workload.prompt_tokens_p95, output_tokens_p95=workload.output_tokens_p95
+                           or None, **load)
+        except ValueError as exc:
+            raise InvalidInput(str(exc).splitlines()[-1].removeprefix("Value error, ")) from exc
+
+    def with_gpu_rates(self, result: Estimate) -> Estimate:
+        """``result`` with the rates given here on its GPU (as ``--gpu-memory-bandwidth-gb-s`` does)."""
+        given = {k: v for k, v in (("memory_bandwidth_gb_s", self.gpu_memory_bandwidth_gb_s),
+                                   ("bf16_dense_tflops", self.gpu_bf16_tflops)) if v is not None}
+        if not given or result.gpu is None:
+            return result
+        return result.model_copy(update={"gpu": result.gpu.model_copy(update=given)})
+
+    def prices(self, gpu: GpuSpec | None) -> dict[str, GpuPrice]:
+        """The price list with this GPU's price replaced by the one given here (if any)."""
+        if self.usd_per_gpu_hour is None or gpu is None:
+            return price_table()
+        if gpu.key == CUSTOM_GPU_KEY:
+            own = {gpu.key: GpuPrice(usd_per_gpu_hour=self.usd_per_gpu_hour, source="user price (dashboard)")}
+        else:
+            own = parse_price_overrides({gpu.key: self.usd_per_gpu_hour}, "dashboard")
+        return price_table(own)
+
+    def constants(self, platform: str) -> SpeedConstants | None:
+        """The fitted constants with measured efficiencies in place (None: nothing measured, the fitted ones)."""
+        measured = {k: v for k, v in (("bandwidth_efficiency", self.bandwidth_efficiency),
+                                      ("compute_efficiency", self.compute_efficiency)) if v is not None}
+        return constants_for(platform).model_copy(update=measured) if measured else None
+
+
+class RecommendRequest(BaseModel):
+    """What the recommender is asked beside the lengths, the load and the SLOs: the model, which GPUs (empty: the
+    whole catalog), the most GPUs and dollars per hour, the vLLM version, ``max_model_len`` (None: the longest
+    request's power of two) and the user's prices per GPU-hour by catalog key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str = Field(DEFAULT_MODEL, min_length=1, max_length=MAX_MODEL_REFERENCE_CHARS)
+    gpus: tuple[str, ...] = Field((), max_length=256)
+    max_gpus: int | None = Field(None, ge=1, le=100_000)
+    budget_per_hour: float | None = Field(None, gt=0, le=1e9)
+    vllm_version: str = Field(LATEST_VERSION, max_length=64)
+    max_model_len: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS)
+    prices: dict[str, float] = Field(default_factory=dict, max_length=256)
+
+    def price_overrides(self) -> dict[str, GpuPrice]:
+        return parse_price_overrides(self.prices, "dashboard") if self.prices else {}
+
+    def run(self, spec: ModelSpec, workload: Workload, speed: SpeedInputs) -> Recommendations:
+        """Every deployment of ``spec`` for the workload's lengths under ``speed``'s load and SLOs."""
+        return recommend(spec, speed.traffic(workload), speed.slo, gpus=self.gpus or None, max_gpus=self.max_gpus,
+                         budget_per_hour=self.budget_per_hour, prices=self.price_overrides(),
+                         vllm_version=self.vllm_version, max_model_len=self.max_model_len)
+
+    def plan_inputs(self, option: Option, max_model_len: int, speed: SpeedInputs) -> tuple[Scenario, SpeedInputs]:
+        """What opens ``option`` on the Plan page: its scenario, and the load and SLOs with this GPU's price."""
+        scenario = option.deployment.scenario(self.model, self.vllm_version, max_model_len)
+        price = self.prices.get(option.deployment.gpu)
+        return scenario, speed.model_copy(update={"usd_per_gpu_hour": price}) if price else speed
+
+
+class SpeedPlan(BaseModel):
+    """What the Plan page's Speed section shows: the plan for both ceilings and the two-ceilings sweep of one
+    replica at the workload's lengths."""
+
+    model_config = ConfigDict(frozen=True)
+    ceilings: CeilingsPlan
+    sweep: ConcurrencySweep
+    slo: Slo
+
+
+def speed_plan(result: Estimate, workload: Workload, inputs: SpeedInputs) -> SpeedPlan:
+    """``result`` with the inputs' GPU rates, price and measured efficiencies, planned for the workload's load;
+    ``InvalidInput`` (one line) when the speed model cannot answer (a CPU deployment, a GPU without rates)."""
+    if result.gpu is None or result.settings.device == "cpu":
+        raise InvalidInput("the speed model covers GPUs; this deployment runs on the CPU, so no speed is predicted")
+    traffic = inputs.traffic(workload)
+    rated = inputs.with_gpu_rates(result)
+    prices, constants = inputs.prices(rated.gpu), inputs.constants(rated.gpu.platform)
+    ceilings = plan_both_ceilings(rated, workload, traffic, inputs.slo, prices=prices, constants=constants)
+    sweep = concurrency_sweep(rated, traffic, prices=prices, constants=constants)
+    return SpeedPlan(ceilings=ceilings, sweep=sweep, slo=inputs.slo)

@@ -1,0 +1,155 @@
+"""The Live page's latency panels: vLLM's latency histograms as p50/p95 per interval, the speed model's
+prediction for the server's concurrency and lengths, achieved bandwidth and FLOPs, and the diagnosis."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import streamlit as st
+
+from calculator import CalculatorError, Estimate, Workload
+from calculator.charts import latency_percentiles_figure
+from calculator.model.quantization import quantization_from_flag
+from calculator.observe.latency import (
+    LATENCY_HISTOGRAMS,
+    Efficiency,
+    diagnosis,
+    efficiency,
+    interval_percentiles,
+    latency_history,
+    observed_traffic,
+    predicted,
+)
+from calculator.observe.metrics import EngineMetrics, Rates
+from calculator.speed.hardware import gpu_rates
+from calculator.speed.inputs import SpeedInputs
+
+from . import sentence
+from .outputs import CHART_CONFIG
+from .state import plan_link
+
+LABELS = dict(LATENCY_HISTOGRAMS)
+RESTART_NOTE = "A counter went down"  # live.advice's note on a restart: always shown
+
+
+def _ms(seconds: float | None) -> str | None:
+    return None if seconds is None else f"{seconds * 1e3:,.1f}"
+
+
+def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, actual: Estimate | None,
+                    workload: Workload | None, key: str, advice: list[str]) -> None:
+    """Everything about latency for one engine, then the diagnosis; ``points`` holds (time, metrics, activity) per
+    read, ``advice`` what the latest read alone says (shown where the diagnosis of the recent reads is silent)."""
+    st.markdown("#### Latency")
+    reads = [(t, e) for t, e, _ in points]
+    previous = reads[-2][1] if len(reads) > 1 else None
+    recent = interval_percentiles(previous, engine)
+    since = "since the previous read"
+    if not recent:
+        recent, since = interval_percentiles(None, engine), "since the server started"
+    if not recent:
+        st.caption("The server has not finished a request yet: its latency histograms are empty.")
+    else:
+        st.dataframe([{"latency": LABELS[field], "p50 (ms)": _ms(p.p50_s), "p95 (ms)": _ms(p.p95_s),
+                       "mean (ms)": _ms(p.mean_s), "requests": p.count}
+                      for field, p in recent.items()], hide_index=True, key=f"latency_{key}")
+        st.caption(f"Requests that finished {since}; quantiles interpolate inside vLLM's buckets, as PromQL's "
+                   "histogram_quantile does.")
+    history = latency_history(reads)
+    if any(history.values()):
+        series = {field: [(t, p.p50_s, p.p95_s) for t, p in values] for field, values in history.items()}
+        st.plotly_chart(latency_percentiles_figure(series, LABELS), config=CHART_CONFIG, key=f"latency_chart_{key}")
+    prediction = _prediction(engine, points, change, actual, workload, recent, key)
+    _efficiency(reads, actual, workload, key)
+    measured = change.generation_tokens_per_s if change is not None else None
+    st.markdown("#### Diagnosis")
+    notes = diagnosis(reads, measured, prediction)
+    # NOTE: the latest read's advice names the same knobs; once the recent reads diagnose it, it would repeat them.
+    shown = notes or advice
+    restarts = [note for note in advice if note.startswith(RESTART_NOTE)] if notes else []
+    for note in [*shown, *restarts]:
+        st.warning(note, icon="🩺" if note in notes else "⚠️")
+    if not shown:
+        st.caption("Nothing in the recent reads points to a bottleneck.")
+
+
+def _observed_concurrency(points: deque) -> float | None:
+    """Requests running at the latest read, or the fewest that were in the server at once since the last one."""
+    _, engine, activity = points[-1]
+    if engine.running:
+        return engine.running
+    return activity.peak_requests_at_least if activity is not None else None
+
+
+def _prediction(engine: EngineMetrics, points: deque, change: Rates | None, actual: Estimate | None,
+                workload: Workload | None, measured: dict, key: str) -> float | None:
+    """The speed model next to what the server measured; returns the predicted output tokens/s."""
+    st.markdown("##### Speed model vs measured")
+    if actual is None:
+        st.caption("Choose the served model's config (sidebar) to see the speed model's prediction.")
+        return None
+    if actual.gpu is None or actual.settings.device == "cpu":
+        st.info("The speed model covers GPUs; this server runs on the CPU, so no speed is predicted for it.",
+                icon="ℹ️")
+        return None
+    concurrency = _observed_concurrency(points)
+    traffic = observed_traffic(engine, workload, concurrency) if workload is not None else None
+    if traffic is None:
+        st.caption("No request ran at or between the reads: the prediction needs the server's concurrency and "
+                   "request lengths.")
+        return None
+    try:
+        speed = predicted(actual, traffic)
+    except CalculatorError as exc:
+        st.warning(f"Speed model: {sentence(exc)}", icon="⚠️")
+        return None
+    rows = [("TTFT mean", speed.ttft_ms, measured.get("ttft_s") and measured["ttft_s"].mean_s * 1e3),
+            ("TTFT p95", speed.ttft_p95_ms, measured.get("ttft_s") and measured["ttft_s"].p95_s * 1e3),
+            ("Inter-token latency mean", speed.tpot_ms, measured.get("itl_s") and measured["itl_s"].mean_s * 1e3),
+            ("End-to-end mean", speed.e2e_ms, measured.get("e2e_s") and measured["e2e_s"].mean_s * 1e3),
+            ("Queue time mean", speed.queue_wait_ms, measured.get("queue_s") and measured["queue_s"].mean_s * 1e3),
+            ("Output tokens/s", speed.output_throughput_tok_s, change and change.generation_tokens_per_s)]
+    st.dataframe([{"quantity": name, "predicted": round(p, 2), "measured": None if m is None else round(m, 2),
+                   "error %": None if not m else round((p - m) / m * 100, 1)} for name, p, m in rows],
+                 hide_index=True, key=f"speed_cmp_{key}")
+    st.caption(f"Predicted for {traffic.concurrency:,} concurrent request(s) of {traffic.input_tokens:,} prompt "
+               f"and {traffic.output_tokens:,} output tokens (the server's length histograms) on "
+               f"{speed.gpu_name} × {speed.num_gpus}; times in ms.")
+    return speed.output_throughput_tok_s
+
+
+def _efficiency(reads: list, actual: Estimate | None, workload: Workload | None, key: str) -> None:
+    """Achieved bandwidth and FLOPs from vLLM's roofline counters; on a GPU, a Plan link carrying them."""
+    if len(reads) < 2 or reads[-1][1].estimated_read_bytes_total is None:
+        return
+    (before_t, before), (now_t, now) = reads[-2], reads[-1]
+    on_gpu = actual is not None and actual.gpu is not None and actual.settings.device != "cpu"
+    rates = None
+    if on_gpu and actual.gpu.memory_bandwidth_gb_s and actual.gpu.bf16_dense_tflops:
+        quantization = (quantization_from_flag(actual.scenario.quantization, actual.model)
+                        if actual.scenario.quantization else actual.model.quantization)
+        rates = gpu_rates(actual.gpu, quantization)
+    achieved: Efficiency | None = efficiency(before, now, now_t - before_t,
+                                             rates.memory_bandwidth_bytes_s if rates else 1.0,
+                                             rates.peak_flops if rates else 1.0)
+    if achieved is None:
+        st.caption("vLLM's roofline counters (estimated bytes read and FLOPs per GPU) did not move since the "
+                   "previous read.")
+        return
+    st.markdown("##### Achieved bandwidth and FLOPs (vLLM's estimates)")
+    left, right = st.columns(2)
+    bandwidth = f"{achieved.read_bytes_per_s / 1e9:,.2f} GB/s"
+    flops = f"{achieved.flops_per_s / 1e12:,.3f} TFLOP/s"
+    if rates is None:
+        left.metric("Bytes read per GPU", bandwidth)
+        right.metric("FLOPs per GPU", flops)
+        st.caption("Utilisation needs a GPU's datasheet bandwidth and TFLOPS; this server runs on the CPU.")
+        return
+    left.metric("Bandwidth utilisation", f"{achieved.bandwidth_utilisation:.1%}", help=f"{bandwidth} per GPU")
+    right.metric("FLOPs utilisation", f"{achieved.flops_utilisation:.1%}", help=f"{flops} per GPU")
+    measured = SpeedInputs(bandwidth_efficiency=min(1.0, max(achieved.bandwidth_utilisation, 1e-6)),
+                           compute_efficiency=min(1.0, max(achieved.flops_utilisation, 1e-6)))
+    st.link_button("Open the Plan page calibrated with these efficiencies",
+                   plan_link(actual.scenario, workload, measured))
+    st.caption(f"Over the last {achieved.interval_s:,.1f} s, idle time included: a busy interval measures the "
+               "efficiency the speed model uses.")

@@ -1,0 +1,129 @@
+"""The Plan page's Speed section: load, SLO and price inputs (sidebar), KPIs, the two-ceilings chart and the
+capacity plan that counts both ceilings. The numbers come from ``calculator.speed.ceilings.speed_plan``."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from calculator import CalculatorError, Estimate, Workload
+from calculator.speed.inputs import SpeedPlan, speed_plan
+from calculator.speed.charts import two_ceilings_figure
+from calculator.speed.inputs import SpeedInputs
+from calculator.speed.prices import gpu_price
+
+from . import sentence
+from .state import CUSTOM_GPU, LOADS
+
+# (field, label, placeholder, step): optional numbers; an empty box means "no limit" or "the default".
+SLO_FIELDS = (
+    ("ttft_p95_ms", "TTFT p95 SLO (ms)", "no limit", 100.0),
+    ("tpot_ms", "ITL SLO (ms)", "no limit", 5.0),
+    ("min_tok_s_per_user", "Min tokens/s per user", "no limit", 1.0),
+    ("e2e_s", "End-to-end SLO (s)", "no limit", 1.0),
+)
+MEASURED_FIELDS = (
+    ("bandwidth_efficiency", "Bandwidth efficiency (measured)", "fitted", 0.01),
+    ("compute_efficiency", "Compute efficiency (measured)", "fitted", 0.01),
+)
+
+
+def _number(prefix: str, field: str, label: str, placeholder: str, step: float, column=st) -> float | None:
+    return column.number_input(label, value=None, step=step, placeholder=placeholder, format="%g",
+                               key=f"{prefix}_speed_{field}")
+
+
+def inputs_section(prefix: str) -> SpeedInputs | str:
+    """Sidebar: how the load arrives, SLOs, price, a custom GPU's rates; returns SpeedInputs or the reason."""
+    st.subheader("Speed and cost")
+    load = st.radio("Load", LOADS, key=f"{prefix}_speed_load", horizontal=True,
+                    help="Concurrent requests (closed loop: the workload's target) or a Poisson request rate.")
+    values: dict[str, float | None] = {"request_rate": None}
+    if load == LOADS[1]:
+        values["request_rate"] = _number(prefix, "request_rate", "Request rate (requests/s)", "requests/s", 1.0)
+    left, right = st.columns(2)
+    for i, (field, label, placeholder, step) in enumerate(SLO_FIELDS):
+        values[field] = _number(prefix, field, label, placeholder, step, left if i % 2 == 0 else right)
+    values["usd_per_gpu_hour"] = _number(prefix, "usd_per_gpu_hour", "Price ($ per GPU-hour)", "price list", 0.1)
+    if st.session_state.get(f"{prefix}_gpu") == CUSTOM_GPU:
+        values["gpu_memory_bandwidth_gb_s"] = _number(prefix, "gpu_memory_bandwidth_gb_s",
+                                                      "Custom GPU bandwidth (GB/s)", "needed for speed", 100.0)
+        values["gpu_bf16_tflops"] = _number(prefix, "gpu_bf16_tflops", "Custom GPU BF16 TFLOPS (dense)",
+                                            "needed for speed", 10.0)
+    with st.expander("Measured efficiencies (from the Live page)"):
+        for field, label, placeholder, step in MEASURED_FIELDS:
+            values[field] = _number(prefix, field, label, placeholder, step)
+    if load == LOADS[1] and values["request_rate"] is None:
+        return "request rate: give the requests per second (or choose concurrent requests)"
+    try:
+        return SpeedInputs(**values)
+    except ValueError as exc:
+        error = exc.errors()[0] if hasattr(exc, "errors") else {"loc": ("",), "msg": str(exc)}
+        return f"{error['loc'][0]}: {str(error['msg']).lower()}"
+
+
+def _ms(value_ms: float) -> str:
+    if value_ms == float("inf"):
+        return "unbounded"
+    return f"{value_ms / 1e3:,.2f} s" if value_ms >= 1000 else f"{value_ms:,.1f} ms"
+
+
+def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> SpeedPlan | None:
+    """KPIs, the two-ceilings chart and the plan for both ceilings (or why the speed model has no answer)."""
+    st.markdown("### Speed")
+    if isinstance(inputs, str):
+        st.error(f"**Speed inputs: {inputs}.** Fix the highlighted value in the sidebar.", icon="✋")
+        return None
+    try:
+        plan = speed_plan(result, workload, inputs)
+    except CalculatorError as exc:
+        st.info(sentence(exc).rstrip(".") + ".", icon="ℹ️")
+        return None
+    ceilings = plan.ceilings
+    capacity = ceilings.plan
+    per = capacity.per_replica
+    cost = capacity.cost_per_million_output_tokens
+    with st.container(key="speed_kpis"):
+        columns = st.columns(4)
+        columns[0].metric("Tokens/s per user", f"{per.per_user_tok_s:,.1f}",
+                          help=f"1 / ITL ({per.tpot_ms:,.2f} ms); measured spread "
+                               f"{per.per_user_band_tok_s.low:,.1f}–{per.per_user_band_tok_s.high:,.1f}.")
+        columns[1].metric("TTFT p95", _ms(per.ttft_p95_ms),
+                          help=f"Prefill of the p95 prompt plus the p95 queue wait; spread "
+                               f"{_ms(per.ttft_p95_band_ms.low)}–{_ms(per.ttft_p95_band_ms.high)}.")
+        columns[2].metric("Throughput per replica", f"{per.output_throughput_tok_s:,.0f} tok/s",
+                          help=f"Output tokens/s of one replica; spread {per.output_throughput_band_tok_s.low:,.0f}"
+                               f"–{per.output_throughput_band_tok_s.high:,.0f}.")
+        columns[3].metric("Cost per million output tokens", "no price" if cost is None else f"${cost:,.2f}",
+                          help="GPU-hours paid over the tokens generated at the planned load (idle capacity "
+                               "is paid for too).")
+    price = per.gpu_price or gpu_price(result.gpu)
+    load = (f"{per.traffic.concurrency:,} concurrent requests" if per.traffic.concurrency is not None
+            else f"{per.traffic.request_rate:,.3g} requests/s")
+    st.caption(f"Per replica at the planned {capacity.replicas:,} replica(s), each serving {load}; decode is "
+               f"{per.decode_bound}-bound; served concurrency limited by {per.concurrency.binding}. "
+               + (f"Price ${price.usd_per_gpu_hour:,.2f}/GPU-hour ({price.source})." if price else
+                  "No price for this GPU: give one in the sidebar."))
+    st.plotly_chart(two_ceilings_figure(plan.sweep, plan.slo), key="two_ceilings",
+                    config={"displaylogo": False})
+    _capacity(plan, workload)
+    return plan
+
+
+def _capacity(plan: SpeedPlan, workload: Workload) -> None:
+    ceilings, capacity = plan.ceilings, plan.ceilings.plan
+    st.markdown("#### Capacity plan: memory and speed")
+    memory = ("under a request rate the KV cache queues the excess (its wait is in TTFT)"
+              if ceilings.memory_replicas is None else
+              f"**{ceilings.memory_replicas:,}** replica(s) hold {workload.target_concurrent_requests:,} concurrent "
+              f"requests ({ceilings.requests_per_replica:,} per replica at p95 lengths)")
+    slo_words = "meet the SLOs" if plan.slo.model_dump(exclude_none=True) else "serve the load (no SLO given)"
+    speed = f"**{ceilings.speed_replicas:,}** replica(s) {slo_words}"
+    money = ""
+    if capacity.cost_per_hour is not None:
+        money = (f", **${capacity.cost_per_hour:,.2f}/hour** (${capacity.cost_per_month:,.0f}/month), "
+                 f"${capacity.cost_per_million_output_tokens:,.2f} per million output tokens")
+    st.markdown(f"- Memory: {memory}\n- Speed: {speed}\n\n"
+                f"**Plan: {capacity.replicas:,} replica(s) × {capacity.gpus_per_replica} GPU(s) = "
+                f"{capacity.gpus:,} GPU(s)**{money}; the {ceilings.binding} ceiling binds.")
+    if not capacity.meets_slo:
+        st.warning("Even at this count the SLOs are missed: " + "; ".join(capacity.violations) + ".", icon="⏱️")

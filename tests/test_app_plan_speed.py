@@ -1,0 +1,158 @@
+"""The Plan page's Speed section through AppTest: KPIs worked out by hand from the roofline, both ceilings in the
+capacity plan, the chart's marks, the share link, and a CPU deployment that gets no speed prediction."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+from test_speed_roofline import (
+    H100_BF16,
+    H100_BYTES_S,
+    LLAMA8_ACTIVATION_BYTES_PER_TOKEN,
+    LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN,
+    LLAMA8_KV_BYTES_PER_TOKEN,
+    LLAMA8_LINEAR_PARAMS,
+    LLAMA8_NORM_BYTES,
+)
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+# The fitted CUDA constants (calculator/speed/calibration.py), restated: the test recomputes from them by hand.
+BANDWIDTH_EFFICIENCY, COMPUTE_EFFICIENCY, OVERLAP = 0.814, 0.577, 0.395
+STEP_S, SEQUENCE_S, LAYER_S = 1.05e-3, 56.5e-6, 15e-6
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def run_app(query: dict[str, str]) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def metrics(app: AppTest) -> dict[str, str]:
+    return {metric.label: metric.value for metric in app.metric}
+
+
+def text_of(app: AppTest) -> str:
+    return " ".join(e.value for kind in ("markdown", "warning", "error", "info", "caption")
+                    for e in getattr(app, kind))
+
+
+def hand_tpot_s(prompt: int, output: int, bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY) -> float:
+    """One user, Llama-3.1-8B on one H100: the steady decode step of the scheduler's closed loop.
+
+    With one running request and a 1,000-token prompt in one 8,192-token chunk (k = 1), an average step decodes
+    (O - 1) / (1 + O - 1) of a request at context P + O/2; nobody else's prompt rides along.
+    """
+    decode = (output - 1) / output
+    context = prompt + output / 2
+    streamed = (2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES + decode * context * LLAMA8_KV_BYTES_PER_TOKEN
+                + decode * LLAMA8_ACTIVATION_BYTES_PER_TOKEN)
+    flops = decode * 2 * LLAMA8_LINEAR_PARAMS + decode * context * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
+    memory_s = streamed / (H100_BYTES_S * bandwidth_efficiency)
+    compute_s = flops / (H100_BF16 * COMPUTE_EFFICIENCY)
+    overhead_s = STEP_S + SEQUENCE_S * 1 + LAYER_S * 32  # CUDA graphs on: no eager cost
+    return max(memory_s, compute_s) + OVERLAP * min(memory_s, compute_s) + overhead_s
+
+
+def test_tokens_per_user_is_one_over_the_hand_computed_decode_step() -> None:
+    app = run_app({"in": "1000", "out": "1001", "price": "2"})
+    tpot_s = hand_tpot_s(1000, 1001)  # about 6.9 ms
+    shown = metrics(app)
+    assert shown["Tokens/s per user"] == f"{1 / tpot_s:,.1f}"
+    text = text_of(app)
+    assert "**Plan: 1 replica(s) × 1 GPU(s) = 1 GPU(s)**, **$2.00/hour** ($1,460/month)" in text  # 730 h/month
+
+
+def test_the_plan_counts_the_memory_ceiling_when_it_binds() -> None:
+    # 475,584 KV tokens (the memory KPIs) hold 475,584 // (1,024 + 256) = 371 default requests; 1,000 users need
+    # ceil(1000 / 371) = 3 replicas for memory. Without SLOs the speed plan alone is 1 replica.
+    app = run_app({"users": "1000", "ttft": "none", "itl": "none"})
+    assert metrics(app)["KV cache tokens"] == "475,584"
+    assert 475_584 // 1280 == 371 and math.ceil(1000 / 371) == 3
+    text = text_of(app)
+    assert "**3** replica(s) hold 1,000 concurrent requests (371 per replica at p95 lengths)" in text
+    assert "**1** replica(s) serve the load (no SLO given)" in text
+    assert "**Plan: 3 replica(s) × 1 GPU(s) = 3 GPU(s)**" in text and "the memory ceiling binds" in text
+
+
+def test_the_two_ceilings_chart_marks_the_kv_limit_max_num_seqs_and_the_slo() -> None:
+    app = run_app({"itl": "40"})
+    figure = next(f for f in (json.loads(c.proto.spec) for c in app.get("plotly_chart"))
+                  if f["layout"]["title"]["text"].startswith("Two ceilings"))
+    notes = [a["text"] for a in figure["layout"]["annotations"]]
+    # vLLM 0.34's default max_num_seqs on an H100 is 1024; the KV cache holds 475,584 // 1,280 = 371 requests
+    # at the default lengths' mean (1,024 + 256).
+    assert notes == ["KV cache: 371", "max_num_seqs: 1024", "ITL SLO 40 ms"]
+
+
+def test_the_speed_inputs_are_in_the_share_link() -> None:
+    app = run_app({"rate": "12.5", "ttft": "1500"})
+    assert app.radio(key="plan_speed_load").value == "request rate"
+    assert app.number_input(key="plan_speed_request_rate").value == 12.5
+    app.number_input(key="plan_speed_tpot_ms").set_value(30.0).run()
+    link = {k: v[-1] if isinstance(v, list) else v for k, v in app.query_params.items()}
+    assert (link["rate"], link["ttft"], link["itl"]) == ("12.5", "1500", "30")
+
+
+def test_bad_link_values_get_one_clear_line_each() -> None:
+    app = run_app({"rate": "fast", "price": "-3"})
+    warnings = [w.value for w in app.warning]
+    assert ("Share link: ignored link value rate='fast': input should be a valid number, unable to parse string "
+            "as a number; using the default") in warnings
+    assert "Share link: ignored link value price='-3': input should be greater than 0; using the default" in warnings
+    assert "Tokens/s per user" in metrics(app)
+
+
+def test_a_cpu_deployment_gets_no_speed_prediction() -> None:
+    app = run_app({"dev": "cpu", "mem": "64", "g": "none"})
+    assert "Tokens/s per user" not in metrics(app)
+    assert any("The speed model covers GPUs" in i.value for i in app.info)
+    assert not app.get("plotly_chart") or all("Two ceilings" not in c.proto.spec for c in app.get("plotly_chart"))
+
+
+def test_a_bad_speed_input_is_one_clear_line_and_the_memory_plan_stays() -> None:
+    app = run_app({})
+    app.number_input(key="plan_speed_ttft_p95_ms").set_value(-5.0).run()
+    assert not app.exception
+    assert [e.value for e in app.error] == [
+        "**Speed inputs: ttft_p95_ms: input should be greater than 0.** Fix the highlighted value in the sidebar."]
+    assert "KV cache tokens" in metrics(app) and "Tokens/s per user" not in metrics(app)
+
+
+def test_a_request_rate_load_without_a_rate_says_so_instead_of_planning_the_users() -> None:
+    app = run_app({})
+    app.radio(key="plan_speed_load").set_value("request rate").run()
+    assert [e.value for e in app.error] == [
+        "**Speed inputs: request rate: give the requests per second (or choose concurrent requests).** Fix the "
+        "highlighted value in the sidebar."]
+
+
+def test_a_measured_bandwidth_efficiency_from_the_live_page_replaces_the_fitted_one() -> None:
+    # The Live page's "calibrated" link carries mbu: the decode step streams at 50 % of 3.35 TB/s instead of 81.4 %.
+    app = run_app({"in": "1000", "out": "1001", "mbu": "0.5"})
+    assert metrics(app)["Tokens/s per user"] == f"{1 / hand_tpot_s(1000, 1001, 0.5):,.1f}"
+    assert app.number_input(key="plan_speed_bandwidth_efficiency").value == 0.5
+
+
+def test_a_custom_gpu_needs_its_rates_and_the_link_carries_them() -> None:
+    app = run_app({"g": "none", "mem": "80"})
+    assert [i.value for i in app.info] == [
+        "Custom GPU has no memory bandwidth or BF16 TFLOPS: the speed model needs both (give them for a custom GPU)."]
+    app = run_app({"g": "none", "mem": "80", "bw": "3350", "tflops": "989.5", "price": "2"})
+    assert "Tokens/s per user" in metrics(app)
+    assert "**$2.00/hour**" in text_of(app)
+    assert (app.number_input(key="plan_speed_gpu_memory_bandwidth_gb_s").value,
+            app.number_input(key="plan_speed_gpu_bf16_tflops").value) == (3350.0, 989.5)

@@ -1,0 +1,110 @@
+"""The Recommend page through AppTest: the ranking and every "why not" worked out by hand for a small case, the
+Pareto front, the share link, rows that open the Plan page, and bad link values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "recommend.py")
+# Qwen2.5-7B-Instruct: 28 attention heads (its config.json), so TP 8 cannot split them; 1, 2 and 4 can.
+QWEN7 = "Qwen/Qwen2.5-7B-Instruct"
+SMALL_CASE = {"m": QWEN7, "gpus": "h100", "prices": "h100:2", "ttft": "none", "itl": "none", "budget": "3"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def run_page(query: dict[str, str]) -> AppTest:
+    app = AppTest.from_file(PAGE, default_timeout=120)
+    for key, value in query.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def ranked_rows(app: AppTest) -> list[list[str]]:
+    table = next(m.value for m in app.markdown if m.value.startswith("| # | Deployment"))
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+
+
+def rejected(app: AppTest) -> list[dict[str, str]]:
+    frame = app.dataframe[0].value
+    return frame.to_dict("records")
+
+
+def test_one_h100_at_two_dollars_ranks_the_single_gpu_layouts_and_says_why_not_the_others() -> None:
+    # One user, no SLOs: every layout that starts serves it with one replica. At $2/GPU-hour TP 1 costs $2.00/h
+    # ($1,460 a month of 730 h); TP 2 costs $4.00/h and TP 4 $8.00/h, over the $3/h budget; TP 8 splits no 28 heads.
+    app = run_page(SMALL_CASE)
+    rows = ranked_rows(app)
+    assert len(rows) == 4  # checkpoint or fp8 weights x auto or fp8 KV, all at TP 1
+    assert {row[1].split(" · ", 2)[1] for row in rows} == {"TP 1"}
+    assert all(row[2:6] == ["1", "1", "$2.00", "$1,460"] for row in rows)
+    reasons = sorted({row["why not"] for row in rejected(app)})
+    assert reasons == ["TP 8 does not divide the 28 attention heads", "costs $4.00/h > budget $3.00/h",
+                       "costs $8.00/h > budget $3.00/h"]
+    assert len(rejected(app)) == 12  # 3 TP sizes x 2 weight formats x 2 KV dtypes
+
+
+def test_each_row_opens_the_plan_page_with_that_deployment_and_the_traffic() -> None:
+    app = run_page({**SMALL_CASE, "users": "3", "in": "1500"})
+    link = ranked_rows(app)[0][-1]
+    url = link[link.index("(") + 1:-1]
+    query = {key: value[-1] for key, value in parse_qs(urlsplit(url).query).items()}
+    assert urlsplit(url).path == "/"  # the Plan page is the app's default page
+    assert (query["m"], query["users"], query["in"], query["price"], query["ttft"], query["itl"]) == (
+        QWEN7, "3", "1500", "2", "none", "none")
+    assert query["len"] == "2048"  # 1,500 + 256 tokens, rounded up to a power of two
+
+
+def test_the_chart_joins_the_deployments_no_other_beats_on_both_cost_and_latency() -> None:
+    app = run_page({"gpus": "h100,l40s,a100", "users": "64"})
+    figure = json.loads(app.get("plotly_chart")[0].proto.spec)
+    every, front = figure["data"][0], figure["data"][1]
+    points = list(zip(every["x"], every["y"], strict=True))
+    assert front["name"] == "Pareto front" and front["x"] == sorted(front["x"])
+    for cost, latency in zip(front["x"], front["y"], strict=True):
+        assert not any(c <= cost and t < latency or c < cost and t <= latency for c, t in points)
+    assert front["y"] == sorted(front["y"], reverse=True)  # paying more buys lower latency along the front
+
+
+def test_every_input_is_in_the_share_link() -> None:
+    app = run_page({"gpus": "l40s", "rate": "4", "toks": "20", "maxg": "8", "budget": "50", "out": "400"})
+    assert app.radio(key="rec_speed_load").value == "request rate"
+    app.number_input(key="rec_speed_ttft_p95_ms").set_value(900.0).run()
+    link = {k: v[-1] if isinstance(v, list) else v for k, v in app.query_params.items()}
+    assert link == {"gpus": "l40s-48gb", "rate": "4", "toks": "20", "maxg": "8", "budget": "50", "out": "400",
+                    "ttft": "900"}
+
+
+def test_bad_link_values_get_one_clear_line_each_and_the_page_still_works() -> None:
+    app = run_page({"gpus": "h100,tpu-v9", "rate": "-1", "prices": "h100:free", "maxg": "lots"})
+    warnings = [w.value for w in app.warning]
+    assert "Share link: ignored GPU in the link: Unknown GPU 'tpu-v9'." in warnings
+    assert "Share link: ignored price 'h100:free' in the link: write gpu:dollars per GPU-hour" in warnings
+    assert any(w.startswith("Share link: ignored link value rate='-1': input should be greater than 0") for w in warnings)
+    assert any(w.startswith("Share link: ignored link value maxg='lots'") for w in warnings)
+    assert ranked_rows(app)
+
+
+def test_an_unknown_model_says_so_in_one_line() -> None:
+    app = run_page({"m": "nobody/no-such-model-anywhere", "gpus": "h100"})
+    assert len(app.error) == 1 and "no-such-model-anywhere" in app.error[0].value
+
+
+def test_a_request_rate_load_without_a_rate_says_so() -> None:
+    app = run_page({"gpus": "h100"})
+    app.radio(key="rec_speed_load").set_value("request rate").run()
+    assert not app.exception
+    assert [e.value for e in app.error] == ["**Request rate: give the requests per second (or choose concurrent "
+                                            "users).**"]
