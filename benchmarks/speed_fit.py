@@ -26,24 +26,29 @@ BOUNDS: dict[str, tuple[float, float, bool]] = {
     "overlap_penalty": (0.0, 1.0, False),
     "step_overhead_s": (1e-5, 2e-2, True),
     "sequence_overhead_s": (1e-7, 5e-4, True),
-    "layer_overhead_s": (1e-7, 3e-4, True),
-    "moe_layer_overhead_s": (1e-7, 1e-3, True),
-    "eager_layer_overhead_s": (1e-7, 2e-3, True),
+    "kernel_overhead_s": (1e-7, 5e-5, True),
+    "eager_kernel_overhead_s": (1e-7, 2e-4, True),
     "all_reduce_latency_s": (1e-7, 2e-4, True),
     "request_overhead_s": (1e-5, 5e-2, True),
 }
-# Physical priors: what each term should be before any record speaks (a weak pull, PRIOR_WEIGHT per squared
-# log-unit), so that a term only one source constrains falls back to physics, not to an arbitrary bound, when that
-# source is held out. Efficiencies: HBM streaming kernels reach ~0.8 of peak, large GEMMs ~0.6, NCCL all-reduce
-# ~0.7 of the link; times: a V1 engine step ~1 ms of CPU work, ~30 us per running request (sampler, detokenizer,
-# output), ~10 us of kernel tails per layer under CUDA graphs, ~50 us per MoE layer (top-k, token sort, grouped
-# GEMM padding), ~150 us per layer without CUDA graphs (~15 launches of ~10 us), ~10 us per small all-reduce,
-# ~10 ms per request of HTTP, tokenizer and detokenizer.
+# Physical priors: what each term should be before any record speaks, and how well physics knows it (the width,
+# in log-units: a term is pulled back with PRIOR_WEIGHT x (log(value / prior) / width)^2), so that a term that only
+# one source constrains falls back to physics, not to an arbitrary bound, when that source is held out.
+# Efficiencies: HBM streaming and GEMV kernels reach 0.75-0.9 of the datasheet bandwidth on every datacenter GPU
+# (well known: width 0.1), large GEMMs ~0.6 of peak TFLOPS (0.25), NCCL all-reduce ~0.7 of the link. Times
+# (known to a factor of 2-3: width 0.7-1): a V1 engine step ~1 ms of CPU work, ~30 us per running request (sampler,
+# detokenizer, output), ~3 us per kernel under CUDA graphs (launch gap, ramp-up and tail of a small kernel), ~15 us
+# per kernel without them (a PyTorch op dispatched and launched from Python), ~10 us per small all-reduce, ~10 ms
+# per request of HTTP, tokenizer and detokenizer.
 PRIORS: dict[str, float] = {
     "bandwidth_efficiency": 0.8, "compute_efficiency": 0.6, "overlap_penalty": 0.3, "step_overhead_s": 1e-3,
-    "sequence_overhead_s": 30e-6, "layer_overhead_s": 10e-6, "moe_layer_overhead_s": 50e-6,
-    "eager_layer_overhead_s": 150e-6, "all_reduce_latency_s": 10e-6, "all_reduce_efficiency": 0.7,
-    "request_overhead_s": 10e-3,
+    "sequence_overhead_s": 30e-6, "kernel_overhead_s": 3e-6, "eager_kernel_overhead_s": 15e-6,
+    "all_reduce_latency_s": 10e-6, "all_reduce_efficiency": 0.7, "request_overhead_s": 10e-3,
+}
+PRIOR_WIDTHS: dict[str, float] = {
+    "bandwidth_efficiency": 0.1, "compute_efficiency": 0.25, "overlap_penalty": 1.0, "step_overhead_s": 1.0,
+    "sequence_overhead_s": 1.0, "kernel_overhead_s": 0.7, "eager_kernel_overhead_s": 0.7,
+    "all_reduce_latency_s": 0.7, "all_reduce_efficiency": 0.2, "request_overhead_s": 1.0,
 }
 PRIOR_WEIGHT = 0.01
 # Every fit starts from the priors, never from the shipped constants: a held-out fit must not see its source's
@@ -68,8 +73,8 @@ def loss(constants: SpeedConstants, records: list[dict]) -> float:
         by_metric[metric][replay.source_of({"id": record_id})].append(min(abs(error), ERROR_CAP))
     fit_error = sum(statistics.fmean(statistics.fmean(errors) for errors in sources.values())
                     for sources in by_metric.values())
-    return fit_error + PRIOR_WEIGHT * sum(math.log(max(getattr(constants, name), 1e-9) / prior) ** 2
-                                          for name, prior in PRIORS.items())
+    return fit_error + PRIOR_WEIGHT * sum((math.log(max(getattr(constants, name), 1e-9) / prior)
+                                           / PRIOR_WIDTHS[name]) ** 2 for name, prior in PRIORS.items())
 
 
 def _grid(name: str, centre: float, width: float) -> list[float]:
@@ -83,8 +88,8 @@ def _grid(name: str, centre: float, width: float) -> list[float]:
 
 # Coordinate descent follows valleys slowly (bandwidth efficiency trades against the per-step overhead), so it
 # starts from a few physically plausible corners and keeps the best.
-STARTS = tuple({"bandwidth_efficiency": bw, "step_overhead_s": step, "moe_layer_overhead_s": moe}
-               for bw in (0.7, 0.85) for step in (0.5e-3, 2e-3) for moe in (50e-6, 200e-6))
+STARTS = tuple({"bandwidth_efficiency": bw, "step_overhead_s": step, "kernel_overhead_s": kernel}
+               for bw in (0.7, 0.85) for step in (0.5e-3, 2e-3) for kernel in (1.5e-6, 6e-6))
 
 
 def fit(records: list[dict], start: SpeedConstants = PRIOR_CONSTANTS,
