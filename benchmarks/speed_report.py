@@ -124,8 +124,19 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "* `--enforce-eager` (one record) and ROCm (one source, 2024 stack) each rest on one source: held out, the "
         "eager launch cost falls back to its prior, and the ROCm records to the CUDA terms.",
         "* `vllm-20710-2xb200-*`: the source itself is inconsistent (end-to-end at c=16 below c=1).",
+        "* `dbmart-rtx4090-{r1d-llama-8b,r1d-qwen-7b,gemma2-9b}-offline300` (requests/s 30-50 % low): 300 requests "
+        "on a 24 GB card run thousands of KV-limited steps, each paying the 4.7 ms CPU step of the synchronous 0.8 "
+        "engine that the TP 8 DeepSeek and the eager Qwen3 runs pin; these offline runs suggest a lighter step there.",
+        "* `ridgepoint-*-c32` (throughput 23-34 % high): 32 simultaneous non-streamed requests decode slower than a "
+        "batch of 32 in the model.",
         "",
         "## The fitted constants",
+        "",
+        "A step is the GPU time (bytes over bandwidth or FLOPs over TFLOPS, the TP all-reduces, and a fixed "
+        "latency per kernel, the kernels counted per layer type in `calculator/speed/costs.py`) and the CPU time (a "
+        "fixed cost per step plus one per running request): added up before vLLM 0.14, the larger of the two once async "
+        "scheduling prepares the next step while the GPU runs this one. MoE layers cost the distinct experts a "
+        "batch touches, E(1 − (1 − k/E)^B), read once, plus their kernels; no term is fitted per MoE layer.",
         "",
         "| term | CUDA | ROCm |",
         "|---|---:|---:|",

@@ -62,11 +62,12 @@ CUDA = SpeedConstants(
 )
 # ROCm: the hardware terms refitted on the one ROCm source, oracle-mi300x-llama31-405b-fp8-tp8-bs{1..256}
 # (benchmark_latency on a 2024 ROCm stack: 3.53 s at batch 1 to 17.75 s at batch 256). One source: treat with care.
-ROCM = CUDA.model_copy(update={"bandwidth_efficiency": 0.755, "compute_efficiency": 0.402, "sequence_overhead_s": 107e-6})
+ROCM = CUDA.model_copy(update={"bandwidth_efficiency": 0.755, "compute_efficiency": 0.402,
+                               "sequence_overhead_s": 107e-6})
 
 # The uncertainty band: 80 % of the held-out errors (leave-one-source-out) fall within this factor each way
 # (benchmarks/speed_accuracy.py prints them; docs/speed-accuracy.md).
-BAND_FACTOR = {"ttft": 1.61, "tpot": 2.01, "throughput": 1.58}
+BAND_FACTOR = {"ttft": 1.59, "tpot": 1.23, "throughput": 1.28}
 
 
 def constants_for(platform: str) -> SpeedConstants:
