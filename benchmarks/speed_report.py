@@ -134,8 +134,8 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "",
         "A step is the GPU time (bytes over bandwidth or FLOPs over TFLOPS, the TP all-reduces, and a fixed "
         "latency per kernel, the kernels counted per layer type in `calculator/speed/costs.py`) and the CPU time (a "
-        "fixed cost per step plus one per running request): added up before vLLM 0.14, the larger of the two once async "
-        "scheduling prepares the next step while the GPU runs this one. MoE layers cost the distinct experts a "
+        "fixed cost per step plus one per running request): added up before vLLM 0.14, the larger of the two once "
+        "async scheduling prepares the next step while the GPU runs this one. MoE layers cost the distinct experts a "
         "batch touches, E(1 − (1 − k/E)^B), read once, plus their kernels; no term is fitted per MoE layer.",
         "",
         "| term | CUDA | ROCm |",
