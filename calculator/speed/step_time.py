@@ -1,5 +1,6 @@
-"""The roofline time of one engine step: the larger of streaming the bytes and doing the FLOPs, plus the
-tensor-parallel all-reduces and a fixed per-step cost.
+"""The roofline time of one engine step: on the GPU, the larger of streaming the bytes and doing the FLOPs, plus
+the tensor-parallel all-reduces and a fixed latency per kernel; on the CPU, scheduling the step. The two add up
+when vLLM schedules synchronously, and overlap under async scheduling (0.14+), where the step takes the longer.
 
 A step is what vLLM's scheduler hands the model runner once: some decode tokens (one per running request) and,
 with chunked prefill, some prompt tokens, all in one forward pass over the same weights.
