@@ -124,11 +124,11 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "* `--enforce-eager` (one record) and ROCm (one source, 2024 stack) each rest on one source: held out, the "
         "eager launch cost falls back to its prior, and the ROCm records to the CUDA terms.",
         "* `vllm-20710-2xb200-*`: the source itself is inconsistent (end-to-end at c=16 below c=1).",
-        "* `dbmart-rtx4090-{r1d-llama-8b,r1d-qwen-7b,gemma2-9b}-offline300` (requests/s 30-50 % low): 300 requests "
+        "* `dbmart-rtx4090-{r1d-llama-8b,gemma2-9b}-offline300` (requests/s 34 and 52 % low in sample): 300 requests "
         "on a 24 GB card run thousands of KV-limited steps, each paying the 4.7 ms CPU step of the synchronous 0.8 "
         "engine that the TP 8 DeepSeek and the eager Qwen3 runs pin; these offline runs suggest a lighter step there.",
-        "* `ridgepoint-*-c32` (throughput 23-34 % high): 32 simultaneous non-streamed requests decode slower than a "
-        "batch of 32 in the model.",
+        "* `ridgepoint-*-c32` (throughput 34-36 % high in sample): 32 simultaneous non-streamed requests decode "
+        "slower than a batch of 32 in the model.",
         "",
         "## The fitted constants",
         "",
