@@ -58,7 +58,7 @@ def _load(record: dict) -> int | None:
         return None
     if run.mode == "rate_inf":
         return min(int(record["num_prompts"]), run.settings.get("max_num_seqs") or int(record["num_prompts"]))
-    return int(record["concurrency"])
+    return int(record["concurrency"] or record["num_prompts"])  # an offline burst: every prompt at once
 
 
 def ridgepoint(record: dict) -> dict[str, float] | None:

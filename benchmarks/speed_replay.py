@@ -66,7 +66,9 @@ RUNS: dict[str, Run] = {
                                {"max_num_seqs": 30, "enforce_eager": True}),
     "tt356-8xh100": Run(_config("DeepSeek-R1-0528-AWQ"), "h100-sxm-80gb", "0.9.0", "closed",
                         {"tensor_parallel_size": 8, "max_model_len": 16384}),
-    "vllm-12315-4xa100": Run("meta-llama/Llama-3.3-70B-Instruct", "a100-sxm-80gb", "0.6.6", "rate_inf",
+    # benchmark_throughput.py: 200 ShareGPT prompts to LLM.generate at once, max_num_seqs 256: one wave that lasts
+    # as long as the longest ShareGPT output (sharegpt_longest_output), the batch shrinking as outputs end.
+    "vllm-12315-4xa100": Run("meta-llama/Llama-3.3-70B-Instruct", "a100-sxm-80gb", "0.6.6", "burst",
                              {"tensor_parallel_size": 4, "max_num_seqs": 256, "max_model_len": 8192}),
     "vllm-20710-2xb200": Run("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "b200-180gb", "0.9.0", "closed",
                              {"tensor_parallel_size": 2}),
@@ -97,6 +99,19 @@ RUNS: dict[str, Run] = {
     "lmdeploy-2019-2xa800": Run("mistralai/Mixtral-8x7B-Instruct-v0.1", "a100-sxm-80gb", "0.5.1", "rate",
                                 {"tensor_parallel_size": 2, "max_model_len": 8192}),
 }
+
+
+# vLLM's ShareGPT sampler drops pairs whose prompt + output exceed 2,048 tokens (benchmark_throughput.py and
+# benchmark_serving.py, sample_requests), so no output is longer than that minus its prompt.
+SHAREGPT_MAX_TOKENS = 2048
+
+
+def sharegpt_longest_output(mean_output_tokens: float, prompt_tokens: float, requests: int) -> int:
+    """Expected longest of ``requests`` ShareGPT outputs of this mean, taking the lengths as exponential (the
+    records give only means; ShareGPT replies have a long tail): mean x H_n, the n-th harmonic number, capped by the
+    sampler's 2,048-token limit."""
+    harmonic = sum(1 / i for i in range(1, requests + 1))
+    return round(min(mean_output_tokens * harmonic, SHAREGPT_MAX_TOKENS - prompt_tokens))
 
 
 def load_records() -> list[dict]:
@@ -154,10 +169,13 @@ def predict(record: dict, constants: SpeedConstants | None = None) -> dict[str, 
     concurrency = record.get("concurrency")
     if run.mode == "burst":
         replica = _Replica(result, constants)
-        batch = int(concurrency)
+        batch = int(concurrency or record["num_prompts"])
+        longest = run.longest_output_tokens
+        if record.get("dataset") == "sharegpt":
+            longest = sharegpt_longest_output(output, prompt, batch)
         timeline = burst_timeline(replica.costs, replica.rates, replica.constants, requests=batch,
                                   prompt_tokens=prompt, output_tokens=output, budget_tokens=replica.budget,
-                                  longest_output_tokens=run.longest_output_tokens)
+                                  longest_output_tokens=longest)
         pp_total = replica.token_latency_s(timeline.total_s) + replica.constants.request_overhead_s
         return {"ttft_ms": (timeline.mean_first_token_s + replica.constants.request_overhead_s) * 1e3,
                 "tpot_ms": replica.token_latency_s(timeline.decode_step.total_s) * 1e3,

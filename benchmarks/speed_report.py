@@ -95,9 +95,11 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "requests, chunked prefill sharing `max_num_batched_tokens` with decodes (`calculator/speed/scheduler.py`).",
         "* **burst**: all requests submitted together and served as one batch: `benchmark_latency.py` (Oracle), "
         "N simultaneous non-streamed requests (ridgepoint c32), 50 requests at once (Database Mart A40, outputs "
-        "capped at 600 with EOS allowed: the batch decodes until the longest while it shrinks), and fixed-length "
-        "closed loops (random dataset with `--ignore-eos`), which run in lockstep waves because every request starts "
-        "and ends together.",
+        "capped at 600 with EOS allowed: the batch decodes until the longest while it shrinks), 200 ShareGPT prompts "
+        "offline in one wave (`vllm-12315`: the wave lasts as long as its longest output, taken as the expected "
+        "maximum of 200 exponential lengths of the record's mean, mean × H₂₀₀ ≈ 5.9 × mean, capped by the ShareGPT "
+        "sampler's 2,048 tokens), and fixed-length closed loops (random dataset with `--ignore-eos`), which run in "
+        "lockstep waves because every request starts and ends together.",
         "* **rate_inf**: every prompt submitted at once (`--request-rate inf`, offline runs): the engine runs at its "
         "limit (`max_num_seqs` or the KV cache) and the rest queue once (`calculator/speed/queueing.burst_wait`).",
         "* **rate**: Poisson arrivals (`--request-rate R`), a finite run: requests/s = prompts / (prompts / rate + "
@@ -114,15 +116,27 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "on a 150 TFLOPS A40 (the same vendor's R1-Distill-Llama-8B, the same architecture, measured 757 ms); "
         "likely shorter or cached prompts. `dbmart-a40-gemma3-12b-c50` is similar (and decodes slower than its size "
         "suggests).",
-        "* `vllm-12315-4xa100` (ShareGPT, 200 prompts offline, 0.6.6) and `vllm-17788-h100nvl` (ShareGPT, "
-        "`max-num-seqs 32`): ShareGPT output lengths have a long tail, so the last requests decode almost alone; "
-        "the records give only mean lengths, and both issues report slower-than-expected runs.",
-        "* TPOT held out: three of the five TPOT records are one MoE source (DeepSeek-R1 AWQ on 8xH100), the only "
-        "one that pins the MoE per-layer cost; held out, that term falls back to its prior and the error is large. "
-        "The same holds for `--enforce-eager` (one record) and for ROCm (one source, 2024 stack).",
+        "* `vllm-17788-h100nvl` (ShareGPT, `max-num-seqs 32`, 1,000 prompts) and `pricecompass-6-2xa10g` (a "
+        "fine-tune that stops after 43 tokens, a partly broken report): both run slower than their size suggests; "
+        "the GitHub issue behind the first reports a slower-than-expected run. `vllm-12315-4xa100` is replayed as one "
+        "ShareGPT wave whose longest output sets its length (above); the records give only mean lengths, so the tail "
+        "is an assumption (exponential lengths).",
+        "* `--enforce-eager` (one record) and ROCm (one source, 2024 stack) each rest on one source: held out, the "
+        "eager launch cost falls back to its prior, and the ROCm records to the CUDA terms.",
         "* `vllm-20710-2xb200-*`: the source itself is inconsistent (end-to-end at c=16 below c=1).",
+        "* `dbmart-rtx4090-{r1d-llama-8b,gemma2-9b}-offline300` (requests/s 34 and 52 % low in sample): 300 requests "
+        "on a 24 GB card run thousands of KV-limited steps, each paying the 4.7 ms CPU step of the synchronous 0.8 "
+        "engine that the TP 8 DeepSeek and the eager Qwen3 runs pin; these offline runs suggest a lighter step there.",
+        "* `ridgepoint-*-c32` (throughput 34-36 % high in sample): 32 simultaneous non-streamed requests decode "
+        "slower than a batch of 32 in the model.",
         "",
         "## The fitted constants",
+        "",
+        "A step is the GPU time (bytes over bandwidth or FLOPs over TFLOPS, the TP all-reduces, and a fixed "
+        "latency per kernel, the kernels counted per layer type in `calculator/speed/costs.py`) and the CPU time (a "
+        "fixed cost per step plus one per running request): added up before vLLM 0.14, the larger of the two once "
+        "async scheduling prepares the next step while the GPU runs this one. MoE layers cost the distinct experts a "
+        "batch touches, E(1 − (1 − k/E)^B), read once, plus their kernels; no term is fitted per MoE layer.",
         "",
         "| term | CUDA | ROCm |",
         "|---|---:|---:|",

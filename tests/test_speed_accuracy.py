@@ -50,3 +50,11 @@ def test_lengths_of_throughput_only_sharegpt_rows_come_from_their_throughputs() 
     record = next(r for r in speed_replay.load_records() if r["id"].startswith("vllm-12315"))
     # 714.48 output tok/s at 3.28 req/s -> 218 tokens; (1414.42 - 714.48) / 3.28 -> 213 prompt tokens
     assert speed_replay.lengths(record) == (213, 218)
+
+
+def test_a_sharegpt_wave_lasts_as_long_as_its_expected_longest_output() -> None:
+    # 200 exponential lengths of mean 218: the longest is 218 x H_200 = 218 x 5.8780 = 1,281.4 tokens
+    assert speed_replay.sharegpt_longest_output(218, 213, 200) == 1281
+    # the ShareGPT sampler keeps prompt + output <= 2,048: a 1,000-token prompt leaves at most 1,048
+    assert speed_replay.sharegpt_longest_output(400, 1000, 200) == 1048
+    assert speed_replay.sharegpt_longest_output(218, 213, 1) == 218  # one request: its own (mean) length

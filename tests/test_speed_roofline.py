@@ -15,7 +15,7 @@ from calculator.speed.hardware import gpu_rates
 from calculator.speed.step_time import all_reduce_s, step_time
 
 UNIT = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_penalty=0, step_overhead_s=0,
-                      sequence_overhead_s=0, layer_overhead_s=0, moe_layer_overhead_s=0, eager_layer_overhead_s=0,
+                      sequence_overhead_s=0, kernel_overhead_s=0, eager_kernel_overhead_s=0,
                       all_reduce_latency_s=10e-6, all_reduce_efficiency=1, request_overhead_s=0,
                       fallback_interconnect_bytes_s=32e9)
 H100_BYTES_S, H100_BF16, H100_FP8, A100_BF16 = 3.35e12, 989.5e12, 1979e12, 312e12  # NVIDIA datasheets
@@ -136,3 +136,39 @@ def test_awq_runs_16_bit_math_on_4_bit_weights() -> None:
     assert rates.compute_path == "bf16"
     full, _ = _deployment("Qwen/Qwen2.5-7B-Instruct", gpu="h100-sxm-80gb")
     assert costs.dense_weight_bytes < 0.4 * full.dense_weight_bytes
+
+
+def test_kernels_per_step_follow_the_layer_types() -> None:
+    # attention block 6 kernels (norm, QKV, RoPE, cache write, attention, o_proj), dense MLP 4 (norm, gate_up,
+    # SiLU-and-mul, down): Llama-3.1-8B has 32 such layers
+    llama, _ = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
+    assert llama.kernels_per_step == 32 * (6 + 4)
+    # Mixtral: 32 layers, all MoE without shared experts (norm, router, top-k, align, 2 grouped GEMMs, act, sum)
+    mixtral, _ = _deployment("mistralai/Mixtral-8x7B-Instruct-v0.1", gpu="h100-sxm-80gb", tensor_parallel_size=2)
+    assert mixtral.kernels_per_step == 32 * (6 + 8)
+    # DeepSeek-V3: 61 MLA layers with a q LoRA (13 kernels), 58 MoE blocks with a shared expert (8 + 4), 3 dense MLPs
+    deepseek, _ = _deployment("deepseek-ai/DeepSeek-V3", gpu="h200", tensor_parallel_size=8)
+    assert deepseek.kernels_per_step == 61 * 13 + 58 * (8 + 4) + 3 * 4  # 1,501
+
+
+def test_step_overheads_are_per_kernel_on_the_gpu_and_per_step_and_request_on_the_cpu() -> None:
+    constants = UNIT.model_copy(update={"step_overhead_s": 1e-3, "sequence_overhead_s": 20e-6,
+                                        "kernel_overhead_s": 4e-6, "eager_kernel_overhead_s": 10e-6})
+    costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.9.0")
+    step = step_time(costs, rates, constants, decode_tokens=8, decode_context_tokens=100)
+    assert step.overhead_s == pytest.approx(320 * 4e-6, rel=1e-12)  # 1.28 ms of kernel latency on the GPU
+    assert step.host_s == pytest.approx(1e-3 + 8 * 20e-6, rel=1e-12)  # 1.16 ms of scheduling on the CPU
+    # 0.9 schedules synchronously: the GPU waits for the CPU every step
+    device = step.memory_s + step.overhead_s  # memory-bound at batch 8, overlap penalty 0, TP 1
+    assert step.total_s == pytest.approx(device + step.host_s, rel=1e-12)
+    eager, _ = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.9.0",
+                           enforce_eager=True)
+    step = step_time(eager, rates, constants, decode_tokens=8, decode_context_tokens=100)
+    assert step.overhead_s == pytest.approx(320 * (4e-6 + 10e-6), rel=1e-12)  # 4.48 ms
+    # 0.14+ schedules asynchronously: the CPU prepares the next step while the GPU runs this one
+    overlapped, _ = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.32.0")
+    step = step_time(overlapped, rates, constants, decode_tokens=8, decode_context_tokens=100)
+    assert step.total_s == pytest.approx(step.memory_s + 320 * 4e-6, rel=1e-12)  # 4.5 ms + 1.28 ms > 1.16 ms
+    slow_cpu = constants.model_copy(update={"step_overhead_s": 10e-3})
+    assert step_time(overlapped, rates, slow_cpu, decode_tokens=8, decode_context_tokens=100).total_s == \
+        pytest.approx(10e-3 + 8 * 20e-6, rel=1e-12)  # the CPU is the longer of the two

@@ -21,6 +21,16 @@ from ..model.spec import LayerAttention, ModelSpec, WeightTensor
 _NOT_STREAMED = frozenset({"embedding", "position_embedding", "vision", "projector", "mtp", "expert"})
 _LINEAR_ROLES = frozenset({"attention", "mlp", "expert", "router", "lm_head"})
 TP_ALL_REDUCES_PER_LAYER = 2  # after attention (o_proj) and after the MLP/MoE (down_proj): RowParallelLinear
+# Kernels one decode step launches per layer and rank (vLLM's model code; TP all-reduces are counted apart). Each
+# kernel pays a fixed latency (launch, ramp-up, tail) on top of its bytes and FLOPs, so a layer of many small
+# kernels costs more than its bytes say. Attention (GQA/MHA, windowed): fused add+RMSNorm, QKV GEMM, RoPE, KV-cache
+# write, attention, o_proj. MLA (deepseek_v2.py): norm, q_a and kv_a GEMMs, their two RMSNorms, q_b GEMM, RoPE,
+# latent cache write, W_UK BMM, split-KV decode attention and its reduction, W_UV BMM, o_proj (two fewer without a
+# q LoRA). Mamba/linear attention: norm, in_proj, conv1d, scan, gated norm, out_proj. Dense MLP: norm, gate_up GEMM,
+# SiLU-and-mul, down GEMM. MoE (fused_moe): norm, router GEMM, top-k, align/sort, two grouped GEMMs, activation,
+# weighted sum; shared experts add gate_up, activation, down and the add.
+KERNELS_ATTENTION, KERNELS_MLA, KERNELS_MLA_NO_Q_LORA, KERNELS_MAMBA = 6, 13, 11, 6
+KERNELS_DENSE_MLP, KERNELS_MOE, KERNELS_SHARED_EXPERTS = 4, 8, 4
 
 
 class AttentionGroup(BaseModel):
@@ -47,7 +57,9 @@ class ForwardCosts(BaseModel):
     activation_bytes_per_token: float  # hidden and intermediate tensors written and read, all layers
     layers: int  # decoder layers on the busiest stage
     moe_layers: int  # of which mixture-of-experts layers
+    kernels_per_step: int  # GPU kernels a decode step launches on the busiest rank (all its layers)
     cuda_graphs: bool  # False under --enforce-eager: every kernel launch is paid from the CPU
+    async_scheduling: bool  # the CPU schedules step n+1 while the GPU runs step n (vLLM 0.14+ default)
     all_reduce_bytes_per_token: float  # one all-reduce's payload per token (hidden x activation bytes)
     tensor_parallel_size: int
     pipeline_parallel_size: int
@@ -86,12 +98,14 @@ def forward_costs(result: Estimate) -> ForwardCosts:
     """The step costs of ``result``'s deployment (memoised per model and parallel layout)."""
     s = result.settings
     return _forward_costs(result.model, s.tensor_parallel_size, s.pipeline_parallel_size, s.dtype_bytes,
-                          s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())), not s.enforce_eager)
+                          s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())), not s.enforce_eager,
+                          s.async_scheduling)
 
 
 @lru_cache(maxsize=1024)
 def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache_dtype: str,
-                   weights_by_role: tuple[tuple[str, int], ...], cuda_graphs: bool) -> ForwardCosts:
+                   weights_by_role: tuple[tuple[str, int], ...], cuda_graphs: bool,
+                   async_scheduling: bool) -> ForwardCosts:
     roles = dict(weights_by_role)
     ranges = pp_layer_ranges(spec.num_hidden_layers, pp)
     first, last = max(ranges, key=lambda r: r[1] - r[0])
@@ -108,6 +122,7 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
     if moe:
         routed = [w for w in spec.weights if w.role == "expert" and w.layers is not None and w.loaded]
         moe_layers = max((max(0, min(last, w.layers[1]) - max(first, w.layers[0])) for w in routed), default=0)
+    kernels = _kernels(spec, on_stage, moe_layers)
     intermediate = max(spec.intermediate_size, moe.expert_intermediate_size * moe.experts_per_token if moe else 0)
     activation = len(on_stage) * dtype_bytes * 2 * (FORWARD_HIDDEN_TENSORS * spec.hidden_size
                                                     + FORWARD_INTERMEDIATE_TENSORS * intermediate / tp)
@@ -119,9 +134,19 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
         recurrent_state_bytes_per_request=2.0 * sum(
             mamba_state_bytes(layer, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
             for layer in on_stage if layer.kind == "mamba"),
-        activation_bytes_per_token=activation, layers=len(on_stage), moe_layers=moe_layers, cuda_graphs=cuda_graphs,
+        activation_bytes_per_token=activation, layers=len(on_stage), moe_layers=moe_layers,
+        kernels_per_step=kernels, cuda_graphs=cuda_graphs, async_scheduling=async_scheduling,
         all_reduce_bytes_per_token=float(spec.hidden_size * dtype_bytes),
         tensor_parallel_size=tp, pipeline_parallel_size=pp)
+
+
+def _kernels(spec: ModelSpec, layers: list[LayerAttention], moe_layers: int) -> int:
+    """Kernels of the decode step over ``layers`` (``moe_layers`` of them with a MoE block)."""
+    mla = KERNELS_MLA if spec.mla is not None and spec.mla.q_lora_rank else KERNELS_MLA_NO_Q_LORA
+    mixers = sum(mla if layer.kind == "mla" else KERNELS_MAMBA if layer.kind == "mamba" else KERNELS_ATTENTION
+                 for layer in layers)
+    moe = KERNELS_MOE + (KERNELS_SHARED_EXPERTS if spec.moe and spec.moe.num_shared_experts else 0)
+    return mixers + moe_layers * moe + (len(layers) - moe_layers) * KERNELS_DENSE_MLP
 
 
 def _params_per_rank(tensor: WeightTensor, tp: int, first: int, last: int, experts_per_token: int) -> float:

@@ -1,5 +1,6 @@
-"""The roofline time of one engine step: the larger of streaming the bytes and doing the FLOPs, plus the
-tensor-parallel all-reduces and a fixed per-step cost.
+"""The roofline time of one engine step: on the GPU, the larger of streaming the bytes and doing the FLOPs, plus
+the tensor-parallel all-reduces and a fixed latency per kernel; on the CPU, scheduling the step. The two add up
+when vLLM schedules synchronously, and overlap under async scheduling (0.14+), where the step takes the longer.
 
 A step is what vLLM's scheduler hands the model runner once: some decode tokens (one per running request) and,
 with chunked prefill, some prompt tokens, all in one forward pass over the same weights.
@@ -23,14 +24,17 @@ class StepTime(BaseModel):
     memory_s: float  # bytes / (HBM bandwidth x efficiency)
     compute_s: float  # FLOPs / (peak of the compute path x efficiency)
     communication_s: float  # TP all-reduces (0 at TP = 1)
-    overhead_s: float  # scheduling, sampling, kernel launches: paid every step
+    overhead_s: float  # on the GPU: the fixed latency of every kernel the step launches
     overlap_penalty: float = 0.0  # share of the smaller of memory and compute time that does not overlap
+    host_s: float = 0.0  # on the CPU: scheduling the step, preparing inputs, per-request bookkeeping
+    host_overlapped: bool = False  # async scheduling: the CPU prepares step n+1 while the GPU runs step n
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def total_s(self) -> float:
         roofline = max(self.memory_s, self.compute_s) + self.overlap_penalty * min(self.memory_s, self.compute_s)
-        return roofline + self.communication_s + self.overhead_s
+        device = roofline + self.communication_s + self.overhead_s
+        return max(device, self.host_s) if self.host_overlapped else device + self.host_s
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -61,13 +65,14 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
     compute_s = flops / (rates.peak_flops * constants.compute_efficiency)
     if not with_overheads:
         return memory_s, compute_s  # type: ignore[return-value]
-    overhead = (constants.step_overhead_s + constants.sequence_overhead_s * requests
-                + constants.layer_overhead_s * costs.layers + constants.moe_layer_overhead_s * costs.moe_layers
-                + (0.0 if costs.cuda_graphs else constants.eager_layer_overhead_s * costs.layers))
+    kernels = costs.kernels_per_step * (constants.kernel_overhead_s
+                                        + (0.0 if costs.cuda_graphs else constants.eager_kernel_overhead_s))
+    host = constants.step_overhead_s + constants.sequence_overhead_s * requests
     # NOTE: model_construct skips validation: every field is a float computed above (this runs ~10^4 times per
     # recommender call).
     return StepTime.model_construct(memory_s=memory_s, compute_s=compute_s, overlap_penalty=constants.overlap_penalty,
-                                    communication_s=all_reduce_s(costs, rates, constants, tokens), overhead_s=overhead)
+                                    communication_s=all_reduce_s(costs, rates, constants, tokens), overhead_s=kernels,
+                                    host_s=host, host_overlapped=costs.async_scheduling)
 
 
 def all_reduce_s(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, tokens: float) -> float:
