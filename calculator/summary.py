@@ -46,6 +46,7 @@ def estimate_summary(result: Estimate) -> dict[str, object]:
         "fits": result.fits,
         "verdict": verdict(result),
         "error": result.error,
+        "refusal": result.refusal,
         "vllm_version": str(result.rules.version),
         "vllm_era": result.rules.era,
         "log_lines": list(result.log_lines()),

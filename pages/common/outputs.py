@@ -36,6 +36,8 @@ def verdict(result: Estimate) -> None:
         st.warning(f"**Borderline**: {outcome} once the measured overheads vary as much as on real start-ups "
                    f"({band}). " + (f"vLLM would log: `{' | '.join(result.log_lines())}`" if result.fits
                                     else f"vLLM's message:\n\n> {result.error}"), icon="⚖️")
+    if call == "does not run":
+        st.error(f"**Does not run.** {result.error}", icon="🚫")
     if call == "does not fit" or (call == "borderline" and not result.fits):
         if call == "does not fit":
             st.error(f"**Does not fit.** vLLM {result.rules.version} would refuse to start:\n\n> {result.error}",
