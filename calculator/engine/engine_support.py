@@ -114,11 +114,12 @@ def _v1_fallback(rules: VersionRules, *, device: Device, dtype: str, gpu_family:
     return None
 
 
-def kernel_refusal(kernel: KernelBlockSizes, layout: KvCacheLayout, *, engine: str, uses_mla: bool) -> str | None:
+def kernel_refusal(rules: VersionRules, kernel: KernelBlockSizes, layout: KvCacheLayout, *,
+                   uses_mla: bool) -> str | None:
     """``select_common_block_size`` (v1/worker/utils.py): a group block the backend's kernels cannot run."""
-    if engine != "v1" or uses_mla:
+    if rules.engine != "v1" or uses_mla:
         return None  # NOTE: the MLA backends (CPU_MLA, AMX_MLA) have their own rules; V0 has no such check
     for group in layout.groups:
         if group.kind != "mamba" and not kernel.accepts(group.block_size):
-            return f"No common block size for {group.block_size} ({kernel.describe()})."
+            return rules.kernel_block_error.format(block_size=group.block_size, backends=kernel.describe())
     return None

@@ -149,7 +149,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     upper = max(settings.max_model_len, spec.derived_max_model_len)
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
-    refusal = settings.refusal or kernel_refusal(kernel, layout, engine=rules.engine, uses_mla=spec.mla is not None)
+    refusal = settings.refusal or kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None)
     error = (_refusal_error(rules, settings, refusal) if refusal else settings.error
              or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting))
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],

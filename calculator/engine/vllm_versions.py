@@ -113,6 +113,9 @@ class VersionRules(BaseModel):
     # CPUAttentionBackend.get_supported_kernel_block_sizes (v1/attention/backends/cpu_attn.py): MultipleOf(16) in
     # 0.22 - 0.28, MultipleOf(32) from 0.29; before 0.22 the AttentionBackend default MultipleOf(1).
     cpu_kernel_block_multiple: int = 1
+    # select_common_block_size (v1/worker/utils.py) words its refusal "No common block size for N. " in 0.22 - 0.29,
+    # without the trailing space in 0.30, and lists the backends' sizes from 0.31.
+    kernel_block_error: str = "No common block size for {block_size} ({backends})."
 
 
 _KV_DTYPES_BY_MINOR: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
@@ -225,6 +228,9 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         cpu_supports_mla=not v.at_least(10) or v.at_least(28),
         cpu_block_size_needs_ipex=not v.at_least(9),
         cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(22) else 1,
+        kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
+                            else "No common block size for {block_size}." if v.at_least(30)
+                            else "No common block size for {block_size}. "),
     )
 
 

@@ -135,7 +135,10 @@ def _build(config_path: Path, out_dir: Path) -> None:
     config = AutoConfig.for_model(**{**source, "vocab_size": vocab_size})
 
     torch.manual_seed(SEED)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    try:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    except TypeError:  # NOTE: transformers < 4.56 (the venvs of older vLLM versions) names it torch_dtype
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out_dir)
     model.save_pretrained(out_dir, safe_serialization=True)
