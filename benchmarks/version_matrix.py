@@ -72,7 +72,7 @@ def run_version(version: str, cases: list[Case], parallel: int) -> list[Row]:
     started = time.monotonic()
     print(f"[{version}] starting {len(buildable)} servers, {parallel} at a time", file=sys.stderr)
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = {case.id: pool.submit(observe, case, factory(case.model), venv, scratch / f"vllm-{case.id}")
+        futures = {case.id: pool.submit(observe, version, case, factory(case.model), venv, scratch / f"vllm-{case.id}")
                    for case in buildable}
     for case in buildable:
         try:

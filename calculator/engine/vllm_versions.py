@@ -110,10 +110,13 @@ class VersionRules(BaseModel):
     cpu_runs_v0: bool = True  # get_attn_backend_cls raises "CPU backend only supports V1." from 0.10
     cpu_supports_mla: bool = True  # get_attn_backend_cls raises "MLA is not supported on CPU." in 0.10 - 0.27
     cpu_block_size_needs_ipex: bool = False  # 0.8: "--block-size=N requires intel_extension_for_pytorch" unless 16
+    # check_and_update_config up to 0.20: "Chunked-prefill and prefix-cache on the CPU backend is not compatible with
+    # FP8 KV cache." (V1 always chunks prefills; V0 on CPU had both off by default)
+    cpu_refuses_fp8_kv_with_chunked_prefill: bool = False
     # CPUAttentionBackend.get_supported_kernel_block_sizes (v1/attention/backends/cpu_attn.py): MultipleOf(16) in
-    # 0.22 - 0.28, MultipleOf(32) from 0.29; before 0.22 the AttentionBackend default MultipleOf(1).
+    # 0.21 - 0.28, MultipleOf(32) from 0.29; before 0.21 the AttentionBackend default MultipleOf(1).
     cpu_kernel_block_multiple: int = 1
-    # select_common_block_size (v1/worker/utils.py) words its refusal "No common block size for N. " in 0.22 - 0.29,
+    # select_common_block_size (v1/worker/utils.py) words its refusal "No common block size for N. " in 0.21 - 0.29,
     # without the trailing space in 0.30, and lists the backends' sizes from 0.31.
     kernel_block_error: str = "No common block size for {block_size} ({backends})."
 
@@ -227,7 +230,8 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         cpu_runs_v0=not v.at_least(10),
         cpu_supports_mla=not v.at_least(10) or v.at_least(28),
         cpu_block_size_needs_ipex=not v.at_least(9),
-        cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(22) else 1,
+        cpu_refuses_fp8_kv_with_chunked_prefill=not v.at_least(21),
+        cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(21) else 1,
         kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
                             else "No common block size for {block_size}." if v.at_least(30)
                             else "No common block size for {block_size}. "),

@@ -29,6 +29,8 @@ BUILD_TIMEOUT_S = 300
 
 # NOTE: ids 0-3 in this order; the tiny configs name bos 1, eos 2, pad 3.
 _SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
+# NOTE: vLLM's gpt-oss reasoning parser (0.19) looks these harmony tokens up in the vocabulary at start-up.
+_MODEL_SPECIAL_TOKENS = {"gpt_oss": ["<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"]}
 _WORDS = (
     "the quick brown fox jumps over lazy dog hello world vllm metrics cache server "
     "request token model prompt answer question user assistant system"
@@ -100,7 +102,7 @@ class TinyModelFactory:
 # --- the script half: runs inside the vLLM venv -------------------------------------------------
 
 
-def _train_tokenizer(model_max_length: int):
+def _train_tokenizer(model_max_length: int, extra_special_tokens: list[str]):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -110,7 +112,7 @@ def _train_tokenizer(model_max_length: int):
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=512,
-        special_tokens=_SPECIAL_TOKENS,
+        special_tokens=_SPECIAL_TOKENS + extra_special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -119,6 +121,8 @@ def _train_tokenizer(model_max_length: int):
         tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
         pad_token="<pad>", model_max_length=model_max_length,
     )
+    if extra_special_tokens:
+        hf_tokenizer.add_special_tokens({"additional_special_tokens": extra_special_tokens})
     hf_tokenizer.chat_template = _CHAT_TEMPLATE
     return hf_tokenizer
 
@@ -128,7 +132,8 @@ def _build(config_path: Path, out_dir: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     source = json.loads(config_path.read_text())
-    tokenizer = _train_tokenizer(source.get("max_position_embeddings", 4096))
+    tokenizer = _train_tokenizer(source.get("max_position_embeddings", 4096),
+                                 _MODEL_SPECIAL_TOKENS.get(source.get("model_type"), []))
     # NOTE: the embedding must cover the trained vocabulary; the configs were written with this
     # tokenizer (363 tokens), so this normally changes nothing.
     vocab_size = max(source["vocab_size"], len(tokenizer))

