@@ -3,6 +3,9 @@
     python benchmarks/version_matrix.py 0.19.1 0.10.2 0.8.5          # provision, run, print the table
     python benchmarks/version_matrix.py --all --write-docs           # every version with a recipe -> docs/accuracy.md
 
+The table lists the newest version first; ``--write-docs`` replaces only the rows of the versions
+it ran, so versions can be run one at a time.
+
 Each version is provisioned into its own venv by ``scripts/provision-vllm-cpu.sh VERSION`` (recipes there: the
 local torch 2.13.0+cpu wheel for 0.28-0.32, the registry's torch 2.10.0 for 0.19.1, torch 2.6.0 plus Debian 13's
 libstdc++ for 0.10.2 and 0.8.5). The tiny models are built with that venv's own transformers (older releases cannot
@@ -101,15 +104,30 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(table: str, versions: list[str]) -> None:
-    """Replace the block between the version-matrix markers of docs/accuracy.md (append it when missing)."""
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:3])
+
+
+def write_docs(rows: list[Row]) -> None:
+    """Put ``rows`` into the version-matrix block of docs/accuracy.md: the rows of the versions run replace theirs,
+    the other versions' rows stay (each version can be run on its own); the block is appended when missing."""
     text = DOCS.read_text() if DOCS.exists() else ""
-    command = f"python benchmarks/version_matrix.py {' '.join(versions)} --write-docs"
+    has_block = START_MARKER in text and END_MARKER in text
+    old = text.split(START_MARKER, 1)[1].split(END_MARKER, 1)[0] if has_block else ""
+    ran = {row.version for row in rows}
+    kept = [line for line in old.splitlines() if line.startswith("| ") and not line.startswith("| vLLM |")
+            and line.split("|")[1].strip() not in ran]
+    new = markdown(rows).splitlines()
+    lines = sorted(kept + new[2:], key=lambda line: _version_key(line.split("|")[1].strip()), reverse=True)
+    versions = sorted({line.split("|")[1].strip() for line in lines}, key=_version_key, reverse=True)
     block = (f"{START_MARKER}\n## Real vLLM builds, version by version\n\n"
-             f"Written by `{command}`: tiny random models on real `vllm-cpu` servers (1 GiB KV cache, eager), "
-             "compared with `python -m calculator estimate` as `tests/test_against_vllm.py` does; "
-             "\"does not run\" quotes the error vLLM raised.\n\n" + table + f"\n{END_MARKER}")
-    if START_MARKER in text and END_MARKER in text:
+             f"Written by `python benchmarks/version_matrix.py VERSION... --write-docs` (here: {', '.join(versions)}): "
+             "tiny random models on real `vllm-cpu` servers (1 GiB KV cache, eager, fp32 unless the case says), "
+             "compared with `python -m calculator estimate` exactly as `tests/test_against_vllm.py` does (which "
+             "repeats the CI versions on every `make test`). \"does not run\" quotes the error vLLM raised; \"n/a\" "
+             "marks a model the version's own transformers cannot build.\n\n" + "\n".join([*new[:2], *lines])
+             + f"\n{END_MARKER}")
+    if has_block:
         head, rest = text.split(START_MARKER, 1)
         text = head + block + rest.split(END_MARKER, 1)[1]
     else:
@@ -152,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{matched} of {len(applicable)} cases match ({len(rows) - len(applicable)} not buildable)",
           file=sys.stderr)
     if args.write_docs:
-        write_docs(table, versions)
+        write_docs(rows)
         print(f"wrote the table into {DOCS.relative_to(REPO)}", file=sys.stderr)
     return 0 if matched == len(applicable) else 1
 

@@ -24,18 +24,23 @@ def test_the_table_says_what_each_side_reported_and_whether_they_match():
     ]
 
 
-def test_the_block_is_replaced_in_place_and_kept_when_the_accuracy_report_rewrites_the_file(tmp_path, monkeypatch):
+def test_a_run_replaces_its_versions_rows_and_keeps_the_others_and_the_report_keeps_the_block(tmp_path, monkeypatch):
     docs = tmp_path / "accuracy.md"
-    docs.write_text(f"# Accuracy\n\nold text\n\n{START_MARKER}\nold table\n{END_MARKER}\n\ntail\n")
+    docs.write_text(f"# Accuracy\n\nold text\n\n{START_MARKER}\n| vLLM | case | vLLM reported | we predict | match |\n"
+                    "|---|---|---|---|---|\n| 0.19.1 | llama | old | old | yes |\n| 0.8.5 | llama | kept | kept | yes |\n"
+                    f"{END_MARKER}\n\ntail\n")
     monkeypatch.setattr(version_matrix, "DOCS", docs)
-    write_docs("| new | table |", ["0.19.1"])
+    write_docs([Row("0.19.1", CASES_BY_ID["llama"], "new", "new", ()),
+                Row("0.28.0", CASES_BY_ID["llama"], "added", "added", ())])
     text = docs.read_text()
     assert text.startswith("# Accuracy\n\nold text\n\n") and text.endswith("\n\ntail\n")
-    assert "old table" not in text and "| new | table |" in text
-    assert "`python benchmarks/version_matrix.py 0.19.1 --write-docs`" in text
+    rows = [line for line in text.splitlines() if line.startswith("| 0.")]
+    assert rows == ["| 0.28.0 | llama | added | added | yes |", "| 0.19.1 | llama | new | new | yes |",
+                    "| 0.8.5 | llama | kept | kept | yes |"]
+    assert "(here: 0.28.0, 0.19.1, 0.8.5)" in text
     regenerated = with_version_matrix("# Accuracy\n\nnew report\n", text)
     assert regenerated.startswith("# Accuracy\n\nnew report\n\n")
-    assert regenerated.count(START_MARKER) == 1 and "| new | table |" in regenerated
+    assert regenerated.count(START_MARKER) == 1 and "| 0.19.1 | llama | new | new | yes |" in regenerated
 
 
 def test_the_committed_report_holds_the_measured_matrix():

@@ -193,7 +193,8 @@ def test_cpu_refuses_mla_from_0_10_to_0_27_and_block_sizes_its_kernels_cannot_ru
     assert _cpu("tiny-llama", "0.30.0", block_size=16).refusal == "No common block size for 16."
     assert _cpu("tiny-llama", "0.32.0", block_size=16).refusal == (
         "No common block size for 16 (CPU_ATTN: [MultipleOf(32)]).")
-    assert _cpu("tiny-llama", "0.8.5", block_size=128).refusal == "--block-size=128 requires intel_extension_for_pytorch"
+    ipex = "--block-size=128 requires intel_extension_for_pytorch"
+    assert _cpu("tiny-llama", "0.8.5", block_size=128).refusal == ipex
 
 
 def test_cpu_refused_an_fp8_kv_cache_beside_chunked_prefill_until_0_21():
@@ -203,12 +204,15 @@ def test_cpu_refused_an_fp8_kv_cache_beside_chunked_prefill_until_0_21():
     assert _cpu("tiny-llama", "0.8.5", kv_cache_dtype="fp8").fits  # V0 on CPU: chunked prefill and caching off
 
 
+V0_CONCURRENCY = "Maximum concurrency for 1000 tokens per request: {c}"  # "%s" of the int: no separator
+
+
 @pytest.mark.parametrize(("version", "device", "lines"), [
     ("0.5.5", "cuda", ("# GPU blocks: {n}, # CPU blocks: {swap}",)),
-    ("0.6.6", "cuda", ("# GPU blocks: {n}, # CPU blocks: {swap}", "Maximum concurrency for 1000 tokens per request: {c}")),
+    ("0.6.6", "cuda", ("# GPU blocks: {n}, # CPU blocks: {swap}", V0_CONCURRENCY)),
     ("0.6.6", "cpu", ("# CPU blocks: {n}",)),
-    ("0.7.0", "cuda", ("# CUDA blocks: {n}, # CPU blocks: {swap}", "Maximum concurrency for 1000 tokens per request: {c}")),
-    ("0.7.3", "rocm", ("# rocm blocks: {n}, # CPU blocks: {swap}", "Maximum concurrency for 1000 tokens per request: {c}")),
+    ("0.7.0", "cuda", ("# CUDA blocks: {n}, # CPU blocks: {swap}", V0_CONCURRENCY)),
+    ("0.7.3", "rocm", ("# rocm blocks: {n}, # CPU blocks: {swap}", V0_CONCURRENCY)),
     ("0.10.0", "cuda", ("GPU KV cache size: {tokens} tokens", "Maximum concurrency for 1,000 tokens per request: {c}")),
     ("0.28.0", "cpu", ("GPU KV cache size: {tokens} tokens, Maximum concurrency for 1,000 tokens per request: {c}",)),
     ("0.30.0", "cpu", ("CPU KV cache size: {tokens} tokens, Maximum concurrency for 1,000 tokens per request: {c}",)),

@@ -82,7 +82,8 @@ class EngineSupport(BaseModel):
 
 def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
                    block_size: int, kv_cache_dtype: str = "auto") -> EngineSupport:
-    """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the CPU platform's refusals (platforms/cpu.py)."""
+    """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the CPU platform's refusals
+    (``CpuPlatform.get_attn_backend_cls`` and ``check_and_update_config``, platforms/cpu.py)."""
     fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec)
     engine: Literal["v0", "v1"] = "v0" if rules.engine == "v0" or fallback else "v1"
     refusal = None
