@@ -61,3 +61,34 @@ def test_eight_blocks_cannot_hold_1024_tokens_and_vllm_estimates_896():
     assert not result.fits
     assert result.max_fitting_model_len == 896
     assert "the estimated maximum model length is 896" in result.error
+
+
+# What real servers of other versions reported (vllm:cache_config_info; for 0.19.1, whose labels have no token
+# figures, its log lines), same settings. Source: tests/test_against_vllm.py and benchmarks/version_matrix.py runs.
+# (version, config, extra settings) -> (block_size, num_gpu_blocks, kv_cache_size_tokens, kv_cache_max_concurrency)
+VERSION_RECORDS = [
+    # 0.25-0.29: the sliding window gets the CPU kernel's smallest block, 16 (MultipleOf(16)) ...
+    ("0.28.0", "tiny-mistral", {}, (16, 65536, 1_024_000, 1024.0)),
+    ("0.28.0", "tiny-mistral", {"block_size": 128}, (16, 65536, 1_024_000, 1024.0)),  # issue 11's measurement
+    ("0.28.0", "tiny-llama", {"block_size": 16}, (16, 65536, 1_040_253, 1040.2539682539682)),
+    ("0.28.0", "tiny-gemma3", {}, (128, 16384, 309_132, 309.1320754716981)),
+    ("0.28.0", "tiny-gptoss", {}, (128, 4096, 240_941, 240.94117647058823)),
+    # ... then 32 (MultipleOf(32)) ...
+    ("0.29.0", "tiny-mistral", {}, (32, 32768, 992_969, 992.9696969696969)),
+    # ... and from 0.30 the primary block again.
+    ("0.30.0", "tiny-mistral", {}, (128, 8192, 910_222, 910.2222222222222)),
+    # 0.19.1 logged "GPU KV cache size: 1,048,576 tokens" / "Maximum concurrency for 1,000 tokens per request: 910.22x"
+    ("0.19.1", "tiny-mistral", {}, (128, 8192, 1_048_576, 910.22)),
+]
+
+
+@pytest.mark.parametrize(("version", "config", "extra", "expected"), VERSION_RECORDS,
+                         ids=[f"{v}-{c}-{'-'.join(f'{k}={x}' for k, x in e.items())}" for v, c, e, _ in VERSION_RECORDS])
+def test_prediction_equals_what_servers_of_other_versions_reported(version, config, extra, expected):
+    result = estimate(Scenario(model=str(TINY / f"{config}.config.json"), gpu=None, device="cpu",
+                               vllm_version=version, kv_cache_memory_bytes=GIB, max_model_len=1000,
+                               **{"dtype": "float32", **extra}))
+    block, blocks, tokens, concurrency = expected
+    assert (result.layout.block_size, result.capacity.num_gpu_blocks, result.capacity.kv_cache_tokens) == (
+        block, blocks, tokens)
+    assert result.capacity.max_concurrency == pytest.approx(concurrency, rel=1e-12 if version != "0.19.1" else 5e-5)
