@@ -229,7 +229,7 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         v1_rejects_cpu_sliding_window=v.at_least(9, 2) and not v.at_least(12),
         cpu_runs_v0=not v.at_least(10),
         cpu_supports_mla=not v.at_least(10) or v.at_least(28),
-        cpu_block_size_needs_ipex=not v.at_least(9),
+        cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),
         cpu_refuses_fp8_kv_with_chunked_prefill=not v.at_least(21),
         cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(21) else 1,
         kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
