@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -177,7 +178,7 @@ def test_0_10_2_on_cpu_does_not_run_sliding_window_models():
     assert not result.fits and verdict(result) == "does not run"
     assert result.refusal == "CPU backend only supports V1."
     assert "sliding window (CPU backend) is not supported by the V1 Engine" in result.error
-    assert _cpu("tiny-gemma3", "0.11.0").refusal == "CPU backend only supports V1."
+    assert _cpu("tiny-gemma2", "0.11.0").refusal == "CPU backend only supports V1."
     assert _cpu("tiny-mistral", "0.9.2").settings.engine == "v0" and _cpu("tiny-mistral", "0.9.2").fits  # V0 ran
     assert _cpu("tiny-mistral", "0.12.0").fits  # the check left with V0
     assert _cpu("tiny-llama", "0.10.2").fits
@@ -201,6 +202,50 @@ def test_block_sizes_outside_the_cli_choices_are_refused_until_0_18():
     refused = _cpu("tiny-llama", "0.10.2", block_size=96)  # the real 0.10.2 server's argparse said exactly this
     assert refused.refusal == "argument --block-size: invalid choice: 96 (choose from 1, 8, 16, 32, 64, 128)"
     assert _cpu("tiny-llama", "0.19.1", block_size=96).fits
+
+
+def test_0_8_to_0_10_fall_back_to_v0_for_a_kv_cache_dtype_v1_cannot_run():
+    # The real 0.10.2 CPU server: "--kv-cache-dtype is not supported by the V1 Engine. Falling back to V0.", then
+    # "CPU backend only supports V1."
+    refused = _cpu("tiny-llama", "0.10.2", kv_cache_dtype="fp8")
+    assert refused.refusal == "CPU backend only supports V1."
+    assert "--kv-cache-dtype is not supported by the V1 Engine. Falling back to V0." in refused.error
+    spec = load_model_spec(str(TINY / "tiny-llama.config.json"))
+
+    def engine(version: str, family: str) -> str:
+        return engine_support(rules_for(version), device="cuda", dtype="bfloat16", gpu_family=family, spec=spec,
+                              block_size=16, kv_cache_dtype="fp8").engine
+
+    # FlashAttention 3 (Hopper) runs an fp8 KV cache; FA2 (Ampere, Ada) does not; 0.10 adds every Blackwell backend.
+    assert [engine("0.8.5", "hopper"), engine("0.8.5", "ampere"), engine("0.8.5", "blackwell")] == ["v1", "v0", "v0"]
+    assert [engine("0.10.2", "hopper"), engine("0.10.2", "ada"), engine("0.10.2", "blackwell")] == ["v1", "v0", "v1"]
+    assert engine("0.11.0", "ampere") == "v1"
+
+
+def test_v0_refuses_a_batch_smaller_than_max_model_len():
+    # The real 0.10.2 CPU server (sliding window -> V0, which does not chunk prefills) raised exactly this.
+    refused = _cpu("tiny-mistral", "0.10.2", max_model_len=2048, max_num_batched_tokens=512)
+    assert refused.refusal == (
+        "max_num_batched_tokens (512) is smaller than max_model_len (2048). This effectively limits the maximum "
+        "sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+        "max_num_batched_tokens or decrease max_model_len.")
+    assert _cpu("tiny-llama", "0.10.2", max_model_len=2048, max_num_batched_tokens=512).fits  # V1 chunks prefills
+
+
+def test_gemma_model_classes_asserted_tied_embeddings(tmp_path):
+    # models/gemma3.py __init__ `assert config.tie_word_embeddings`: the real 0.10.2 server stopped on it.
+    assert _cpu("tiny-gemma3", "0.10.2").refusal == "assert config.tie_word_embeddings"
+    assert _cpu("tiny-gemma3", "0.19.1").fits
+    assert _cpu("tiny-gemma2", "0.28.0").fits  # tied, as every released Gemma 2
+    untied = tmp_path / "untied-gemma2.config.json"
+    untied.write_text(json.dumps({**json.loads((TINY / "tiny-gemma2.config.json").read_text()),
+                                  "tie_word_embeddings": False}))
+
+    def untied_gemma2(version: str) -> Estimate:
+        return estimate(Scenario(model=str(untied), gpu="h100-sxm-80gb", vllm_version=version, max_model_len=1000))
+
+    assert untied_gemma2("0.28.0").refusal == "assert config.tie_word_embeddings"  # on a GPU too
+    assert untied_gemma2("0.29.0").fits
 
 
 def test_cpu_refused_an_fp8_kv_cache_beside_chunked_prefill_until_0_21():

@@ -81,43 +81,78 @@ class EngineSupport(BaseModel):
 
 
 def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
-                   block_size: int, kv_cache_dtype: str = "auto", block_size_given: bool = False) -> EngineSupport:
-    """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the CPU platform's refusals
-    (``CpuPlatform.get_attn_backend_cls`` and ``check_and_update_config``, platforms/cpu.py)."""
-    fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec)
+                   block_size: int, kv_cache_dtype: str = "auto", block_size_given: bool = False,
+                   max_model_len: int = 0, max_num_batched_tokens_given: int | None = None) -> EngineSupport:
+    """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the refusals, in the order vLLM meets them:
+    argparse, ``SchedulerConfig._verify_args``, the CPU platform's ``check_and_update_config``, the model class's
+    constructor, the attention backend (``CpuPlatform.get_attn_backend_cls``, platforms/cpu.py)."""
+    fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec,
+                            kv_cache_dtype=kv_cache_dtype)
     engine: Literal["v0", "v1"] = "v0" if rules.engine == "v0" or fallback else "v1"
+    # NOTE: V0 chunks prefills only on a GPU above 32K tokens (EngineArgs._set_default_args_v0), so elsewhere a whole
+    # prompt must fit one batch.
+    v0_without_chunked_prefill = engine == "v0" and (device == "cpu" or max_model_len <= 32768)
     refusal = None
     if block_size_given and rules.block_size_choices and block_size not in rules.block_size_choices:
         choices = ", ".join(str(size) for size in rules.block_size_choices)
         refusal = f"argument --block-size: invalid choice: {block_size} (choose from {choices})"
-    elif device == "cpu":
-        if engine == "v0" and not rules.cpu_runs_v0:
-            refusal = "CPU backend only supports V1."  # CpuPlatform.get_attn_backend_cls
-        elif spec.mla is not None and not rules.cpu_supports_mla:
-            refusal = "MLA is not supported on CPU."  # CpuPlatform.get_attn_backend_cls
-        elif rules.cpu_block_size_needs_ipex and block_size != 16:
-            # NOTE: CpuPlatform.check_and_update_config; a plain install has no IPEX (0.8 does not require it).
-            refusal = f"--block-size={block_size} requires intel_extension_for_pytorch"
-        elif engine == "v1" and rules.cpu_refuses_fp8_kv_with_chunked_prefill and kv_cache_dtype.startswith("fp8"):
-            refusal = "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache."
+    elif (v0_without_chunked_prefill and max_num_batched_tokens_given is not None
+          and max_num_batched_tokens_given < max_model_len):
+        refusal = (f"max_num_batched_tokens ({max_num_batched_tokens_given}) is smaller than max_model_len "
+                   f"({max_model_len}). This effectively limits the maximum sequence length to max_num_batched_tokens "
+                   "and makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
+                   "max_model_len.")
+    elif device == "cpu" and rules.cpu_block_size_needs_ipex and block_size != 16:
+        # NOTE: CpuPlatform.check_and_update_config; a plain install has no IPEX (0.8 does not require it).
+        refusal = f"--block-size={block_size} requires intel_extension_for_pytorch"
+    elif (device == "cpu" and engine == "v1" and rules.cpu_refuses_fp8_kv_with_chunked_prefill
+          and kv_cache_dtype.startswith("fp8")):
+        refusal = "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache."
+    elif spec.architecture in rules.tied_embeddings_only and not spec.tie_word_embeddings:
+        refusal = "assert config.tie_word_embeddings"  # a bare assert: its source line is all vLLM prints
+    elif device == "cpu" and spec.mla is not None and not rules.cpu_supports_mla:
+        refusal = "MLA is not supported on CPU."
+    elif device == "cpu" and engine == "v0" and not rules.cpu_runs_v0:
+        refusal = "CPU backend only supports V1."
     return EngineSupport(engine=engine, fallback=fallback, refusal=refusal)
 
 
 def _v1_fallback(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None,
-                 spec: ModelSpec) -> str | None:
+                 spec: ModelSpec, kv_cache_dtype: str) -> str | None:
     """vLLM's reason to run V0 instead of V1 for this deployment, as its warning words it; None for V1."""
     if rules.engine == "v0":
         return None
-    if rules.v1_rejects_fp32 and dtype == "float32":
-        return "--dtype torch.float32 is not supported by the V1 Engine. Falling back to V0."
     if device == "cuda" and rules.v1_rejects_pre_ampere and (gpu_family or "").lower() in PRE_AMPERE_FAMILIES:
         return "Compute Capability < 8.0 is not supported by the V1 Engine. Falling back to V0."
+    if kv_cache_dtype != "auto" and not _v1_takes_kv_cache_dtype(rules, device=device, gpu_family=gpu_family,
+                                                                  kv_cache_dtype=kv_cache_dtype, spec=spec):
+        return "--kv-cache-dtype is not supported by the V1 Engine. Falling back to V0."
+    if rules.v1_rejects_fp32 and dtype == "float32":
+        return "--dtype torch.float32 is not supported by the V1 Engine. Falling back to V0."
     if device not in rules.v1_default_devices:
         return f"{device} is experimental on VLLM_USE_V1=1. Falling back to V0 Engine."
     has_sliding_window = any(layer.kind == "sliding_window" for layer in spec.layers)
     if device == "cpu" and rules.v1_rejects_cpu_sliding_window and has_sliding_window:
         return "sliding window (CPU backend) is not supported by the V1 Engine. Falling back to V0."
     return None
+
+
+def _v1_takes_kv_cache_dtype(rules: VersionRules, *, device: Device, gpu_family: str | None, kv_cache_dtype: str,
+                             spec: ModelSpec) -> bool:
+    """The oracle's ``--kv-cache-dtype`` check (see ``VersionRules.v1_kv_cache_dtype_check``)."""
+    family = (gpu_family or "").lower()
+    fp8 = kv_cache_dtype.startswith("fp8")
+    if rules.v1_kv_cache_dtype_check == "none":
+        return True
+    if rules.v1_kv_cache_dtype_check == "flash_attn_fp8":
+        return device == "cuda" and fp8 and family == "hopper"
+    if device == "rocm":
+        return True
+    if device != "cuda":
+        return False  # the platform interface's default
+    if family == "blackwell" or spec.mla is not None:
+        return True
+    return family == "hopper" if fp8 else True
 
 
 def kernel_refusal(rules: VersionRules, kernel: KernelBlockSizes, layout: KvCacheLayout, *,

@@ -106,15 +106,16 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
                         "probably a habit from estimate-based sizing (vLLM 0.34 defaults to 1.0)")
     block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
                                                            gpu_family=family)
+    max_model_len = scenario.max_model_len or spec.derived_max_model_len
     support = engine_support(rules, device=device, dtype=dtype, gpu_family=family, spec=spec, block_size=block_size,
-                             kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None)
+                             kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None,
+                             max_model_len=max_model_len, max_num_batched_tokens_given=scenario.max_num_batched_tokens)
     if support.fallback:
         warnings.append(f"vLLM {rules.version} runs the V0 engine here: {support.fallback}")
         rules = as_v0_engine(rules)
     memory_gib = gpu.memory_gib if gpu else 0.0
     batch = batch_defaults(rules, device=device, gpu_memory_gib=memory_gib, gpu_family=family,
                            gpu_name=gpu.name if gpu else None)
-    max_model_len = scenario.max_model_len or spec.derived_max_model_len
     if scenario.max_model_len and scenario.max_model_len > spec.derived_max_model_len:
         error = (f"User-specified max_model_len ({scenario.max_model_len}) is greater than the derived max_model_len "
                  f"({spec.derived_max_model_len} from the model's config.json). This may lead to incorrect model "

@@ -106,6 +106,10 @@ class VersionRules(BaseModel):
     v1_rejects_fp32: bool = False  # "--dtype torch.float32" (V1_SUPPORTED_DTYPES = bf16, fp16), 0.8 - 0.9.1
     v1_rejects_pre_ampere: bool = False  # "Compute Capability < 8.0", 0.8 - 0.10.1
     v1_rejects_cpu_sliding_window: bool = False  # "sliding window (CPU backend)", 0.9.2 - 0.11
+    # "--kv-cache-dtype" (any but auto): 0.8 - 0.9 V1 takes it only where FlashAttention 3 runs fp8 (Hopper,
+    # flash_attn_supports_fp8); 0.10 asks the platform (is_kv_cache_dtype_supported: the CPU never, CUDA Blackwell
+    # always, MLA's FlashMLA/CUTLASS_MLA always, else FA3's fp8; ROCm always). Read in 0.8.5 and 0.10.2.
+    v1_kv_cache_dtype_check: Literal["none", "flash_attn_fp8", "platform"] = "none"
     # What the CPU platform (platforms/cpu.py CpuPlatform) refuses or requires.
     cpu_runs_v0: bool = True  # get_attn_backend_cls raises "CPU backend only supports V1." from 0.10
     cpu_supports_mla: bool = True  # get_attn_backend_cls raises "MLA is not supported on CPU." in 0.10 - 0.27
@@ -122,6 +126,11 @@ class VersionRules(BaseModel):
     # CacheConfig's BlockSize Literal (config/cache.py), which argparse enforces on --block-size: 1-128 up to 0.11,
     # + 256 in 0.12 - 0.16 (read; 0.17 assumed the same); any size from 0.18.
     block_size_choices: tuple[int, ...] = ()
+    # Architectures whose model class asserts ``config.tie_word_embeddings`` ("currently all existing Gemma models
+    # have `tie_word_embeddings` enabled", models/gemma*.py __init__): Gemma and Gemma 2 up to 0.28 (read in 0.8.5,
+    # 0.10.2, 0.19.1, 0.28.0; gone in 0.29.0); Gemma 3 up to 0.13 (read in 0.8.5 and 0.10.2, gone in 0.19.1; vLLM
+    # PR #30827 removed it on 2025-12-17, so 0.14 is taken as the first release without it).
+    tied_embeddings_only: tuple[str, ...] = ()
 
 
 _KV_DTYPES_BY_MINOR: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
@@ -230,6 +239,8 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         v1_rejects_fp32=not v.at_least(9, 2),
         v1_rejects_pre_ampere=not v.at_least(10, 2),
         v1_rejects_cpu_sliding_window=v.at_least(9, 2) and not v.at_least(12),
+        v1_kv_cache_dtype_check=("none" if v.at_least(11) or not v.at_least(8) else "platform" if v.at_least(10)
+                                 else "flash_attn_fp8"),
         cpu_runs_v0=not v.at_least(10),
         cpu_supports_mla=not v.at_least(10) or v.at_least(28),
         cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),
@@ -237,6 +248,8 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(21) else 1,
         block_size_choices=(() if v.at_least(18) else (1, 8, 16, 32, 64, 128, 256) if v.at_least(12)
                             else (1, 8, 16, 32, 64, 128)),
+        tied_embeddings_only=((() if v.at_least(29) else ("GemmaForCausalLM", "Gemma2ForCausalLM"))
+                              + (() if v.at_least(14) else ("Gemma3ForCausalLM",))),
         kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
                             else "No common block size for {block_size}." if v.at_least(30)
                             else "No common block size for {block_size}. "),
