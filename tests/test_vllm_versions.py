@@ -149,6 +149,13 @@ def test_cpu_block_size_was_16_without_ipex_in_0_8(version, block):
     assert default_block_size(rules_for(version), device="cpu", uses_mla=False, gpu_family=None) == block
 
 
+def test_0_8_5_on_cpu_cannot_load_moe_layers_without_ipex():
+    # The real 0.8.5 server: fused_moe/layer.py `import intel_extension_for_pytorch as ipex` -> ModuleNotFoundError.
+    assert _cpu("tiny-mixtral", "0.8.5").refusal == "No module named 'intel_extension_for_pytorch'"
+    assert _cpu("tiny-qwen2moe", "0.8.5").refusal == "No module named 'intel_extension_for_pytorch'"
+    assert _cpu("tiny-mixtral", "0.10.2").fits  # the 0.9 - 0.11 wheels require IPEX
+
+
 def test_0_8_5_on_cpu_runs_v0_and_logs_its_lines():
     # 1 GiB / (16 x 1,024 B) = 65,536 blocks; V0 concurrency = 65,536 x 16 / 1,000.
     result = _cpu("tiny-llama", "0.8.5")

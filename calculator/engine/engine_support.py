@@ -114,6 +114,8 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
         refusal = "MLA is not supported on CPU."
     elif device == "cpu" and engine == "v0" and not rules.cpu_runs_v0:
         refusal = "CPU backend only supports V1."
+    elif device == "cpu" and spec.moe is not None and rules.cpu_moe_needs_ipex:
+        refusal = "No module named 'intel_extension_for_pytorch'"  # a plain install; when it loads the weights
     return EngineSupport(engine=engine, fallback=fallback, refusal=refusal)
 
 
