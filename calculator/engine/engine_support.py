@@ -114,8 +114,10 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
         refusal = "MLA is not supported on CPU."
     elif device == "cpu" and engine == "v0" and not rules.cpu_runs_v0:
         refusal = "CPU backend only supports V1."
-    elif device == "cpu" and spec.moe is not None and rules.cpu_moe_needs_ipex:
-        refusal = "No module named 'intel_extension_for_pytorch'"  # a plain install; when it loads the weights
+    elif device == "cpu" and engine == "v0" and rules.cpu_plain_install_lacks_ipex and kv_cache_dtype != "auto":
+        refusal = "Torch SDPA backend FP8 KV cache requires intel_extension_for_pytorch support."
+    elif device == "cpu" and spec.moe is not None and rules.cpu_plain_install_lacks_ipex:
+        refusal = "No module named 'intel_extension_for_pytorch'"  # when it loads the MoE weights
     return EngineSupport(engine=engine, fallback=fallback, refusal=refusal)
 
 

@@ -114,9 +114,10 @@ class VersionRules(BaseModel):
     cpu_runs_v0: bool = True  # get_attn_backend_cls raises "CPU backend only supports V1." from 0.10
     cpu_supports_mla: bool = True  # get_attn_backend_cls raises "MLA is not supported on CPU." in 0.10 - 0.27
     cpu_block_size_needs_ipex: bool = False  # 0.8: "--block-size=N requires intel_extension_for_pytorch" unless 16
-    # 0.8: UnquantizedFusedMoEMethod.process_weights_after_loading (layers/fused_moe/layer.py) imports IPEX for every
-    # MoE layer on x86; the 0.8 wheels do not install it (0.9 - 0.11 require it, later CPU MoE kernels are vLLM's own).
-    cpu_moe_needs_ipex: bool = False
+    # 0.8: a plain install has no IPEX (the 0.9 - 0.11 wheels require it; later CPU kernels are vLLM's own), so V0's
+    # TorchSDPABackendImpl refuses a quantized KV cache (attention/backends/torch_sdpa.py) and
+    # UnquantizedFusedMoEMethod.process_weights_after_loading (layers/fused_moe/layer.py) fails to import it for MoE.
+    cpu_plain_install_lacks_ipex: bool = False
     # check_and_update_config up to 0.20: "Chunked-prefill and prefix-cache on the CPU backend is not compatible with
     # FP8 KV cache." (V1 always chunks prefills; V0 on CPU had both off by default)
     cpu_refuses_fp8_kv_with_chunked_prefill: bool = False
@@ -247,7 +248,7 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         cpu_runs_v0=not v.at_least(10),
         cpu_supports_mla=not v.at_least(10) or v.at_least(28),
         cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),
-        cpu_moe_needs_ipex=v.at_least(8) and not v.at_least(9),
+        cpu_plain_install_lacks_ipex=v.at_least(8) and not v.at_least(9),
         cpu_refuses_fp8_kv_with_chunked_prefill=not v.at_least(21),
         cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(21) else 1,
         block_size_choices=(() if v.at_least(18) else (1, 8, 16, 32, 64, 128, 256) if v.at_least(12)
