@@ -157,7 +157,8 @@ def test_0_8_5_on_cpu_cannot_load_moe_layers_without_ipex():
 
 
 def test_0_8_5_on_cpu_runs_v0_and_logs_its_lines():
-    # 1 GiB / (16 x 1,024 B) = 65,536 blocks; V0 concurrency = 65,536 x 16 / 1,000.
+    # 1 GiB / (16 x 1,024 B) = 65,536 blocks; V0 concurrency = 65,536 x 16 / 1,000. The real 0.8.5 server logged
+    # exactly these two lines (executor_base.py) and reported block_size 16, num_gpu_blocks 65536.
     result = _cpu("tiny-llama", "0.8.5")
     assert result.settings.engine == "v0" and result.fits
     assert result.log_lines() == ("# cpu blocks: 65536, # CPU blocks: 0",
