@@ -33,8 +33,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.tiny_models import TinyModelBuildError, TinyModelFactory  # noqa: E402
-from support.vllm_cases import CASES, Case, Observation, PredictionError, differences, observe, predict, \
-    summary  # noqa: E402
+from support.vllm_cases import (  # noqa: E402
+    CASES,
+    Case,
+    Observation,
+    PredictionError,
+    differences,
+    observe,
+    predict,
+    summary,
+)
 from support.vllm_server import PROVISION_SCRIPT, VllmServerError, provisioned_venv  # noqa: E402
 
 RECIPE_VERSIONS = ("0.32.0", "0.30.0", "0.29.0", "0.28.0", "0.19.1", "0.10.2", "0.8.5")

@@ -83,8 +83,12 @@ VERSION_RECORDS = [
 ]
 
 
+def _record_id(version: str, config: str, extra: dict) -> str:
+    return "-".join([version, config, *(f"{key}={value}" for key, value in extra.items())])
+
+
 @pytest.mark.parametrize(("version", "config", "extra", "expected"), VERSION_RECORDS,
-                         ids=[f"{v}-{c}-{'-'.join(f'{k}={x}' for k, x in e.items())}" for v, c, e, _ in VERSION_RECORDS])
+                         ids=[_record_id(*record[:3]) for record in VERSION_RECORDS])
 def test_prediction_equals_what_servers_of_other_versions_reported(version, config, extra, expected):
     result = estimate(Scenario(model=str(TINY / f"{config}.config.json"), gpu=None, device="cpu",
                                vllm_version=version, kv_cache_memory_bytes=GIB, max_model_len=1000,
@@ -126,7 +130,7 @@ REFUSAL_RECORDS = [
 
 
 @pytest.mark.parametrize(("version", "config", "extra", "refusal"), REFUSAL_RECORDS,
-                         ids=[f"{v}-{c}-{'-'.join(f'{k}={x}' for k, x in e.items())}" for v, c, e, _ in REFUSAL_RECORDS])
+                         ids=[_record_id(*record[:3]) for record in REFUSAL_RECORDS])
 def test_we_say_does_not_run_where_servers_of_other_versions_refused(version, config, extra, refusal):
     result = estimate(Scenario(model=str(TINY / f"{config}.config.json"), gpu=None, device="cpu",
                                vllm_version=version, kv_cache_memory_bytes=GIB,

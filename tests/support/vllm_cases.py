@@ -17,8 +17,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .vllm_server import REPO_ROOT, VllmCpuServer, VllmInfrastructureError, VllmServerError, cache_config_info, \
-    host_cpu_flags
+from .vllm_server import (
+    REPO_ROOT,
+    VllmCpuServer,
+    VllmInfrastructureError,
+    VllmServerError,
+    cache_config_info,
+    host_cpu_flags,
+)
 
 KV_CACHE_SPACE_GIB = 1
 KV_CACHE_MEMORY_BYTES = KV_CACHE_SPACE_GIB * 1024**3
