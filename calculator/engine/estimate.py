@@ -237,7 +237,7 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
 
 def _refusal_error(rules: VersionRules, settings: ResolvedSettings, refusal: str) -> str:
     """Why the version does not run the deployment, ending with vLLM's own error."""
-    why = f"{settings.engine_fallback} " if settings.engine_fallback else ""
+    why = "".join(f"{part} " for part in (settings.engine_fallback, settings.refusal_context) if part)
     return f"vLLM {rules.version} does not run this on {settings.device.upper()}. {why}vLLM raises: {refusal}"
 
 

@@ -44,6 +44,7 @@ class ResolvedSettings(BaseModel):
     error: str | None = None  # a configuration vLLM refuses before sizing memory
     engine_fallback: str | None = None  # vLLM's warning when it falls back to V0 for this deployment
     refusal: str | None = None  # the error this version raises instead of serving the deployment, verbatim
+    refusal_context: str | None = None  # what that error leaves unsaid
     warnings: tuple[str, ...] = ()
 
 
@@ -145,4 +146,5 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=util, extensible_kv_cache=extensible,
         memory_formula=formula, async_scheduling=async_scheduling, enforce_eager=scenario.enforce_eager,
         engine=support.engine, engine_fallback=support.fallback, error=error, refusal=support.refusal,
+        refusal_context=support.refusal_context,
         warnings=tuple(warnings))
