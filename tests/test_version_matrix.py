@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.vllm_cases import CASES_BY_ID
+
 from benchmarks import version_matrix
 from benchmarks.accuracy_report import with_version_matrix
 from benchmarks.version_matrix import END_MARKER, START_MARKER, Row, markdown, write_docs
-from support.vllm_cases import CASES_BY_ID
+from calculator.engine.vllm_versions import PROVEN_VERSIONS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
 
@@ -27,8 +29,8 @@ def test_the_table_says_what_each_side_reported_and_whether_they_match():
 def test_a_run_replaces_its_versions_rows_and_keeps_the_others_and_the_report_keeps_the_block(tmp_path, monkeypatch):
     docs = tmp_path / "accuracy.md"
     docs.write_text(f"# Accuracy\n\nold text\n\n{START_MARKER}\n| vLLM | case | vLLM reported | we predict | match |\n"
-                    "|---|---|---|---|---|\n| 0.19.1 | llama | old | old | yes |\n| 0.8.5 | llama | kept | kept | yes |\n"
-                    f"{END_MARKER}\n\ntail\n")
+                    "|---|---|---|---|---|\n| 0.19.1 | llama | old | old | yes |\n"
+                    f"| 0.8.5 | llama | kept | kept | yes |\n{END_MARKER}\n\ntail\n")
     monkeypatch.setattr(version_matrix, "DOCS", docs)
     write_docs([Row("0.19.1", CASES_BY_ID["llama"], "new", "new", ()),
                 Row("0.28.0", CASES_BY_ID["llama"], "added", "added", ())])
@@ -46,5 +48,6 @@ def test_a_run_replaces_its_versions_rows_and_keeps_the_others_and_the_report_ke
 def test_the_committed_report_holds_the_measured_matrix():
     text = DOCS.read_text()
     block = text.split(START_MARKER, 1)[1].split(END_MARKER, 1)[0]
-    for version in ("0.8.5", "0.10.2", "0.19.1"):
+    for version in PROVEN_VERSIONS:  # every version the picker calls proven has its measured rows
         assert f"| {version} | llama |" in block
+    assert "**no**" not in block  # and every case the versions could build matched
