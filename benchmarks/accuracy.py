@@ -303,7 +303,7 @@ def _quantile(values: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.accuracy_report import render_markdown, render_png, table, write_bands
+    from benchmarks.accuracy_report import render_markdown, render_png, table, with_version_matrix, write_bands
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=Path, nargs="+", default=list(RECORDS))
@@ -320,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         computed = bands(report)
         write_bands(computed, args.bands)
         render_png(report, args.png)
-        args.docs.write_text(render_markdown(report, targets, png_name=args.png.name, bands=computed),
-                             encoding="utf-8")
+        previous = args.docs.read_text(encoding="utf-8") if args.docs.exists() else ""
+        args.docs.write_text(with_version_matrix(render_markdown(report, targets, png_name=args.png.name,
+                                                                 bands=computed), previous), encoding="utf-8")
         print(f"wrote {args.docs}, {args.png} and {args.bands}", file=sys.stderr)
     return 1 if args.check and not all(ok for *_, ok in targets) else 0
 

@@ -114,6 +114,18 @@ def render_png(report: Report, path: Path) -> None:
     figure.write_image(str(path))
 
 
+VERSION_MATRIX_START = "<!-- version-matrix:start -->"  # benchmarks/version_matrix.py owns this block
+VERSION_MATRIX_END = "<!-- version-matrix:end -->"
+
+
+def with_version_matrix(markdown: str, previous: str) -> str:
+    """``markdown`` with the version-matrix block of the previous docs/accuracy.md kept at its end."""
+    if VERSION_MATRIX_START not in previous or VERSION_MATRIX_END not in previous:
+        return markdown
+    block = previous.split(VERSION_MATRIX_START, 1)[1].split(VERSION_MATRIX_END, 1)[0]
+    return f"{markdown.rstrip()}\n\n{VERSION_MATRIX_START}{block}{VERSION_MATRIX_END}\n"
+
+
 def render_markdown(report: Report, targets: list[tuple[str, float, float, bool]], *, png_name: str,
                     bands: dict) -> str:
     scored = report.scored()

@@ -116,6 +116,9 @@ def lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) -
                     "what one full-length request needs.")
         return ("Borderline: vLLM refuses at the estimate, but would start if the overheads come out at the low end "
                 "of the calibrated error band.")
+    if verdict == "does not run":
+        return (f"Does not run: vLLM {result.rules.version} cannot serve this deployment on "
+                f"{s.device.upper()} (its error below).")
     if weights_problem:
         return f"Does not fit: {weights_problem}."
     if result.settings.error:

@@ -73,6 +73,7 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "verdict": verdict(result),
         "verdict_reason": verdict_reason(result),
         "error": result.error,
+        "refusal": result.refusal,
         "vllm_version": str(result.rules.version),
         "vllm_era": result.rules.era,
         "log_lines": list(result.log_lines()),

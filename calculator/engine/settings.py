@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InvalidInput
@@ -9,13 +11,13 @@ from ..gpus import GpuSpec
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GIB
+from .engine_support import PRE_AMPERE_FAMILIES, engine_support
 from .flag_checks import flag_problems
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from .vllm_versions import Device, MemoryFormula, VersionRules, batch_defaults, default_block_size
+from .vllm_versions import Device, MemoryFormula, VersionRules, as_v0_engine, batch_defaults, default_block_size
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 _DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32"}
-PRE_AMPERE_FAMILIES = frozenset({"volta", "turing", "pascal"})  # no bf16: vLLM falls back to fp16
 
 
 class ResolvedSettings(BaseModel):
@@ -39,7 +41,11 @@ class ResolvedSettings(BaseModel):
     memory_formula: MemoryFormula
     async_scheduling: bool
     enforce_eager: bool
+    engine: Literal["v0", "v1"] = "v1"  # the engine this version runs for this deployment (a V0 fallback or V1)
     error: str | None = None  # a configuration vLLM refuses before sizing memory
+    engine_fallback: str | None = None  # vLLM's warning when it falls back to V0 for this deployment
+    refusal: str | None = None  # the error this version raises instead of serving the deployment, verbatim
+    refusal_context: str | None = None  # what that error leaves unsaid
     warnings: tuple[str, ...] = ()
 
 
@@ -87,7 +93,8 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     quantization = scenario.quantization or (spec.quantization.method if spec.quantization else None)
     if quantization == "bitsandbytes" and rules.version.at_least(28):
         warnings.append("bitsandbytes left vLLM core in 0.28 (it needs the out-of-tree vllm-bnb-plugin)")
-    if scenario.kv_cache_memory_bytes is not None and not rules.supports_kv_cache_memory_bytes:
+    # NOTE: on CPU the pool is VLLM_CPU_KVCACHE_SPACE in every version; the flag is the GPU's (0.10.2+).
+    if scenario.kv_cache_memory_bytes is not None and not rules.supports_kv_cache_memory_bytes and device != "cpu":
         warnings.append(f"--kv-cache-memory-bytes does not exist in vLLM {rules.version} (added in 0.10.2)")
     extensible = scenario.enable_extensible_kv_cache
     if extensible is None:
@@ -99,10 +106,18 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     elif extensible and 0.7 < util < 1.0:
         warnings.append(f"gpu_memory_utilization={util} with the extensible KV cache withholds memory; it is "
                         "probably a habit from estimate-based sizing (vLLM 0.34 defaults to 1.0)")
+    block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
+                                                           gpu_family=family)
+    max_model_len = scenario.max_model_len or spec.derived_max_model_len
+    support = engine_support(rules, device=device, dtype=dtype, gpu_family=family, spec=spec, block_size=block_size,
+                             kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None,
+                             max_model_len=max_model_len, max_num_batched_tokens_given=scenario.max_num_batched_tokens)
+    if support.fallback:
+        warnings.append(f"vLLM {rules.version} runs the V0 engine here: {support.fallback}")
+        rules = as_v0_engine(rules)
     memory_gib = gpu.memory_gib if gpu else 0.0
     batch = batch_defaults(rules, device=device, gpu_memory_gib=memory_gib, gpu_family=family,
                            gpu_name=gpu.name if gpu else None)
-    max_model_len = scenario.max_model_len or spec.derived_max_model_len
     if scenario.max_model_len and scenario.max_model_len > spec.derived_max_model_len:
         error = (f"User-specified max_model_len ({scenario.max_model_len}) is greater than the derived max_model_len "
                  f"({spec.derived_max_model_len} from the model's config.json). This may lead to incorrect model "
@@ -116,8 +131,6 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         max_num_batched_tokens = max(max_model_len, batch.max_num_batched_tokens)
     else:
         max_num_batched_tokens = min(batch.max_num_batched_tokens, max_num_seqs * max_model_len)
-    block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
-                                                           gpu_family=family)
     flag_error, flag_warnings = flag_problems(scenario, rules, device, uses_mla=spec.mla is not None,
                                               max_num_seqs=max_num_seqs,
                                               max_num_batched_tokens=max_num_batched_tokens,
@@ -138,4 +151,6 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         block_size=block_size, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=util, extensible_kv_cache=extensible,
         memory_formula=formula, async_scheduling=async_scheduling, enforce_eager=scenario.enforce_eager,
-        error=error, warnings=tuple(warnings))
+        engine=support.engine, engine_fallback=support.fallback, error=error, refusal=support.refusal,
+        refusal_context=support.refusal_context,
+        warnings=tuple(warnings))

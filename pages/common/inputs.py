@@ -13,7 +13,14 @@ import streamlit as st
 
 from calculator import CalculatorError, ModelSpec, Scenario, Workload, gpu_catalog, preset_ids
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from calculator.engine.vllm_versions import LATEST_VERSION, known_versions, rules_for, version_notice
+from calculator.engine.vllm_versions import (
+    LATEST_VERSION,
+    known_versions,
+    provenance_summary,
+    rules_for,
+    version_notice,
+    version_provenance,
+)
 from calculator.model.model_source import hub_model_spec, load_model_spec, model_spec_from_text
 from calculator.model.quantization import SUPPORTED_FLAGS, quantization_from_flag
 from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
@@ -156,8 +163,9 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
     st.session_state.setdefault(f"{prefix}_vllm_version", LATEST_VERSION)
     if st.session_state[f"{prefix}_vllm_version"] not in versions:
         versions.insert(0, st.session_state[f"{prefix}_vllm_version"])  # a valid version from a link or import
-    version = st.selectbox("vLLM version", versions, key=f"{prefix}_vllm_version",
+    version = st.selectbox("vLLM version", versions, key=f"{prefix}_vllm_version", help=provenance_summary(),
                            format_func=lambda v: f"{v} ({LATEST_VERSION} rules)" if version_notice(v) else v)
+    st.caption(version_provenance(version))
     use_default = st.checkbox("Default gpu_memory_utilization", key=f"{prefix}_util_default")
     default_util = 1.0 if rules_for(version).memory_formula == "v1_extensible" else \
         rules_for(version).default_gpu_memory_utilization

@@ -63,8 +63,8 @@ def verdict(result: Estimate, substituted: dict[str, str]) -> None:
         st.warning(f"**{lead}**\n\n" + (f"Why borderline: {reason}\n\n" if reason else "") + f"{band} "
                    + (log if result.fits else quote), icon="⚖️")
     else:
-        st.error(f"**{lead}**\n\n" + quote, icon="🛑")
-    if call == "does not fit" or not result.fits:
+        st.error(f"**{lead}**\n\n" + quote, icon="🚫" if call == "does not run" else "🛑")
+    if call != "does not run" and (call == "does not fit" or not result.fits):
         options = _fixes(result.scenario.model_dump_json(), hash(result.model), result)
         if options:
             st.markdown("**What would make it fit:**\n" + "\n".join(

