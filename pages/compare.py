@@ -8,7 +8,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from calculator import CalculatorError, Estimate, Scenario, estimate, find_gpu, gpu_catalog, preset_ids
+from calculator import (
+    CalculatorError,
+    Estimate,
+    Scenario,
+    estimate,
+    find_gpu,
+    gpu_catalog,
+    preset_ids,
+)
 from calculator.charts import compare_memory_figure
 from calculator.engine import uncertainty
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES

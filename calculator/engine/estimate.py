@@ -17,8 +17,14 @@ from ..model.spec import ModelSpec, QuantizationSpec
 from ..model.weights import WeightsBreakdown, weight_bytes_per_rank
 from ..scenario import Scenario
 from ..units import GIB
-from .engine_support import attention_kernel_blocks, kernel_refusal, sliding_window_block_size
+from .cudagraph_budget import subtracts_cudagraph_estimate
+from .engine_support import (
+    attention_kernel_blocks,
+    kernel_refusal,
+    sliding_window_block_size,
+)
 from .flag_checks import oversized_kv_pool_error
+from .known_issues import known_issues
 from .kv_cache import (
     CapacityFigures,
     KvCacheLayout,
@@ -28,8 +34,6 @@ from .kv_cache import (
     largest_fitting_model_len,
     plan_kv_cache,
 )
-from .cudagraph_budget import subtracts_cudagraph_estimate
-from .known_issues import known_issues
 from .memory import MemoryBudget, memory_budget, no_memory_error
 from .overheads import (
     UMA_HOST_BASELINE_BYTES,

@@ -15,6 +15,7 @@ from ..units import GIB
 from .memory import MemoryBudget
 from .vllm_versions import Device, VersionRules, version_notice
 
+
 def flag_problems(scenario: Scenario, rules: VersionRules, device: Device, *, uses_mla: bool, max_num_seqs: int,
                   max_num_batched_tokens: int, max_model_len: int) -> tuple[str | None, list[str]]:
     """vLLM's start-up error for these flags (or None) and the warnings it would log."""

@@ -14,7 +14,14 @@ from ..units import GIB
 from .engine_support import PRE_AMPERE_FAMILIES, engine_support
 from .flag_checks import flag_problems
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
-from .vllm_versions import Device, MemoryFormula, VersionRules, as_v0_engine, batch_defaults, default_block_size
+from .vllm_versions import (
+    Device,
+    MemoryFormula,
+    VersionRules,
+    as_v0_engine,
+    batch_defaults,
+    default_block_size,
+)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 _DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32"}

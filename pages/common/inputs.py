@@ -11,7 +11,14 @@ import os
 
 import streamlit as st
 
-from calculator import CalculatorError, ModelSpec, Scenario, Workload, gpu_catalog, preset_ids
+from calculator import (
+    CalculatorError,
+    ModelSpec,
+    Scenario,
+    Workload,
+    gpu_catalog,
+    preset_ids,
+)
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.engine.vllm_versions import (
     LATEST_VERSION,
@@ -21,12 +28,23 @@ from calculator.engine.vllm_versions import (
     version_notice,
     version_provenance,
 )
-from calculator.model.model_source import hub_model_spec, load_model_spec, model_spec_from_text
+from calculator.model.model_source import (
+    hub_model_spec,
+    load_model_spec,
+    model_spec_from_text,
+)
 from calculator.model.quantization import SUPPORTED_FLAGS, quantization_from_flag
 from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
 from calculator.units import parse_size
 
-from .state import CUSTOM_GPU, DTYPES, FROM_CHECKPOINT, MODEL_SOURCES, clear_substitution, field_bounds
+from .state import (
+    CUSTOM_GPU,
+    DTYPES,
+    FROM_CHECKPOINT,
+    MODEL_SOURCES,
+    clear_substitution,
+    field_bounds,
+)
 
 # NOTE: a None option shows as "Choose an option" in a selectbox, so pickers hold words and map them back.
 TRI_STATE = {"vLLM's default": None, "on": True, "off": False}

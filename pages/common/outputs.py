@@ -9,7 +9,13 @@ import streamlit as st
 from calculator import Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity
 from calculator.charts import memory_stack_figure, paged_vs_naive_figure, sweep_figure
 from calculator.engine import uncertainty
-from calculator.engine.advice import capacity_plan, fixes, quantization_ladder, utilization_effect, weights_exceed
+from calculator.engine.advice import (
+    capacity_plan,
+    fixes,
+    quantization_ladder,
+    utilization_effect,
+    weights_exceed,
+)
 from calculator.explain import deployment_line, explanation, lead_sentence
 from calculator.serve_command import serve_command
 from calculator.summary import estimate_summary
