@@ -165,13 +165,7 @@ def _check_choices(values: dict[str, Any], warnings: list[str]) -> dict[str, str
             del values[field]
             warnings.append(f"ignored link value {SCENARIO_KEYS[field]}={value!r}: vLLM accepts {listed}; "
                             "using the default")
-    version = values.get("vllm_version")
-    if version is not None:
-        try:
-            values["vllm_version"] = str(VllmVersion.parse(version))
-        except CalculatorError as exc:
-            del values["vllm_version"]
-            warnings.append(f"ignored link value v={version!r}: {exc}; using {LATEST_VERSION}")
+    _normalise_version(values, warnings)
     return substituted
 
 
@@ -244,13 +238,7 @@ def read_recommend_link(params: Mapping[str, str | list[str]]) -> RecommendLink:
         request["gpus"] = _gpu_list(request["gpus"] or "", warnings)
     if "prices" in request:
         request["prices"] = parse_price_list(request["prices"] or "", warnings)
-    version = request.get("vllm_version")
-    if version is not None:
-        try:
-            request["vllm_version"] = str(VllmVersion.parse(version))
-        except CalculatorError as exc:
-            del request["vllm_version"]
-            warnings.append(f"ignored link value v={version!r}: {exc}; using {LATEST_VERSION}")
+    _normalise_version(request, warnings)
     return RecommendLink(request=_validated(RecommendRequest, request, RECOMMEND_KEYS, warnings),
                          workload=_validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings),
                          speed=_validated(SpeedInputs, chosen["speed"], SPEED_KEYS, warnings),
@@ -287,3 +275,15 @@ def parse_price_list(text: str, warnings: list[str]) -> dict[str, float]:
             continue
         prices[key] = dollars
     return prices
+
+
+def _normalise_version(values: dict[str, object], warnings: list[str]) -> None:
+    """A link's ``v`` as the version it names ("0.32" -> "0.32.0"), or dropped with a warning when it names none."""
+    version = values.get("vllm_version")
+    if version is None:
+        return
+    try:
+        values["vllm_version"] = str(VllmVersion.parse(str(version)))
+    except CalculatorError as exc:
+        del values["vllm_version"]
+        warnings.append(f"ignored link value v={version!r}: {exc}; using {LATEST_VERSION}")

@@ -75,3 +75,27 @@ def local_dashboard(monkeypatch):
     st.cache_resource.clear()
     yield
     st.cache_resource.clear()
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory):
+    """One ``streamlit run app.py`` per browser-test module; yields its URL."""
+    from support.dashboard import DashboardError, running_dashboard
+
+    try:
+        with running_dashboard(tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url:
+            yield url
+    except DashboardError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium driven by Playwright, one per browser-test module."""
+    from support.dashboard import DashboardError, chromium
+
+    try:
+        with chromium() as instance:
+            yield instance
+    except DashboardError as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -11,27 +11,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-import pytest
 from playwright.sync_api import expect
-from support.dashboard import SCREENSHOTS, DashboardError, chromium, metric, running_dashboard, wait_idle
-
-
-@pytest.fixture(scope="module")
-def dashboard(tmp_path_factory):
-    try:
-        with running_dashboard(tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url:
-            yield url
-    except DashboardError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        with chromium() as instance:
-            yield instance
-    except DashboardError as exc:
-        pytest.fail(str(exc), pytrace=False)
+from support.dashboard import SCREENSHOTS, metric, wait_idle
 
 
 def query(url: str) -> dict[str, list[str]]:

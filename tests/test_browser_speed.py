@@ -5,29 +5,10 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-import pytest
-from support.dashboard import SCREENSHOTS, DashboardError, chromium, metric, running_dashboard, wait_idle
+from support.dashboard import SCREENSHOTS, metric, wait_idle
 
 RECOMMEND = {"m": "meta-llama/Llama-3.1-70B-Instruct", "in": "2000", "out": "300", "users": "200", "ttft": "1500",
              "itl": "40", "gpus": "h100-sxm-80gb,h200-141gb,a100-sxm-80gb,l40s-48gb,mi300x-192gb"}
-
-
-@pytest.fixture(scope="module")
-def dashboard(tmp_path_factory):
-    try:
-        with running_dashboard(tmp_path_factory.mktemp("streamlit") / "streamlit.log") as url:
-            yield url
-    except DashboardError as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        with chromium() as instance:
-            yield instance
-    except DashboardError as exc:
-        pytest.fail(str(exc), pytrace=False)
 
 
 def query(url: str) -> dict[str, str]:
