@@ -113,7 +113,8 @@ def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
     shown = metrics(busy)
     assert float(shown["Running"]) + float(shown["Waiting"]) >= 1, "the load ended before the second read"
     warnings = " ".join(w.value for w in busy.warning)
-    assert "full" in warnings or "Preemptions" in warnings or "wait" in warnings
+    # the Live page's diagnosis names the bottleneck; the per-read advice says the cache is full or requests wait
+    assert any(words in warnings for words in ("Memory is the bottleneck", "full", "Preemptions", "wait"))
 
     for thread in threads:
         thread.join(timeout=300)
@@ -155,9 +156,11 @@ BURST_REQUESTS, BURST_TOKENS = 16, 200
 
 def test_a_burst_between_two_reads_shows_in_the_interval_summary(server):
     """16 requests x 200 tokens start and end between two reads: the gauges see nothing, the counters see all."""
-    app = run_page(server.base_url, gpu=None)
-    idle = scrape(server.base_url)
+    deadline = time.monotonic() + 300  # an earlier test's load may still be draining
+    while ((idle := scrape(server.base_url)).running, idle.waiting) != (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert (idle.running, idle.waiting) == (0, 0)
+    app = run_page(server.base_url, gpu=None)
     answers: list[dict] = []
     started = time.monotonic()
     threads = [threading.Thread(target=lambda i=i: answers.append(post(f"{server.base_url}/v1/completions", {
