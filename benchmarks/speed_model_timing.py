@@ -8,16 +8,24 @@ recommender plans every catalog GPU x TP x weight quantization x KV dtype for a 
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from calculator import Scenario, Slo, Traffic, estimate, load_model_spec, recommend, speed_estimate  # noqa: E402
+from speed import median_seconds  # noqa: E402  (benchmarks/speed.py: this script's folder is on sys.path)
+
+from calculator import (  # noqa: E402
+    Scenario,
+    Slo,
+    Traffic,
+    estimate,
+    load_model_spec,
+    recommend,
+    speed_estimate,
+)
 
 ROUNDS = 200
 CASES = {
@@ -30,15 +38,6 @@ CASES = {
 }
 LOADS = {"64 users": Traffic(input_tokens=1024, output_tokens=256, concurrency=64),
          "5 req/s": Traffic(input_tokens=1024, output_tokens=256, request_rate=5)}
-
-
-def median_seconds(function, rounds: int) -> float:
-    timings = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        function()
-        timings.append(time.perf_counter() - start)
-    return statistics.median(timings)
 
 
 def main() -> None:
