@@ -59,14 +59,43 @@ def server(tiny_model_factory):
         yield running
 
 
-def saturate(base_url: str, requests: int = 16) -> list[threading.Thread]:
-    """``requests`` x 1000 tokens on the 16-block (2,048-token) cache: a queue and preemptions until they end."""
-    threads = [threading.Thread(target=post, args=(f"{base_url}/v1/completions", {
-        "model": "tiny", "prompt": f"hello world {i}", "max_tokens": 1000, "ignore_eos": True}), daemon=True)
-        for i in range(requests)]
-    for thread in threads:
-        thread.start()
-    return threads
+class GenerationLoad:
+    """Generations of 1,000 tokens on the 16-block (2,048-token) cache, which holds two: a queue and preemptions.
+
+    ``workers`` threads post back to back, each ``per_worker`` times or, when that is None, until ``stop()``. A
+    sustained load cannot end between two reads however fast the machine is; a failed request is kept and raised
+    by ``finish()`` instead of dying silently in its thread."""
+
+    def __init__(self, base_url: str, workers: int, per_worker: int | None = 1) -> None:
+        self._url, self._per_worker = f"{base_url}/v1/completions", per_worker
+        self._stopping = threading.Event()
+        self.failures: list[BaseException] = []
+        self._threads = [threading.Thread(target=self._work, args=(i,), daemon=True) for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self, worker: int) -> None:
+        sent = 0
+        while not self._stopping.is_set() and (self._per_worker is None or sent < self._per_worker):
+            try:
+                post(self._url, {"model": "tiny", "prompt": f"hello world {worker} {sent}", "max_tokens": 1000,
+                                 "ignore_eos": True})
+            except BaseException as exc:  # noqa: BLE001 - handed to the test by finish()
+                self.failures.append(exc)
+                return
+            sent += 1
+
+    def finish(self) -> None:
+        """Wait for every request sent so far to end; raise the first failure."""
+        for thread in self._threads:
+            thread.join(timeout=600)
+        assert not any(thread.is_alive() for thread in self._threads), "the load did not end in 10 minutes"
+        if self.failures:
+            raise AssertionError(f"{len(self.failures)} load request(s) failed") from self.failures[0]
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.finish()
 
 
 def run_page(base_url: str, gpu: str | None = "cpu") -> AppTest:
@@ -99,8 +128,7 @@ def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
     for _ in range(2):  # the same long prompt twice: its full blocks hit the prefix cache the second time
         post(completions, {"model": "tiny", "prompt": prompt, "max_tokens": 4, "temperature": 0})
     run_page(server.base_url)  # warm imports so the busy read below happens while the cache is still full
-    # NOTE: long enough (tens of seconds here) that both reads below fall inside it on a faster machine too.
-    threads = saturate(server.base_url, requests=48)
+    load = GenerationLoad(server.base_url, workers=24, per_worker=None)  # runs until both reads are taken
     deadline = time.monotonic() + 120
     while (scrape(server.base_url).waiting or 0) < 1 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -116,10 +144,10 @@ def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
     # the Live page's diagnosis names the bottleneck; the per-read advice says the cache is full or requests wait
     assert any(words in warnings for words in ("Memory is the bottleneck", "full", "Preemptions", "wait"))
 
-    for thread in threads:
-        thread.join(timeout=300)
+    load.stop()
     time.sleep(1)
     truth = scrape(server.base_url)
+    assert (truth.running, truth.waiting) == (0, 0)
     idle = run_page(server.base_url)
     shown = metrics(idle)
     assert truth.preemptions_total > 0 and truth.prefix_cache_hits_total > 0
@@ -209,9 +237,7 @@ def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(s
         choose(page, "dtype the server runs", "float32")
         choose(page, "Refresh every", "2 s")
         page.get_by_text("Estimate vs reality").wait_for(timeout=60_000)
-        threads = saturate(server.base_url)
-        for thread in threads:
-            thread.join(timeout=300)
+        GenerationLoad(server.base_url, workers=16).finish()
         time.sleep(1)
         truth = scrape(server.base_url)
         preemptions = f"{truth.preemptions_total:,.0f}"
