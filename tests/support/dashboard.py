@@ -20,6 +20,23 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
+# Installed before the page's own scripts: stamps the first frame that shows the deployment header and the first
+# KPI value. Timed inside the page because a test driver's own polling waits while the page's main thread is busy
+# (evaluating Plotly, say) and would report that instead of what was on screen.
+STAMP_FIRST_PAINTS = """(() => {
+  window.__firstPaint = {};
+  const stamp = (name, selector) => {
+    if (window.__firstPaint[name] === undefined && document.querySelector(selector)) {
+      window.__firstPaint[name] = null;
+      requestAnimationFrame(() => { window.__firstPaint[name] = performance.now(); });
+    }
+  };
+  new MutationObserver(() => {
+    stamp('header', '.st-key-deployment_header');
+    stamp('kpi', '[data-testid=stMetricValue]');
+  }).observe(document, {subtree: true, childList: true});
+})()"""
+
 
 class DashboardError(RuntimeError):
     pass
