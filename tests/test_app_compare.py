@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+from support.apptest import run_with_link
 
 from calculator import Scenario, estimate, find_gpu
 from calculator.engine.uncertainty import verdict
@@ -19,13 +21,7 @@ def fresh_caches():
     st.cache_data.clear()
 
 
-def run_page(query: dict[str, str] | None = None) -> AppTest:
-    app = AppTest.from_file(PAGE, default_timeout=120)
-    for key, value in (query or {}).items():
-        app.query_params[key] = value
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
+run_page = partial(run_with_link, PAGE)
 
 
 def table(app: AppTest) -> dict[str, list[str]]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+from support.apptest import run_with_link
 
 from calculator import Scenario, Workload, estimate, workload_capacity
 from calculator.charts import samples_block_figure
@@ -21,13 +23,7 @@ def fresh_caches():
     st.cache_data.clear()
 
 
-def run(query: dict[str, str] | None = None) -> AppTest:
-    app = AppTest.from_file(PAGE, default_timeout=120)
-    for key, value in (query or {}).items():
-        app.query_params[key] = value
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
+run = partial(run_with_link, PAGE)
 
 
 def text(app: AppTest) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+from support.apptest import metrics, run_with_link
 from test_speed_roofline import (
     H100_BF16,
     H100_BYTES_S,
@@ -33,17 +35,7 @@ def fresh_caches():
     st.cache_resource.clear()
 
 
-def run_app(query: dict[str, str]) -> AppTest:
-    app = AppTest.from_file(APP, default_timeout=120)
-    for key, value in query.items():
-        app.query_params[key] = value
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
-
-
-def metrics(app: AppTest) -> dict[str, str]:
-    return {metric.label: metric.value for metric in app.metric}
+run_app = partial(run_with_link, APP)
 
 
 def text_of(app: AppTest) -> str:

@@ -4,12 +4,14 @@ Pareto front, the share link, rows that open the Plan page, and bad link values.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+from support.apptest import run_with_link
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "recommend.py")
 # Qwen2.5-7B-Instruct: 28 attention heads (its config.json), so TP 8 cannot split them; 1, 2 and 4 can.
@@ -23,13 +25,7 @@ def fresh_caches():
     st.cache_resource.clear()
 
 
-def run_page(query: dict[str, str]) -> AppTest:
-    app = AppTest.from_file(PAGE, default_timeout=120)
-    for key, value in query.items():
-        app.query_params[key] = value
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
+run_page = partial(run_with_link, PAGE)
 
 
 def ranked_rows(app: AppTest) -> list[list[str]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+from support.apptest import metrics
 from support.dashboard import SCREENSHOTS, choose, chromium, metric, running_dashboard, wait_idle
 from support.vllm_server import VllmCpuServer
 
@@ -111,10 +112,6 @@ def run_page(base_url: str, gpu: str | None = "cpu") -> AppTest:
     assert not app.exception, [e.value for e in app.exception]
     assert not app.error, [e.value for e in app.error]
     return app
-
-
-def metrics(app: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in app.metric}
 
 
 def comparison(app: AppTest) -> list[dict]:
