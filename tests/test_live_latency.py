@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from calculator import InvalidInput, Scenario, estimate
-from calculator.observe.latency import diagnosis, efficiency, interval_percentiles, latency_history, predicted
+from calculator.engine.workload import Workload
+from calculator.observe.latency import (
+    diagnosis,
+    efficiency,
+    interval_percentiles,
+    latency_history,
+    observed_traffic,
+    predicted,
+)
 from calculator.observe.metrics import parse_metrics
 from calculator.speed.traffic import Traffic
 
@@ -75,6 +83,18 @@ def test_achieved_bandwidth_and_flops_come_from_vllms_roofline_counters() -> Non
 def test_a_cpu_server_gets_no_speed_prediction() -> None:
     with pytest.raises(InvalidInput, match="covers GPUs"):
         predicted(estimate(Scenario(device="cpu")), Traffic(input_tokens=4, output_tokens=672, concurrency=1))
+
+
+def test_server_lengths_the_speed_model_cannot_take_are_a_sentence_not_a_crash() -> None:
+    # A server's length histograms can put the p95 below the mean (its tail in the +Inf bucket). Workload takes that;
+    # the speed model's Traffic does not, and the Live page used to stop on the bare ValidationError.
+    lengths = Workload(prompt_tokens_mean=1000, prompt_tokens_p95=800, output_tokens_mean=200, output_tokens_p95=300)
+    with pytest.raises(InvalidInput, match=r"^input_tokens_p95 cannot be below the mean input_tokens$"):
+        observed_traffic(lengths, concurrency=4)
+    fine = observed_traffic(Workload(prompt_tokens_mean=1000, prompt_tokens_p95=1200, output_tokens_mean=200),
+                            concurrency=3.6)
+    assert (fine.input_tokens, fine.input_tokens_p95, fine.output_tokens, fine.concurrency) == (1000, 1200, 200, 4)
+    assert observed_traffic(lengths, concurrency=0.4) is None  # nothing ran
 
 
 def test_kv_near_full_with_preemptions_is_memory_bound() -> None:

@@ -16,7 +16,7 @@ from ..engine.estimate import Estimate
 from ..engine.workload import Workload
 from ..errors import CalculatorError, InvalidInput
 from ..speed.predict import SpeedEstimate, speed_estimate
-from ..speed.traffic import Traffic
+from ..speed.traffic import Traffic, traffic_from
 from .activity import histogram_increase
 from .metrics import EngineMetrics, Histogram
 
@@ -104,13 +104,12 @@ def efficiency(previous: EngineMetrics, current: EngineMetrics, interval_s: floa
                       bandwidth_utilisation=read / peak_bytes_s, flops_utilisation=flops / peak_flops)
 
 
-def observed_traffic(engine: EngineMetrics, workload: Workload, concurrency: float | None) -> Traffic | None:
-    """The server's lengths (its length histograms) at the concurrency it ran (None: nothing ran)."""
+def observed_traffic(workload: Workload, concurrency: float | None) -> Traffic | None:
+    """The server's lengths (its length histograms) at the concurrency it ran (None: nothing ran);
+    ``InvalidInput`` when the speed model cannot take those lengths."""
     if not concurrency or concurrency < 1 or workload.output_tokens_mean < 1:
         return None
-    return Traffic(input_tokens=workload.prompt_tokens_mean, output_tokens=workload.output_tokens_mean,
-                   input_tokens_p95=workload.prompt_tokens_p95, output_tokens_p95=workload.output_tokens_p95 or None,
-                   concurrency=round(concurrency))
+    return traffic_from(workload, concurrency=round(concurrency))
 
 
 def predicted(result: Estimate, traffic: Traffic) -> SpeedEstimate:

@@ -25,7 +25,7 @@ from .plan import Slo
 from .prices import GpuPrice, parse_price_overrides, price_table
 from .recommend import Option, Recommendations, recommend
 from .sweep import ConcurrencySweep, concurrency_sweep
-from .traffic import Traffic
+from .traffic import Traffic, traffic_from
 
 # The issue's planning example ("a time to first token under 2 s at p95", "ITL 62 ms > 50 ms"): SLOs a chat
 # service commonly states, so the SLO line and the capacity plan mean something before anything is typed.
@@ -59,16 +59,9 @@ class SpeedInputs(BaseModel):
 
     def traffic(self, workload: Workload) -> Traffic:
         """The workload's lengths under this load; ``InvalidInput`` when the speed model cannot take them."""
-        if workload.output_tokens_mean < 1:
-            raise InvalidInput("the speed model needs at least one output token per request (mean output tokens)")
-        load = ({"request_rate": self.request_rate} if self.request_rate is not None
-                else {"concurrency": workload.target_concurrent_requests})
-        try:
-            return Traffic(input_tokens=workload.prompt_tokens_mean, output_tokens=workload.output_tokens_mean,
-                           input_tokens_p95=workload.prompt_tokens_p95, output_tokens_p95=workload.output_tokens_p95
-                           or None, **load)
-        except ValueError as exc:
-            raise InvalidInput(str(exc).splitlines()[-1].removeprefix("Value error, ")) from exc
+        if self.request_rate is not None:
+            return traffic_from(workload, request_rate=self.request_rate)
+        return traffic_from(workload, concurrency=workload.target_concurrent_requests)
 
     def with_gpu_rates(self, result: Estimate) -> Estimate:
         """``result`` with the rates given here on its GPU (as ``--gpu-memory-bandwidth-gb-s`` does)."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..engine.workload import Workload
+from ..errors import InvalidInput
 
 MAX_TOKENS = 10_000_000
 
@@ -43,3 +46,17 @@ class Traffic(BaseModel):
     def replace(self, **changes: object) -> Traffic:
         """A copy with some fields changed, validated again (set the other load to None when switching)."""
         return Traffic.model_validate({**self.model_dump(), **changes})
+
+
+def traffic_from(workload: Workload, *, concurrency: int | None = None,
+                 request_rate: float | None = None) -> Traffic:
+    """A workload's lengths under one load; ``InvalidInput`` when the speed model cannot take them (a workload may
+    have a p95 below its mean, as a server's length histograms can say; the speed model may not)."""
+    if workload.output_tokens_mean < 1:
+        raise InvalidInput("the speed model needs at least one output token per request (mean output tokens)")
+    try:
+        return Traffic(input_tokens=workload.prompt_tokens_mean, output_tokens=workload.output_tokens_mean,
+                       input_tokens_p95=workload.prompt_tokens_p95, output_tokens_p95=workload.output_tokens_p95 or None,
+                       concurrency=concurrency, request_rate=request_rate)
+    except ValidationError as exc:
+        raise InvalidInput(exc.errors()[0]["msg"].removeprefix("Value error, ")) from exc

@@ -93,12 +93,12 @@ def _prediction(engine: EngineMetrics, points: deque, change: Rates | None, actu
                 icon="ℹ️")
         return None
     concurrency = _observed_concurrency(points)
-    traffic = observed_traffic(engine, workload, concurrency) if workload is not None else None
-    if traffic is None:
-        st.caption("No request ran at or between the reads: the prediction needs the server's concurrency and "
-                   "request lengths.")
-        return None
     try:
+        traffic = observed_traffic(workload, concurrency) if workload is not None else None
+        if traffic is None:
+            st.caption("No request ran at or between the reads: the prediction needs the server's concurrency and "
+                       "request lengths.")
+            return None
         speed = predicted(actual, traffic)
     except CalculatorError as exc:
         st.warning(f"Speed model: {sentence(exc)}", icon="⚠️")
