@@ -172,3 +172,23 @@ def test_step_overheads_are_per_kernel_on_the_gpu_and_per_step_and_request_on_th
     slow_cpu = constants.model_copy(update={"step_overhead_s": 10e-3})
     assert step_time(overlapped, rates, slow_cpu, decode_tokens=8, decode_context_tokens=100).total_s == \
         pytest.approx(10e-3 + 8 * 20e-6, rel=1e-12)  # the CPU is the longer of the two
+
+
+def test_the_batch_where_decode_turns_compute_bound_solves_the_roofline_by_hand() -> None:
+    """Per request a decode step adds 2P + C·attention FLOPs and C·KV + activation bytes; the weights are read once.
+    compute(B) > memory(B) from B* = (W / BW) / ((2P + C·a) / F - (C·kv + act) / BW): 100 tokens of context give
+    B* = 495.65 on an H100 at unit efficiency, so the first compute-bound batch is 496."""
+    from types import SimpleNamespace
+
+    from calculator.speed.predict import _compute_bound_from
+
+    costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
+    replica = SimpleNamespace(costs=costs, rates=rates, constants=UNIT)
+    context = 100
+    weights_s = (2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES) / H100_BYTES_S
+    per_request_s = ((2 * LLAMA8_LINEAR_PARAMS + context * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN) / H100_BF16
+                     - (context * LLAMA8_KV_BYTES_PER_TOKEN + LLAMA8_ACTIVATION_BYTES_PER_TOKEN) / H100_BYTES_S)
+    assert weights_s / per_request_s == pytest.approx(495.65, abs=0.01)
+    assert _compute_bound_from(replica, context) == 496
+    # At 1,000 tokens each request adds more KV bytes than FLOPs at these rates: no batch turns compute-bound.
+    assert _compute_bound_from(replica, 1000) is None
