@@ -59,6 +59,16 @@ def test_effective_batch_limits_and_activation_peak_explain_a100_vs_h100():
     assert "differ by GPU memory tier" in " ".join(c.value for c in run_page(query).caption)
 
 
+
+def test_requests_at_once_is_capped_by_max_num_seqs_and_names_the_limit():
+    # Issue 9 item 1: 60 GiB of KV cache hold 3.75 requests of Llama-3.1-8B's full 131,072 tokens (491,520 tokens,
+    # vLLM 0.34 on an H100); with max_num_seqs 2 the scheduler runs only two of them.
+    query = {"a.m": "meta-llama/Llama-3.1-8B-Instruct", "a.g": "h100-sxm-80gb", "a.kvb": "60G", "a.v": "0.34.0",
+             "b.m": "meta-llama/Llama-3.1-8B-Instruct", "b.g": "h100-sxm-80gb", "b.kvb": "60G", "b.v": "0.34.0",
+             "b.seqs": "2"}
+    rows = table(run_page(query))
+    assert rows["requests at once @ max_model_len"] == ["3 (kv cache)", "2 (max num seqs)"]
+
 def test_editing_a_scenario_and_reopening_its_link():
     app = run_page()
     app.segmented_control(key="cmp_count").set_value(3)

@@ -174,3 +174,14 @@ def test_a_version_newer_than_the_model_says_whose_rules_it_uses(version):
     assert any("its figures use vLLM 0.34's rules" in w for w in result["warnings"])
     table = run_cli("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--vllm-version", version)
     assert "warning: vLLM" in table.stdout and "newer than the newest release modelled (0.34)" in table.stdout
+
+
+def test_the_json_caps_requests_at_once_by_max_num_seqs_and_names_the_limit():
+    # Issue 9 item 1: vLLM's "Maximum concurrency" counts KV blocks (3.75 requests of 131,072 tokens fit 491,520
+    # tokens of KV cache), but its scheduler never runs more than max_num_seqs sequences.
+    args = ("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm-80gb",
+            "--kv-cache-memory-bytes", "60G", "--vllm-version", "0.34.0", "--json")
+    free = json.loads(run_cli(*args).stdout)
+    assert (free["max_running_requests"], free["max_running_requests_limited_by"]) == (3, "kv_cache")
+    capped = json.loads(run_cli(*args, "--max-num-seqs", "2").stdout)
+    assert (capped["max_running_requests"], capped["max_running_requests_limited_by"]) == (2, "max_num_seqs")

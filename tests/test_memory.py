@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from calculator import Scenario, estimate
 from calculator.engine.memory import memory_budget
 from calculator.units import GIB
 
@@ -81,3 +82,21 @@ def test_the_no_memory_error_is_worded_as_each_version_words_it(version, expecte
     from calculator.engine.vllm_versions import VllmVersion
 
     assert no_memory_error(VllmVersion.parse(version), "HINT") == expected
+
+
+def test_the_utilization_note_says_when_the_slider_changes_nothing_or_means_something_else() -> None:
+    """Issue 9 item 6: every reason the gpu_memory_utilization slider does not move the numbers is named."""
+    from calculator.engine.advice import utilization_effect
+
+    base = Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", max_model_len=8192)
+    assert utilization_effect(estimate(base.replace(vllm_version="0.32.0", gpu_memory_utilization=0.8))) is None
+    assert utilization_effect(estimate(base.replace(vllm_version="0.34.0", gpu_memory_utilization=0.5))) == (
+        "vLLM 0.34.0 reinterprets it: with the extensible KV cache it caps weights + peak + KV cache (default 1.0) "
+        "instead of reserving that share")
+    assert utilization_effect(estimate(base.replace(vllm_version="0.32.0", kv_cache_memory_bytes=8 << 30))) == (
+        "ignored: --kv-cache-memory-bytes fixes the KV cache")
+    assert utilization_effect(estimate(base.replace(vllm_version="0.32.0", num_gpu_blocks_override=1000))) == (
+        "only decides whether vLLM starts: --num-gpu-blocks-override fixes the block count")
+    cpu = Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu=None, device="cpu", max_model_len=8192)
+    assert utilization_effect(estimate(cpu)) == (
+        "the CPU backend ignores it: VLLM_CPU_KVCACHE_SPACE sets the KV cache")
