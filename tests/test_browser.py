@@ -159,9 +159,16 @@ def test_a_phone_sees_the_deployment_and_a_compact_kpi_grid(dashboard, browser):
     cards.first.wait_for(timeout=60_000)
     first, second = cards.nth(0).bounding_box(), cards.nth(1).bounding_box()
     assert abs(first["y"] - second["y"]) < 2 and second["x"] > first["x"]  # two KPIs side by side
-    code = page.locator('[data-testid="stCode"]').filter(has_text="vllm serve").first
-    code.scroll_into_view_if_needed()
-    assert code.evaluate("e => [...e.querySelectorAll('pre, code')].every(c => c.scrollWidth <= c.clientWidth + 1)")
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=60_000)
+    assert chart.bounding_box()["y"] < 1200  # the issue met it 1,500 px down below ten stacked KPIs
+    unclipped = "e => [...e.querySelectorAll('pre, code')].every(c => c.scrollWidth <= c.clientWidth + 1)"
+    for text in ("vllm serve", "http"):  # the launch command and the share link
+        code = page.locator('[data-testid="stCode"]').filter(has_text=text).first
+        code.scroll_into_view_if_needed()
+        assert code.evaluate(unclipped), text
+    tables = page.locator('[data-testid="stDataFrame"], [data-testid="stTable"]').all()
+    assert tables and all(0 <= (box := t.bounding_box())["x"] and box["x"] + box["width"] <= 390 for t in tables)
     page.close()
 
 
