@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support.tiny_models import TinyModelBuildError, TinyModelFactory  # noqa: E402
 from support.vllm_cases import (  # noqa: E402
@@ -45,10 +45,12 @@ from support.vllm_cases import (  # noqa: E402
 )
 from support.vllm_server import PROVISION_SCRIPT, VllmServerError, provisioned_venv  # noqa: E402
 
-RECIPE_VERSIONS = ("0.32.0", "0.30.0", "0.29.0", "0.28.0", "0.19.1", "0.10.2", "0.8.5")
+from benchmarks.accuracy_report import VERSION_MATRIX_END, VERSION_MATRIX_START  # noqa: E402
+from calculator.engine.vllm_versions import PROVEN_VERSIONS, VllmVersion  # noqa: E402
+
+RECIPE_VERSIONS = tuple(PROVEN_VERSIONS)  # each proven version has a provisioning recipe
 DOCS = REPO / "docs" / "accuracy.md"
-START_MARKER = "<!-- version-matrix:start -->"
-END_MARKER = "<!-- version-matrix:end -->"
+START_MARKER, END_MARKER = VERSION_MATRIX_START, VERSION_MATRIX_END
 PARALLEL_SERVERS = 3
 
 
@@ -112,8 +114,8 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".")[:3])
+def _version_key(version: str) -> tuple[int, int, int]:
+    return VllmVersion.parse(version).key
 
 
 def write_docs(rows: list[Row]) -> None:

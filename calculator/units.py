@@ -30,6 +30,13 @@ def format_bytes(num_bytes: float) -> str:
     raise AssertionError("unreachable")
 
 
+
+def format_ms(value_ms: float) -> str:
+    """A latency as people read it: "12.3 ms", "1.25 s" from a second up, "unbounded" for a saturated queue."""
+    if value_ms == float("inf"):
+        return "unbounded"
+    return f"{value_ms / 1e3:,.2f} s" if value_ms >= 1000 else f"{value_ms:,.1f} ms"
+
 def parse_size(text: str | int) -> int:
     """Parse a size the way ``vllm serve`` does (``vllm.utils.argparse_utils.human_readable_int``).
 

@@ -97,15 +97,6 @@ class SpeedEstimate(BaseModel):
         """Tokens/s per user from the ITL band (a slower token is fewer tokens per second)."""
         return Band(low=MS / self.tpot_band_ms.high, high=MS / self.tpot_band_ms.low)
 
-    @property
-    def cost_per_million_band(self) -> Band | None:
-        """Cost per million output tokens from the throughput band (more tokens per hour cost less each)."""
-        if self.gpu_hour_cost is None or self.output_throughput_band_tok_s.low <= 0:
-            return None
-        per_hour = self.gpu_hour_cost * 1e6 / 3600
-        return Band(low=per_hour / self.output_throughput_band_tok_s.high,
-                    high=per_hour / self.output_throughput_band_tok_s.low)
-
 
 class _Replica:
     """The pieces every sub-estimate of one deployment shares (costs, rates, constants, budget)."""

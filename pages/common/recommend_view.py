@@ -11,6 +11,7 @@ from calculator import Workload
 from calculator.speed.charts import cost_latency_figure
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
 from calculator.speed.recommend import Option, Recommendations
+from calculator.units import format_ms
 from calculator.url_state import RECOMMEND_SPEED_FIELDS, RECOMMEND_WORKLOAD_FIELDS, read_recommend_link
 
 from .state import LOADS, plan_link
@@ -59,10 +60,6 @@ def name(option: Option) -> str:
     return " · ".join(parts)
 
 
-def _ms(value_ms: float) -> str:
-    return f"{value_ms / 1e3:,.2f} s" if value_ms >= 1000 else f"{value_ms:,.1f} ms"
-
-
 def ranked_table(result: Recommendations, ranking: str, request: RecommendRequest, workload: Workload,
                  speed: SpeedInputs, show_all: bool) -> None:
     """The deployments that qualify, cheapest first; each row's last cell opens it on the Plan page."""
@@ -78,7 +75,7 @@ def ranked_table(result: Recommendations, ranking: str, request: RecommendReques
         link = plan_link(scenario, workload, plan_speed)
         rows.append(f"| {rank} | {name(option)} | {plan.replicas:,} | {plan.gpus:,} | ${plan.cost_per_hour:,.2f} | "
                     f"${plan.cost_per_month:,.0f} | ${plan.cost_per_million_output_tokens:,.3f} | "
-                    f"{_ms(per.ttft_p95_ms)} | {_ms(per.tpot_ms)} | {per.per_user_tok_s:,.1f} | "
+                    f"{format_ms(per.ttft_p95_ms)} | {format_ms(per.tpot_ms)} | {per.per_user_tok_s:,.1f} | "
                     f"[Open in Plan]({link}) |")
     with st.container(key="ranked"):
         st.markdown("\n".join(rows))

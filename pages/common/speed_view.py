@@ -6,10 +6,10 @@ from __future__ import annotations
 import streamlit as st
 
 from calculator import CalculatorError, Estimate, Workload
-from calculator.speed.inputs import SpeedPlan, speed_plan
 from calculator.speed.charts import two_ceilings_figure
-from calculator.speed.inputs import SpeedInputs
+from calculator.speed.inputs import SpeedInputs, SpeedPlan, speed_plan
 from calculator.speed.prices import gpu_price
+from calculator.units import format_ms
 
 from . import sentence
 from .state import CUSTOM_GPU, LOADS
@@ -61,12 +61,6 @@ def inputs_section(prefix: str) -> SpeedInputs | str:
         return f"{error['loc'][0]}: {str(error['msg']).lower()}"
 
 
-def _ms(value_ms: float) -> str:
-    if value_ms == float("inf"):
-        return "unbounded"
-    return f"{value_ms / 1e3:,.2f} s" if value_ms >= 1000 else f"{value_ms:,.1f} ms"
-
-
 def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> SpeedPlan | None:
     """KPIs, the two-ceilings chart and the plan for both ceilings (or why the speed model has no answer)."""
     st.markdown("### Speed")
@@ -87,9 +81,9 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
         columns[0].metric("Tokens/s per user", f"{per.per_user_tok_s:,.1f}",
                           help=f"1 / ITL ({per.tpot_ms:,.2f} ms); measured spread "
                                f"{per.per_user_band_tok_s.low:,.1f}–{per.per_user_band_tok_s.high:,.1f}.")
-        columns[1].metric("TTFT p95", _ms(per.ttft_p95_ms),
+        columns[1].metric("TTFT p95", format_ms(per.ttft_p95_ms),
                           help=f"Prefill of the p95 prompt plus the p95 queue wait; spread "
-                               f"{_ms(per.ttft_p95_band_ms.low)}–{_ms(per.ttft_p95_band_ms.high)}.")
+                               f"{format_ms(per.ttft_p95_band_ms.low)}–{format_ms(per.ttft_p95_band_ms.high)}.")
         columns[2].metric("Throughput per replica", f"{per.output_throughput_tok_s:,.0f} tok/s",
                           help=f"Output tokens/s of one replica; spread {per.output_throughput_band_tok_s.low:,.0f}"
                                f"–{per.output_throughput_band_tok_s.high:,.0f}.")
