@@ -18,6 +18,7 @@ from ..errors import CalculatorError, InvalidInput
 from ..speed.predict import SpeedEstimate, speed_estimate
 from ..speed.traffic import Traffic, traffic_from
 from .activity import histogram_increase
+from .live import preemptions_rising
 from .metrics import EngineMetrics, Histogram
 
 # (histogram field, label): vLLM's request latency histograms, in the order a request lives them.
@@ -25,7 +26,7 @@ LATENCY_HISTOGRAMS = (
     ("queue_s", "Queue time"), ("ttft_s", "Time to first token"), ("itl_s", "Inter-token latency"),
     ("prefill_s", "Prefill time"), ("decode_s", "Decode time"), ("e2e_s", "End-to-end latency"),
 )
-NEARLY_FULL = 0.95  # KV usage at which new requests start to wait or preempt
+NEARLY_FULL = 0.95  # KV usage at which preemptions are the cache running out (the per-read advice warns from 0.8)
 LOW_USAGE = 0.5
 QUEUE_RISING_INTERVALS = 3  # consecutive intervals whose queue-time p50 grows
 QUEUE_RISING_MIN_S = 0.1  # a queue under 100 ms is noise, not a trend
@@ -53,7 +54,7 @@ def percentiles(histogram: Histogram | None) -> Percentiles | None:
     if histogram is None or histogram.count <= 0:
         return None
     return Percentiles(p50_s=histogram.quantile(0.5), p95_s=histogram.quantile(0.95),
-                       mean_s=histogram.sum / histogram.count, count=round(histogram.count))
+                       mean_s=histogram.mean, count=round(histogram.count))
 
 
 def interval_percentiles(previous: EngineMetrics | None, current: EngineMetrics) -> dict[str, Percentiles]:
@@ -133,7 +134,7 @@ def diagnosis(points: Sequence[tuple[float, EngineMetrics]], measured_tok_s: flo
     engines = [engine for _, engine in points]
     latest = engines[-1]
     usage = max((e.kv_cache_usage or 0.0) for e in engines[-QUEUE_RISING_INTERVALS - 1:])
-    preempted = (len(engines) > 1 and (latest.preemptions_total or 0) > (engines[0].preemptions_total or 0))
+    preempted = preemptions_rising(points)
     notes = []
     if usage >= NEARLY_FULL and preempted:
         notes.append(f"Memory is the bottleneck: the KV cache reached {usage:.0%} and requests were preempted. "

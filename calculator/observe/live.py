@@ -4,6 +4,7 @@ live usage in tokens and bytes, a back-solved calibration, the workload it reall
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
@@ -178,6 +179,6 @@ def usage_history(points: list[tuple[float, EngineMetrics]], capacity_tokens: in
             "running": [e.running or 0 for _, e in points], "waiting": [e.waiting or 0 for _, e in points]}
 
 
-def preemptions_rising(points: list[tuple[float, EngineMetrics]]) -> bool:
+def preemptions_rising(points: Sequence[tuple[float, EngineMetrics]]) -> bool:
     """Whether the preemption counter grew over the session's history."""
     return len(points) > 1 and (points[-1][1].preemptions_total or 0) > (points[0][1].preemptions_total or 0)

@@ -24,7 +24,7 @@ from calculator.observe.fleet import (
 )
 from calculator.observe.fleet_client import FleetReading, default_prometheus_url
 from calculator.observe.live_client import ServerModel
-from calculator.observe.fleet_latency import latency_of
+from calculator.observe.fleet_latency import QUANTILES, latency_of
 from calculator.observe.latency import LATENCY_HISTOGRAMS
 from calculator.url_state import to_query_params
 
@@ -286,9 +286,9 @@ def latency_panel(replicas: list[Replica], latency: dict | str) -> None:
             continue
         row: dict[str, object] = {"replica": replica.name, "model": replica.now.model_name}
         for field, label in LATENCY_HISTOGRAMS:
-            for quantile, name in ((0.5, "p50"), (0.95, "p95")):
+            for quantile in QUANTILES:
                 value = found.get(field, quantile)
-                row[f"{label} {name} (ms)"] = None if value is None else round(value * 1e3, 2)
+                row[f"{label} p{quantile * 100:g} (ms)"] = None if value is None else round(value * 1e3, 2)
         rows.append(row)
     if not rows:
         st.caption("No request finished in the range, or the servers export no latency histograms.")
