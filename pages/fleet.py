@@ -45,9 +45,10 @@ def fleet_panel() -> None:
         matchers = parse_filters(filter_text)
         window = time_range(frozen_end_s or time.time(), duration_s)
         with st.spinner("Querying Prometheus"), PrometheusClient(url, policy=access_policy(), **credentials) as client:
-            reading = read_fleet(client, window, matchers, count_series=True)
+            deadline = time.monotonic() + client.deadline_s  # one wait for the fleet and its latencies
+            reading = read_fleet(client, window, matchers, count_series=True, deadline=deadline)
             try:
-                latency = read_latency(client, window, matchers)
+                latency = read_latency(client, window, matchers, deadline=deadline)
             except CalculatorError as exc:
                 latency = sentence(exc)
     except CalculatorError as exc:

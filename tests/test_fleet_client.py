@@ -183,3 +183,20 @@ def test_a_fleet_reading_runs_its_queries_at_once_under_one_deadline(serve):
         reading = read_fleet(client, time_range(end_s=1000.0, duration_s=300), count_series=True)
     assert time.monotonic() - started < 2.0  # one after another: 4 x 1.0 s
     assert reading.series_seen == 1 and len(reading.at_end) == 1
+
+
+def test_the_fleet_and_its_latencies_share_one_deadline(serve):
+    """The Fleet page reads the fleet, then its 12 latency quantiles (4 at a time): with one deadline for both, a
+    slow Prometheus costs at most that deadline, not one deadline each."""
+    from calculator.observe.fleet_latency import read_latency
+
+    server = serve({"/api/v1/query": hostile.slow(1.0, answer(200, VECTOR)),
+                    "/api/v1/query_range": hostile.slow(1.0, answer(200, MATRIX))})
+    window = time_range(end_s=1000.0, duration_s=300)
+    started = time.monotonic()
+    with PrometheusClient(server.url) as client:
+        deadline = started + 2.5  # the fleet takes 1 s, its latencies 3 rounds of 1 s
+        read_fleet(client, window, deadline=deadline)
+        with pytest.raises(PrometheusTimeout):
+            read_latency(client, window, deadline=deadline)
+    assert time.monotonic() - started < 3.1

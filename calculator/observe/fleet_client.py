@@ -224,12 +224,13 @@ class PrometheusClient:
 
 
 def read_fleet(client: PrometheusClient, window: TimeRange, matchers: Iterable[Matcher] = (), *,
-               count_series: bool = False) -> FleetReading:
-    """The queries behind the fleet view, at once under one deadline: every vLLM series at the range's end and
-    start, the gauges (running, waiting, KV usage) over it, and (``count_series``) how many series match."""
+               count_series: bool = False, deadline: float | None = None) -> FleetReading:
+    """The queries behind the fleet view, at once under one deadline (``time.monotonic()`` based; by default the
+    client's ``deadline_s`` from now): every vLLM series at the range's end and start, the gauges (running, waiting,
+    KV usage) over it, and (``count_series``) how many series match."""
     matchers = tuple(matchers)
     started, first_warning = time.monotonic(), len(client.warnings)
-    deadline = started + client.deadline_s
+    deadline = deadline if deadline is not None else started + client.deadline_s
     queries: dict[str, Callable[[], Any]] = {
         "at_end": lambda: client.query(instant_query(matchers), window.end_s),
         "at_start": lambda: client.query(instant_query(matchers), window.start_s),

@@ -38,12 +38,13 @@ def latency_by_replica(results: dict[tuple[str, float], Sequence[Sample]]) -> di
     return {key: ReplicaLatency(quantiles=values) for key, values in found.items()}
 
 
-def read_latency(client: PrometheusClient, window: TimeRange,
-                 matchers: Iterable[Matcher] = ()) -> dict[ReplicaKey, ReplicaLatency]:
-    """Every latency's p50 and p95 per replica over ``window``, asked at its end."""
+def read_latency(client: PrometheusClient, window: TimeRange, matchers: Iterable[Matcher] = (), *,
+                 deadline: float | None = None) -> dict[ReplicaKey, ReplicaLatency]:
+    """Every latency's p50 and p95 per replica over ``window``, asked at its end, by ``deadline`` (as
+    ``read_fleet``'s: pass the same one so the page waits at most one ``deadline_s`` for both)."""
     matchers = tuple(matchers)
     asked = [(field, q) for field in LATENCY_METRICS for q in QUANTILES]
-    deadline = time.monotonic() + client.deadline_s
+    deadline = deadline if deadline is not None else time.monotonic() + client.deadline_s
 
     def ask(field: str, quantile: float) -> tuple[Sample, ...]:
         return client.query(latency_quantile_query(field, quantile, window.duration_s, matchers), window.end_s)
