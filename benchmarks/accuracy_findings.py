@@ -4,9 +4,9 @@ failed start-up with vLLM's message, the records left out of the statistics, and
 from __future__ import annotations
 
 from benchmarks.accuracy import Report, Row
+from calculator.engine.estimate import applied_quantization
 from calculator.engine.quant_kernels import expert_storage, resident_quantization
 from calculator.engine.uncertainty import verdict, verdict_reason
-from calculator.model.quantization import quantization_from_flag
 from calculator.units import GIB
 
 
@@ -21,10 +21,7 @@ def _excluded(report: Report) -> list[str]:
 
 
 def _quantization_of(row: Row):
-    result = row.result
-    scenario = row.case.scenario
-    return quantization_from_flag(scenario.quantization, result.model) if scenario.quantization \
-        else result.model.quantization
+    return applied_quantization(row.case.scenario, row.result.model)
 
 
 def _format(row: Row) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from calculator.engine.estimate import Estimate
 from calculator.speed.costs import forward_costs
 from calculator.speed.hardware import gpu_rates
-from calculator.model.quantization import quantization_from_flag
 
 from benchmarks import speed_replay as replay
 
@@ -30,9 +29,7 @@ LLM_OPTIMIZER_MFU_DECODE = 0.30
 
 def _facts(result: Estimate) -> dict[str, float]:
     """Whole-deployment figures both peers start from: summed rates, model bytes, parameters, KV per token."""
-    quantization = (quantization_from_flag(result.scenario.quantization, result.model)
-                    if result.scenario.quantization else result.model.quantization)
-    rates = gpu_rates(result.gpu, quantization)
+    rates = gpu_rates(result.gpu, result.quantization)
     costs = forward_costs(result)
     gpus = result.num_gpus
     tp = result.settings.tensor_parallel_size

@@ -30,11 +30,7 @@ LLAMA8_ACTIVATION_BYTES_PER_TOKEN = 32 * 2 * 2 * (4 * 4096 + 3 * 14336)  # writt
 
 def _deployment(model: str, **settings):
     result = estimate(Scenario(model=model, **settings))
-    quantization = result.model.quantization
-    if result.scenario.quantization:
-        from calculator.model.quantization import quantization_from_flag
-        quantization = quantization_from_flag(result.scenario.quantization, result.model)
-    return forward_costs(result), gpu_rates(result.gpu, quantization)
+    return forward_costs(result), gpu_rates(result.gpu, result.quantization)
 
 
 def test_dense_model_costs_match_the_published_shapes() -> None:

@@ -59,6 +59,11 @@ CPU_DEFAULT_KV_CACHE_BYTES = 4 * GIB  # NOTE: VLLM_CPU_KVCACHE_SPACE unset -> vL
 V0_SWAP_SPACE_BYTES = 4 * GIB  # V0 CacheConfig.swap_space default (4 GiB per GPU): "# CPU blocks" in its log line
 
 
+
+def applied_quantization(scenario: Scenario, spec: ModelSpec) -> QuantizationSpec | None:
+    """The weight quantization vLLM applies: ``--quantization``'s when given, else the checkpoint's."""
+    return quantization_from_flag(scenario.quantization, spec) if scenario.quantization else spec.quantization
+
 class Estimate(BaseModel):
     """What vLLM will do with one deployment, per GPU (the busiest rank) unless a name says otherwise."""
 
@@ -78,6 +83,11 @@ class Estimate(BaseModel):
     max_fitting_model_len: int
     weights_by_role: dict[str, int]  # the busiest stage's weights: embedding, attention, mlp, expert, ...
     warnings: tuple[str, ...]
+
+    @property
+    def quantization(self) -> QuantizationSpec | None:
+        """The weight quantization vLLM applies (``--quantization``'s, else the checkpoint's)."""
+        return applied_quantization(self.scenario, self.model)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -141,8 +151,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     if settings.engine == "v0":
         rules = as_v0_engine(rules)
     warnings = [*spec.warnings, *settings.warnings]
-    quantization = (quantization_from_flag(scenario.quantization, spec) if scenario.quantization
-                    else spec.quantization)
+    quantization = applied_quantization(scenario, spec)
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     kernel = attention_kernel_blocks(rules, device=settings.device)
     layout = plan_kv_cache(spec, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,

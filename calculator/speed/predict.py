@@ -11,7 +11,6 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from ..engine.estimate import Estimate
 from ..engine.workload import Workload, workload_capacity
 from ..errors import InvalidInput
-from ..model.quantization import quantization_from_flag
 from .calibration import BAND_FACTOR, SpeedConstants, constants_for
 from .costs import ForwardCosts, forward_costs
 from .hardware import ComputePath, GpuRates, gpu_rates
@@ -107,10 +106,8 @@ class _Replica:
         if not result.fits:
             raise InvalidInput(f"the deployment does not start, so it serves nothing: {result.error}")
         s = result.settings
-        quantization = (quantization_from_flag(result.scenario.quantization, result.model)
-                        if result.scenario.quantization else result.model.quantization)
         self.result = result
-        self.rates: GpuRates = gpu_rates(result.gpu, quantization)
+        self.rates: GpuRates = gpu_rates(result.gpu, result.quantization)
         self.constants = constants or constants_for(result.gpu.platform)
         self.costs: ForwardCosts = forward_costs(result)
         self.pp = s.pipeline_parallel_size

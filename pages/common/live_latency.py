@@ -9,7 +9,6 @@ import streamlit as st
 
 from calculator import CalculatorError, Estimate, Workload
 from calculator.charts import latency_percentiles_figure
-from calculator.model.quantization import quantization_from_flag
 from calculator.observe.latency import (
     LATENCY_HISTOGRAMS,
     Efficiency,
@@ -126,9 +125,7 @@ def _efficiency(reads: list, actual: Estimate | None, workload: Workload | None,
     on_gpu = actual is not None and actual.gpu is not None and actual.settings.device != "cpu"
     rates = None
     if on_gpu and actual.gpu.memory_bandwidth_gb_s and actual.gpu.bf16_dense_tflops:
-        quantization = (quantization_from_flag(actual.scenario.quantization, actual.model)
-                        if actual.scenario.quantization else actual.model.quantization)
-        rates = gpu_rates(actual.gpu, quantization)
+        rates = gpu_rates(actual.gpu, actual.quantization)
     achieved: Efficiency | None = efficiency(before, now, now_t - before_t,
                                              rates.memory_bandwidth_bytes_s if rates else 1.0,
                                              rates.peak_flops if rates else 1.0)
