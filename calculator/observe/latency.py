@@ -17,7 +17,7 @@ from ..engine.workload import Workload
 from ..errors import CalculatorError, InvalidInput
 from ..speed.predict import SpeedEstimate, speed_estimate
 from ..speed.traffic import Traffic, traffic_from
-from .activity import histogram_increase
+from .activity import IntervalActivity, histogram_increase
 from .live import preemptions_rising
 from .metrics import EngineMetrics, Histogram
 
@@ -112,6 +112,41 @@ def observed_traffic(workload: Workload, concurrency: float | None) -> Traffic |
         return None
     return traffic_from(workload, concurrency=round(concurrency))
 
+
+
+def observed_concurrency(running: float | None, activity: IntervalActivity | None) -> float | None:
+    """Requests running at the latest read, or the fewest that were in the server at once since the one before."""
+    if running:
+        return running
+    return activity.peak_requests_at_least if activity is not None else None
+
+
+class Compared(BaseModel):
+    """One quantity the speed model predicts beside what the server measured (None: not measured)."""
+
+    model_config = ConfigDict(frozen=True)
+    quantity: str
+    predicted: float
+    measured: float | None
+
+    @property
+    def error_pct(self) -> float | None:
+        return None if not self.measured else (self.predicted - self.measured) / self.measured * 100
+
+
+def prediction_vs_measured(speed: SpeedEstimate, measured: dict[str, Percentiles],
+                           generation_tok_s: float | None) -> list[Compared]:
+    """The speed model's times (ms) and output tokens/s beside the server's histograms and token counter."""
+    def ms(field: str, which: str) -> float | None:
+        found = measured.get(field)
+        return None if found is None else getattr(found, which) * 1e3
+
+    return [Compared(quantity="TTFT mean", predicted=speed.ttft_ms, measured=ms("ttft_s", "mean_s")),
+            Compared(quantity="TTFT p95", predicted=speed.ttft_p95_ms, measured=ms("ttft_s", "p95_s")),
+            Compared(quantity="Inter-token latency mean", predicted=speed.tpot_ms, measured=ms("itl_s", "mean_s")),
+            Compared(quantity="End-to-end mean", predicted=speed.e2e_ms, measured=ms("e2e_s", "mean_s")),
+            Compared(quantity="Queue time mean", predicted=speed.queue_wait_ms, measured=ms("queue_s", "mean_s")),
+            Compared(quantity="Output tokens/s", predicted=speed.output_throughput_tok_s, measured=generation_tok_s)]
 
 def predicted(result: Estimate, traffic: Traffic) -> SpeedEstimate:
     """The speed model for a server's deployment; ``InvalidInput`` for a CPU server (the model covers GPUs)."""

@@ -16,8 +16,10 @@ from calculator.observe.latency import (
     efficiency,
     interval_percentiles,
     latency_history,
+    observed_concurrency,
     observed_traffic,
     predicted,
+    prediction_vs_measured,
 )
 from calculator.observe.metrics import EngineMetrics, Rates
 from calculator.speed.hardware import gpu_rates
@@ -72,14 +74,6 @@ def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, 
         st.caption("Nothing in the recent reads points to a bottleneck.")
 
 
-def _observed_concurrency(points: deque) -> float | None:
-    """Requests running at the latest read, or the fewest that were in the server at once since the last one."""
-    _, engine, activity = points[-1]
-    if engine.running:
-        return engine.running
-    return activity.peak_requests_at_least if activity is not None else None
-
-
 def _prediction(engine: EngineMetrics, points: deque, change: Rates | None, actual: Estimate | None,
                 workload: Workload | None, measured: dict, key: str) -> float | None:
     """The speed model next to what the server measured; returns the predicted output tokens/s."""
@@ -91,7 +85,8 @@ def _prediction(engine: EngineMetrics, points: deque, change: Rates | None, actu
         st.info("The speed model covers GPUs; this server runs on the CPU, so no speed is predicted for it.",
                 icon="ℹ️")
         return None
-    concurrency = _observed_concurrency(points)
+    _, latest, activity = points[-1]
+    concurrency = observed_concurrency(latest.running, activity)
     try:
         traffic = observed_traffic(workload, concurrency) if workload is not None else None
         if traffic is None:
@@ -102,14 +97,10 @@ def _prediction(engine: EngineMetrics, points: deque, change: Rates | None, actu
     except CalculatorError as exc:
         st.warning(f"Speed model: {sentence(exc)}", icon="⚠️")
         return None
-    rows = [("TTFT mean", speed.ttft_ms, measured.get("ttft_s") and measured["ttft_s"].mean_s * 1e3),
-            ("TTFT p95", speed.ttft_p95_ms, measured.get("ttft_s") and measured["ttft_s"].p95_s * 1e3),
-            ("Inter-token latency mean", speed.tpot_ms, measured.get("itl_s") and measured["itl_s"].mean_s * 1e3),
-            ("End-to-end mean", speed.e2e_ms, measured.get("e2e_s") and measured["e2e_s"].mean_s * 1e3),
-            ("Queue time mean", speed.queue_wait_ms, measured.get("queue_s") and measured["queue_s"].mean_s * 1e3),
-            ("Output tokens/s", speed.output_throughput_tok_s, change and change.generation_tokens_per_s)]
-    st.dataframe([{"quantity": name, "predicted": round(p, 2), "measured": None if m is None else round(m, 2),
-                   "error %": None if not m else round((p - m) / m * 100, 1)} for name, p, m in rows],
+    rows = prediction_vs_measured(speed, measured, change.generation_tokens_per_s if change else None)
+    st.dataframe([{"quantity": row.quantity, "predicted": round(row.predicted, 2),
+                   "measured": None if row.measured is None else round(row.measured, 2),
+                   "error %": None if row.error_pct is None else round(row.error_pct, 1)} for row in rows],
                  hide_index=True, key=f"speed_cmp_{key}")
     st.caption(f"Predicted for {traffic.concurrency:,} concurrent request(s) of {traffic.input_tokens:,} prompt "
                f"and {traffic.output_tokens:,} output tokens (the server's length histograms) on "
