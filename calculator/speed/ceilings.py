@@ -18,8 +18,7 @@ from ..engine.estimate import Estimate
 from ..engine.workload import Workload, workload_capacity
 from ..errors import InvalidInput
 from .calibration import SpeedConstants
-from .plan import MAX_REPLICAS, CapacityPlan, Slo, capacity_plan, share, slo_violations
-from .predict import speed_estimate
+from .plan import MAX_REPLICAS, CapacityPlan, Slo, capacity_plan, plan_at
 from .prices import GpuPrice
 from .traffic import Traffic
 
@@ -48,10 +47,7 @@ def plan_both_ceilings(result: Estimate, workload: Workload, traffic: Traffic, s
     if memory is None or memory <= speed.replicas:
         return CeilingsPlan(memory_replicas=memory, requests_per_replica=held, speed_replicas=speed.replicas,
                             plan=speed, binding="speed")
-    per_replica = speed_estimate(result, share(traffic, memory), prices=prices, constants=constants)
-    missed = slo_violations(per_replica, slo)
-    plan = CapacityPlan(replicas=memory, gpus_per_replica=result.num_gpus, per_replica=per_replica,
-                        meets_slo=not missed, violations=missed)
+    plan = plan_at(result, memory, traffic, slo, prices=prices, constants=constants)
     return CeilingsPlan(memory_replicas=memory, requests_per_replica=held, speed_replicas=speed.replicas,
                         plan=plan, binding="memory")
 

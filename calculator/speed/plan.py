@@ -107,33 +107,36 @@ def capacity_plan(result: Estimate, traffic: Traffic, slo: Slo | None = None, *,
     """
     slo = slo or Slo()
 
-    def at(replicas: int) -> tuple[SpeedEstimate, tuple[str, ...]]:
-        speed = speed_estimate(result, share(traffic, replicas), prices=prices, constants=constants)
-        return speed, slo_violations(speed, slo)
+    def at(replicas: int) -> CapacityPlan:
+        return plan_at(result, replicas, traffic, slo, prices=prices, constants=constants)
 
     ceiling = max(1, min(max_replicas, traffic.concurrency or MAX_REPLICAS))
-    speed, missed = at(1)
-    if not missed:
-        return _plan(result, 1, speed, missed)
+    plan = at(1)
+    if plan.meets_slo:
+        return plan
     low, high = 1, 2
     while True:  # gallop up to a count that meets the SLOs, or to the ceiling
         high = min(high, ceiling)
-        speed, missed = at(high)
-        if not missed or high == ceiling:
+        plan = at(high)
+        if plan.meets_slo or high == ceiling:
             break
         low, high = high, high * 2
-    if missed:
-        return _plan(result, high, speed, missed)
+    if not plan.meets_slo:
+        return plan
     while high - low > 1:
         middle = (low + high) // 2
-        middle_speed, middle_missed = at(middle)
-        if middle_missed:
-            low = middle
+        candidate = at(middle)
+        if candidate.meets_slo:
+            high, plan = middle, candidate
         else:
-            high, speed = middle, middle_speed
-    return _plan(result, high, speed, ())
+            low = middle
+    return plan
 
 
-def _plan(result: Estimate, replicas: int, speed: SpeedEstimate, missed: tuple[str, ...]) -> CapacityPlan:
+def plan_at(result: Estimate, replicas: int, traffic: Traffic, slo: Slo, *,
+            prices: Mapping[str, GpuPrice] | None = None, constants: SpeedConstants | None = None) -> CapacityPlan:
+    """``replicas`` of ``result`` sharing ``traffic``, checked against ``slo``."""
+    speed = speed_estimate(result, share(traffic, replicas), prices=prices, constants=constants)
+    missed = slo_violations(speed, slo)
     return CapacityPlan(replicas=replicas, gpus_per_replica=result.num_gpus, per_replica=speed,
                         meets_slo=not missed, violations=missed)
