@@ -85,6 +85,11 @@ class Estimate(BaseModel):
     warnings: tuple[str, ...]
 
     @property
+    def on_gpu(self) -> bool:
+        """Whether the deployment runs on a GPU (the speed model covers GPUs, not the CPU backend)."""
+        return self.gpu is not None and self.settings.device != "cpu"
+
+    @property
     def quantization(self) -> QuantizationSpec | None:
         """The weight quantization vLLM applies (``--quantization``'s, else the checkpoint's)."""
         return applied_quantization(self.scenario, self.model)

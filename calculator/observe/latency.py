@@ -150,7 +150,7 @@ def prediction_vs_measured(speed: SpeedEstimate, measured: dict[str, Percentiles
 
 def predicted(result: Estimate, traffic: Traffic) -> SpeedEstimate:
     """The speed model for a server's deployment; ``InvalidInput`` for a CPU server (the model covers GPUs)."""
-    if result.gpu is None or result.settings.device == "cpu":
+    if not result.on_gpu:
         raise InvalidInput("the speed model covers GPUs; this server runs on the CPU, so no speed is predicted "
                            "for it")
     try:

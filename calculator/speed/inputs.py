@@ -131,7 +131,7 @@ class SpeedPlan(BaseModel):
 def speed_plan(result: Estimate, workload: Workload, inputs: SpeedInputs) -> SpeedPlan:
     """``result`` with the inputs' GPU rates, price and measured efficiencies, planned for the workload's load;
     ``InvalidInput`` (one line) when the speed model cannot answer (a CPU deployment, a GPU without rates)."""
-    if result.gpu is None or result.settings.device == "cpu":
+    if not result.on_gpu:
         raise InvalidInput("the speed model covers GPUs; this deployment runs on the CPU, so no speed is predicted")
     traffic = inputs.traffic(workload)
     rated = inputs.with_gpu_rates(result)

@@ -101,7 +101,7 @@ class _Replica:
     """The pieces every sub-estimate of one deployment shares (costs, rates, constants, budget)."""
 
     def __init__(self, result: Estimate, constants: SpeedConstants | None) -> None:
-        if result.gpu is None or result.settings.device == "cpu":
+        if not result.on_gpu:
             raise InvalidInput("the speed model covers GPUs; this deployment runs on the CPU")
         if not result.fits:
             raise InvalidInput(f"the deployment does not start, so it serves nothing: {result.error}")

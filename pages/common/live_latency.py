@@ -81,7 +81,7 @@ def _prediction(engine: EngineMetrics, points: deque, change: Rates | None, actu
     if actual is None:
         st.caption("Choose the served model's config (sidebar) to see the speed model's prediction.")
         return None
-    if actual.gpu is None or actual.settings.device == "cpu":
+    if not actual.on_gpu:
         st.info("The speed model covers GPUs; this server runs on the CPU, so no speed is predicted for it.",
                 icon="ℹ️")
         return None
@@ -113,7 +113,7 @@ def _efficiency(reads: list, actual: Estimate | None, workload: Workload | None,
     if len(reads) < 2 or reads[-1][1].estimated_read_bytes_total is None:
         return
     (before_t, before), (now_t, now) = reads[-2], reads[-1]
-    on_gpu = actual is not None and actual.gpu is not None and actual.settings.device != "cpu"
+    on_gpu = actual is not None and actual.on_gpu
     rates = None
     if on_gpu and actual.gpu.memory_bandwidth_gb_s and actual.gpu.bf16_dense_tflops:
         rates = gpu_rates(actual.gpu, actual.quantization)
