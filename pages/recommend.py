@@ -15,19 +15,12 @@ from calculator.engine.vllm_versions import known_versions
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
 from calculator.speed.recommend import Recommendations
 from calculator.url_state import parse_price_list, recommend_query_params
-from pages.common import page_setup, recommend_view, sentence
+from pages.common import first_error, page_setup, recommend_view, sentence, speed_view
 from pages.common.inputs import cached_model_spec
-from pages.common.speed_view import SLO_FIELDS
 from pages.common.state import LOADS, MODEL_SOURCES, share_link
 
 P = recommend_view.PREFIX
 GPUS = {gpu.key: gpu.name for gpu in gpu_catalog() if gpu.memory_bandwidth_gb_s}
-
-
-def first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {str(error['msg']).lower()}" if where else str(error["msg"])
 
 
 @st.cache_data(max_entries=32, show_spinner="Planning every deployment")
@@ -70,18 +63,11 @@ with st.sidebar:
         "output_tokens_p95": number("Output tokens (p95)", "output_tokens_p95", right, min_value=1,
                                     placeholder="= mean"),
     }
-    load = st.radio("Load", LOADS, key=f"{P}_speed_load", horizontal=True)
-    speed_values = {"request_rate": None}
+    load, request_rate = speed_view.load_input(P)
     if load == LOADS[0]:
         lengths["target_concurrent_requests"] = number("Concurrent users", "target_concurrent_requests", min_value=1)
-    else:
-        speed_values["request_rate"] = number("Request rate (requests/s)", "speed_request_rate", value=None,
-                                              placeholder="requests/s", format="%g", step=1.0)
     st.subheader("SLOs")
-    left, right = st.columns(2)
-    for i, (field, label, placeholder, step) in enumerate(SLO_FIELDS):
-        speed_values[field] = number(label, f"speed_{field}", left if i % 2 == 0 else right, value=None,
-                                     placeholder=placeholder, step=step, format="%g")
+    speed_values = {"request_rate": request_rate, **speed_view.slo_inputs(P)}
     st.subheader("GPUs and budget")
     gpus = st.multiselect("GPUs (none: the whole catalog)", list(GPUS), format_func=GPUS.get, key=f"{P}_gpus")
     left, right = st.columns(2)

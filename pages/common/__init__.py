@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+from pydantic import ValidationError
 
 # (script, title, icon): app.py routes to these; page_setup draws the same menu in every page.
 PAGES = (
@@ -20,6 +21,13 @@ def sentence(error: object) -> str:
     """An error as the UI shows it: the library's messages start lowercase (they also end CLI lines)."""
     text = str(error)
     return text[:1].upper() + text[1:]
+
+
+def first_error(exc: ValidationError) -> str:
+    """An input model's first complaint as one line: ``field: what is wrong``."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {str(error['msg']).lower()}" if where else str(error["msg"])
 
 
 def page_setup(title: str) -> None:

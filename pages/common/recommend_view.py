@@ -12,9 +12,9 @@ from calculator.speed.charts import cost_latency_figure
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
 from calculator.speed.recommend import Option, Recommendations
 from calculator.units import format_ms
-from calculator.url_state import RECOMMEND_SPEED_FIELDS, RECOMMEND_WORKLOAD_FIELDS, read_recommend_link
+from calculator.url_state import RECOMMEND_WORKLOAD_FIELDS, read_recommend_link
 
-from .state import LOADS, plan_link
+from .state import apply_speed, plan_link
 
 PREFIX = "rec"
 SHOWN_ROWS = 25
@@ -39,9 +39,7 @@ def init_from_url() -> list[str]:
     state[f"{PREFIX}_prices"] = ",".join(f"{key}:{value:g}" for key, value in request.prices.items())
     for field in RECOMMEND_WORKLOAD_FIELDS:
         state[f"{PREFIX}_{field}"] = getattr(link.workload, field)
-    for field in RECOMMEND_SPEED_FIELDS:
-        state[f"{PREFIX}_speed_{field}"] = getattr(link.speed, field)
-    state[f"{PREFIX}_speed_load"] = LOADS[1] if link.speed.request_rate is not None else LOADS[0]
+    apply_speed(PREFIX, link.speed)
     state[flag] = True
     return [f"Share link: {warning}" for warning in link.warnings]
 

@@ -4,6 +4,7 @@ capacity plan that counts both ceilings. The numbers come from ``calculator.spee
 from __future__ import annotations
 
 import streamlit as st
+from pydantic import ValidationError
 
 from calculator import CalculatorError, Estimate, Workload
 from calculator.speed.charts import two_ceilings_figure
@@ -11,7 +12,7 @@ from calculator.speed.inputs import SpeedInputs, SpeedPlan, speed_plan
 from calculator.speed.prices import gpu_price
 from calculator.units import format_ms
 
-from . import sentence
+from . import first_error, sentence
 from .state import CUSTOM_GPU, LOADS
 
 # (field, label, placeholder, step): optional numbers; an empty box means "no limit" or "the default".
@@ -35,14 +36,8 @@ def _number(prefix: str, field: str, label: str, placeholder: str, step: float, 
 def inputs_section(prefix: str) -> SpeedInputs | str:
     """Sidebar: how the load arrives, SLOs, price, a custom GPU's rates; returns SpeedInputs or the reason."""
     st.subheader("Speed and cost")
-    load = st.radio("Load", LOADS, key=f"{prefix}_speed_load", horizontal=True,
-                    help="Concurrent requests (closed loop: the workload's target) or a Poisson request rate.")
-    values: dict[str, float | None] = {"request_rate": None}
-    if load == LOADS[1]:
-        values["request_rate"] = _number(prefix, "request_rate", "Request rate (requests/s)", "requests/s", 1.0)
-    left, right = st.columns(2)
-    for i, (field, label, placeholder, step) in enumerate(SLO_FIELDS):
-        values[field] = _number(prefix, field, label, placeholder, step, left if i % 2 == 0 else right)
+    load, request_rate = load_input(prefix)
+    values: dict[str, float | None] = {"request_rate": request_rate, **slo_inputs(prefix)}
     values["usd_per_gpu_hour"] = _number(prefix, "usd_per_gpu_hour", "Price ($ per GPU-hour)", "price list", 0.1)
     if st.session_state.get(f"{prefix}_gpu") == CUSTOM_GPU:
         values["gpu_memory_bandwidth_gb_s"] = _number(prefix, "gpu_memory_bandwidth_gb_s",
@@ -56,9 +51,24 @@ def inputs_section(prefix: str) -> SpeedInputs | str:
         return "request rate: give the requests per second (or choose concurrent requests)"
     try:
         return SpeedInputs(**values)
-    except ValueError as exc:
-        error = exc.errors()[0] if hasattr(exc, "errors") else {"loc": ("",), "msg": str(exc)}
-        return f"{error['loc'][0]}: {str(error['msg']).lower()}"
+    except ValidationError as exc:
+        return first_error(exc)
+
+
+def load_input(prefix: str) -> tuple[str, float | None]:
+    """How the load arrives (``LOADS``) and, for a request rate, how many requests per second."""
+    load = st.radio("Load", LOADS, key=f"{prefix}_speed_load", horizontal=True,
+                    help="Concurrent requests (closed loop: the workload's target) or a Poisson request rate.")
+    if load == LOADS[1]:
+        return load, _number(prefix, "request_rate", "Request rate (requests/s)", "requests/s", 1.0)
+    return load, None
+
+
+def slo_inputs(prefix: str) -> dict[str, float | None]:
+    """The SLO fields, two per row (empty: no SLO)."""
+    left, right = st.columns(2)
+    return {field: _number(prefix, field, label, placeholder, step, left if i % 2 == 0 else right)
+            for i, (field, label, placeholder, step) in enumerate(SLO_FIELDS)}
 
 
 def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> SpeedPlan | None:
