@@ -147,3 +147,13 @@ def _add_queue(text: str, added: int, bucket: str, total: int) -> str:
     text = re.sub(r'^(vllm:request_queue_time_seconds_bucket\{engine="0",le="([^"]+)",model_name="tiny"\}) (\S+)$',
                   bump, text, flags=re.M)
     return edited(text, vllm_request_queue_time_seconds_count=total)
+
+
+def test_the_diagnosis_replaces_the_latest_reads_advice_but_a_restart_is_always_said() -> None:
+    from calculator.observe.latency import notes_to_show
+    from calculator.observe.live import RESTART_NOTE
+
+    advice = ["The KV cache is 97% full with 3 request(s) waiting: ...", RESTART_NOTE]
+    assert notes_to_show([], advice) == [(advice[0], False), (RESTART_NOTE, False)]
+    assert notes_to_show(["Memory is the bottleneck: ..."], advice) == [
+        ("Memory is the bottleneck: ...", True), (RESTART_NOTE, False)]

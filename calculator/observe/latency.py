@@ -18,7 +18,7 @@ from ..errors import CalculatorError, InvalidInput
 from ..speed.predict import SpeedEstimate, speed_estimate
 from ..speed.traffic import Traffic, traffic_from
 from .activity import IntervalActivity, histogram_increase
-from .live import preemptions_rising
+from .live import RESTART_NOTE, preemptions_rising
 from .metrics import EngineMetrics, Histogram
 
 # (histogram field, label): vLLM's request latency histograms, in the order a request lives them.
@@ -187,3 +187,11 @@ def diagnosis(points: Sequence[tuple[float, EngineMetrics]], measured_tok_s: flo
         notes.append(f"Queue time is rising ({' → '.join(f'{q * 1e3:,.0f} ms' for q in queue)} at p50): the load "
                      "outgrows this server. Add replicas.")
     return notes
+
+
+def notes_to_show(diagnosed: Sequence[str], advice: Sequence[str]) -> list[tuple[str, bool]]:
+    """(note, from the diagnosis) in the order shown: the recent reads' diagnosis when it has one (the latest
+    read's advice names the same knobs and would repeat them), else that advice; a restart is always said."""
+    if not diagnosed:
+        return [(note, False) for note in advice]
+    return [*((note, True) for note in diagnosed), *((note, False) for note in advice if note == RESTART_NOTE)]

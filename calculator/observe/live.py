@@ -21,6 +21,7 @@ from .metrics import EngineMetrics, Rates
 # "Near 100 %": with requests queued and the pool this full, the next prompt's blocks do not fit, so the
 # KV cache (not the scheduler's max_num_seqs) is what holds them back.
 NEARLY_FULL_USAGE = 0.8
+RESTART_NOTE = "A counter went down: the server restarted between two reads; rates restart from here."
 
 
 def scenario_from_server(engine: EngineMetrics, model: ServerModel | None, version: str | None,
@@ -168,7 +169,7 @@ def advice(engine: EngineMetrics, rates_now: Rates | None, preemptions_rising: b
         notes.append("Preemptions are rising: running requests lose their KV blocks and are recomputed. Lower "
                      "--max-num-seqs, or give the KV cache more memory (fp8 KV, higher gpu_memory_utilization).")
     if rates_now is not None and rates_now.restarted:
-        notes.append("A counter went down: the server restarted between two reads; rates restart from here.")
+        notes.append(RESTART_NOTE)
     return notes
 
 

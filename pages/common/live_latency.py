@@ -16,6 +16,7 @@ from calculator.observe.latency import (
     efficiency,
     interval_percentiles,
     latency_history,
+    notes_to_show,
     observed_concurrency,
     observed_traffic,
     predicted,
@@ -30,7 +31,6 @@ from .outputs import CHART_CONFIG
 from .state import plan_link
 
 LABELS = dict(LATENCY_HISTOGRAMS)
-RESTART_NOTE = "A counter went down"  # live.advice's note on a restart: always shown
 
 
 def _ms(seconds: float | None) -> str | None:
@@ -64,12 +64,9 @@ def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, 
     _efficiency(reads, actual, workload, key)
     measured = change.generation_tokens_per_s if change is not None else None
     st.markdown("#### Diagnosis")
-    notes = diagnosis(reads, measured, prediction)
-    # NOTE: the latest read's advice names the same knobs; once the recent reads diagnose it, it would repeat them.
-    shown = notes or advice
-    restarts = [note for note in advice if note.startswith(RESTART_NOTE)] if notes else []
-    for note in [*shown, *restarts]:
-        st.warning(note, icon="🩺" if note in notes else "⚠️")
+    shown = notes_to_show(diagnosis(reads, measured, prediction), advice)
+    for note, diagnosed in shown:
+        st.warning(note, icon="🩺" if diagnosed else "⚠️")
     if not shown:
         st.caption("Nothing in the recent reads points to a bottleneck.")
 
