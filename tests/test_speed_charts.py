@@ -23,7 +23,7 @@ def test_two_ceilings_marks_kv_max_num_seqs_and_the_slo() -> None:
                                max_num_seqs=64))
     sweep = concurrency_sweep(result, Traffic(input_tokens=1024, output_tokens=256, concurrency=1), prices={})
     figure = two_ceilings_figure(sweep, Slo(tpot_ms=80))
-    throughput, itl = figure.data
+    throughput, itl, throughput_low, throughput_high, itl_low, itl_high = figure.data
     assert list(throughput.x) == [p.traffic.concurrency for p in sweep.points]
     assert itl.yaxis == "y2" and list(itl.y) == [p.tpot_ms for p in sweep.points]
     lines = [(s.x0, s.y0, s.yref) for s in figure.layout.shapes]
@@ -31,6 +31,12 @@ def test_two_ceilings_marks_kv_max_num_seqs_and_the_slo() -> None:
     assert (0, 80, "y2") in lines
     # past the engine limit, throughput stops growing
     assert throughput.y[-1] == pytest.approx(throughput.y[-2], rel=1e-12)
+    # the calibrated range: x / and x the spread measured on real runs (docs/speed-accuracy.md: 1.36 and 1.23)
+    assert list(throughput_low.y) == pytest.approx([y / 1.36 for y in throughput.y], rel=1e-3)
+    assert list(throughput_high.y) == pytest.approx([y * 1.36 for y in throughput.y], rel=1e-3)
+    assert list(itl_low.y) == pytest.approx([y / 1.23 for y in itl.y], rel=1e-3)
+    assert list(itl_high.y) == pytest.approx([y * 1.23 for y in itl.y], rel=1e-3)
+    assert itl_high.yaxis == "y2" and itl_high.fill == throughput_high.fill == "tonexty"
 
 
 def test_cost_latency_joins_the_pareto_front() -> None:

@@ -18,6 +18,11 @@ LatencyMetric = Literal["ttft_p95_ms", "tpot_ms"]
 LATENCY_LABELS = {"ttft_p95_ms": "TTFT p95 (ms)", "tpot_ms": "inter-token latency (ms)"}
 
 
+def _translucent(hex_color: str, alpha: float = 0.15) -> str:
+    red, green, blue = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
 def _vertical(x: float, text: str, color: str, anchor: str = "left") -> tuple[dict, dict]:
     return ({"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1,
              "line": {"dash": "dash", "color": color}},
@@ -36,6 +41,15 @@ def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.F
         go.Scatter(x=x, y=[p.tpot_ms for p in sweep.points], name="ITL (ms)", mode="lines+markers", yaxis="y2",
                    line={"color": ITL_COLOR}),
     ])
+    # The calibrated range around each line (BAND_FACTOR: the residual spread on measured runs), as the KV band.
+    for name, bands, color, axis in (
+            ("output tokens/s", [p.output_throughput_band_tok_s for p in sweep.points], THROUGHPUT_COLOR, "y"),
+            ("ITL (ms)", [p.tpot_band_ms for p in sweep.points], ITL_COLOR, "y2")):
+        figure.add_trace(go.Scatter(x=x, y=[b.low for b in bands], yaxis=axis, mode="lines", line={"width": 0},
+                                    showlegend=False, hoverinfo="skip", legendgroup=name))
+        figure.add_trace(go.Scatter(x=x, y=[b.high for b in bands], yaxis=axis, mode="lines", line={"width": 0},
+                                    fill="tonexty", fillcolor=_translucent(color), name=f"{name}: calibrated range",
+                                    hoverinfo="skip", legendgroup=name))
     shapes, annotations = [], []
     for value, text in ((sweep.kv_cache_concurrency, f"KV cache: {sweep.kv_cache_concurrency}"),
                         (sweep.max_num_seqs, f"max_num_seqs: {sweep.max_num_seqs}")):
