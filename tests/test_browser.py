@@ -99,6 +99,8 @@ def test_import_at_the_top_fills_the_page_and_names_the_deployment(dashboard, br
     page = browser.new_page(viewport={"width": 1440, "height": 1300})
     page.goto(dashboard, wait_until="networkidle")
     metric(page, "KV cache tokens")
+    page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)  # the run after the KPIs has drawn
+    wait_idle(page)
     importer = page.locator('[data-testid="stExpander"]').filter(has_text="Import a")
     assert importer.bounding_box(timeout=60_000)["y"] < 300  # at the top, not 2,660 px down
     importer.click()
