@@ -99,7 +99,14 @@ def _mechanisms() -> list[str]:
         "on `file-gb10-qwen38-27b-786k-v0271`) and the host side's growth as non-torch memory; "
         "`file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv` (no bundled config) fails at utilization 0.15 with "
         "\"No available memory for the cache blocks\", which the same settings on the Qwen2.5-14B config with vLLM's "
-        "per-channel FP8 reproduce (`tests/test_unified_memory.py`).",
+        "per-channel FP8 reproduce (`tests/test_unified_memory.py`). Where vLLM reads free memory is versioned "
+        "(`calculator/engine/free_memory.py`): `mem_get_info` up to 0.11.0 (on GB10 that is MemFree, so the page "
+        "cache counts as used), MemAvailable for Orin/Thor/Spark compute capabilities from 0.11.1, and for every "
+        "`is_integrated` GPU from 0.20 (vllm#35356). A GH200 in NUMA (\"unified\") mode, `GH200 96GB, NUMA mode` in "
+        "the catalog, is read through `mem_get_info` before 0.20, which counts the kernel's pages on the HBM node "
+        "(the checkpoint's page cache) as used (vllm#35313: 74.9 of 142.5 GiB free), so a checkpoint larger than "
+        "the slack makes the start borderline; from 0.20 the host's MemAvailable (LPDDR5X and HBM) passes the "
+        "start-up check and the host side's growth is non-torch memory, as on GB10.",
         "",
     ]
 

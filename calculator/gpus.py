@@ -30,9 +30,11 @@ GpuFamily = Literal[
 
 # NOTE: "integrated": one memory pool shared with the host (cudaDeviceProp.integrated: GB10, Jetson); vLLM takes the
 # free memory from psutil's MemAvailable (vllm/utils/mem_utils.py, ``is_integrated_gpu``), so the host's own use counts.
-# "coherent": the GPU's HBM is its own but reachable by the CPU over NVLink-C2C (GH200); vLLM sizes from the HBM that
-# cudaMemGetInfo reports, which the OS can also fill when the HBM is onlined as a NUMA node.
-MemoryArchitecture = Literal["discrete", "coherent", "integrated"]
+# "coherent": the GPU's HBM is its own but reachable by the CPU over NVLink-C2C (GH200, driver-managed HBM); vLLM
+# sizes from the HBM that cudaMemGetInfo reports. "coherent-numa": the same GH200 with its HBM onlined by the OS as a
+# NUMA node (NUMA or "unified" mode), where vLLM's free memory depends on the version
+# (``calculator.engine.free_memory``).
+MemoryArchitecture = Literal["discrete", "coherent", "coherent-numa", "integrated"]
 
 MAX_GPU_MEMORY_GIB = 10_000.0  # far above any accelerator; catches MiB or bytes typed as GiB
 CATALOG_FILE = "gpus.json"
@@ -66,13 +68,10 @@ class GpuSpec(BaseModel):
     speed_source: str | None = None  # where the speed fields come from
     aliases: tuple[str, ...] = ()  # exact nvidia-smi / torch names first, then short forms
     memory_architecture: MemoryArchitecture = "discrete"
+    # the host pool MemAvailable describes where vLLM reads free memory from the host (LPDDR5X + HBM in NUMA mode)
+    system_memory_gib: float | None = Field(None, gt=0, lt=MAX_GPU_MEMORY_GIB)
+    variant_of: str | None = None  # key of the same hardware in its default memory mode (shares its price)
     source: str = Field(min_length=1)
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def unified_memory(self) -> bool:
-        """vLLM reads free memory as the host's available memory (integrated GPU, one pool)."""
-        return self.memory_architecture == "integrated"
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -22,8 +22,14 @@ def test_every_catalog_gpu_has_speed_data_and_a_price(gpu) -> None:
         assert gpu.fp8_dense_tflops and gpu.fp8_dense_tflops >= gpu.bf16_dense_tflops, gpu.key
     else:
         assert gpu.fp8_dense_tflops is None, gpu.key
-    price = default_prices().get(gpu.key)
+    price = default_prices().get(gpu.key or "") or default_prices().get(gpu.variant_of or "")
     assert price and price.usd_per_gpu_hour > 0 and price.as_of and price.source, gpu.key
+    assert gpu_price(gpu) == price, gpu.key  # a memory-mode variant costs what its hardware costs
+
+
+def test_a_memory_mode_variant_is_ranked_only_on_request() -> None:
+    numa = find_gpu("GH200 NUMA mode")
+    assert numa.variant_of == "gh200-96gb" and gpu_price(numa) == gpu_price(find_gpu("GH200"))
 
 
 def test_datasheet_figures() -> None:

@@ -111,6 +111,16 @@ def test_slo_gpu_count_and_budget_limits_give_reasons(llama8) -> None:
                                                  "costs $24.00/h > budget $4.00/h"}
 
 
+def test_a_memory_mode_variant_is_ranked_only_on_request(llama8) -> None:
+    prices = {"gh200-96gb": GpuPrice(usd_per_gpu_hour=1.5, source="test")}
+    plain = recommend(llama8, TRAFFIC, prices=prices, quantizations=[None], kv_cache_dtypes=["auto"])
+    assert "gh200-96gb-numa" not in {o.deployment.gpu for o in (*plain.by_cost_per_hour, *plain.rejected)}
+    asked = recommend(llama8, TRAFFIC, gpus=["GH200 NUMA mode"], prices=prices, quantizations=[None],
+                      kv_cache_dtypes=["auto"])
+    cheapest = asked.by_cost_per_hour[0]
+    assert (cheapest.deployment.gpu, cheapest.plan.cost_per_hour) == ("gh200-96gb-numa", 1.5)  # the hardware's price
+
+
 def test_a_gpu_without_a_price_is_not_ranked(llama8) -> None:
     deployment = Deployment(gpu="l4-24gb", gpu_name="L4 24GB", tensor_parallel_size=1, pipeline_parallel_size=1,
                             quantization=None, kv_cache_dtype="auto")

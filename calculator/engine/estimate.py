@@ -24,6 +24,7 @@ from .engine_support import (
     sliding_window_block_size,
 )
 from .flag_checks import oversized_kv_pool_error
+from .free_memory import free_memory_reading, host_pool_free_bytes, host_use_counts, unified_memory_warning
 from .known_issues import known_issues
 from .kv_cache import (
     CapacityFigures,
@@ -36,8 +37,6 @@ from .kv_cache import (
 )
 from .memory import MemoryBudget, memory_budget, no_memory_error
 from .overheads import (
-    UMA_HOST_BASELINE_BYTES,
-    UMA_HOST_GROWTH_BYTES,
     activation_peak_bytes,
     cuda_context_bytes,
     cudagraph_bytes,
@@ -176,8 +175,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     if any(offloaded):
         warnings.append(f"--cpu-offload-gb {scenario.cpu_offload_gb:g}: {max(offloaded) / GIB:,.2f} GiB of weights per "
                         "GPU stay in pinned CPU memory and cross the host link on every forward pass (slower)")
+    reading = free_memory_reading(gpu, rules, settings.device)
     budgets = _stage_budgets(scenario, spec, rules, settings, resident, layout, quantization,
-                             unified_memory=bool(gpu and gpu.unified_memory))
+                             host_counts=host_use_counts(reading), free_pool_bytes=host_pool_free_bytes(gpu, reading))
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
@@ -196,12 +196,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
              or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
              or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting))
     warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
-    if gpu is not None and gpu.unified_memory and settings.device == "cuda":
-        warnings.append(
-            f"{gpu.name} shares one memory pool with the host: vLLM reads free memory as the host's available "
-            f"memory, so the OS and vLLM's own processes ({UMA_HOST_BASELINE_BYTES / GIB:.1f} GiB assumed) count as "
-            f"used at start and what the host side grows by later ({UMA_HOST_GROWTH_BYTES / GIB:.1f} GiB assumed) as "
-            "non-torch memory; other programs on the box lower both (other_processes_memory_gib).")
+    if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
+        warnings.append(memory_note)
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, refusal=refusal, max_fitting_model_len=max_fitting,
@@ -224,7 +220,8 @@ def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantiz
 
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
                    weights_per_stage: tuple[int, ...], layout: KvCacheLayout,
-                   quantization: QuantizationSpec | None, *, unified_memory: bool) -> list[MemoryBudget]:
+                   quantization: QuantizationSpec | None, *, host_counts: bool,
+                   free_pool_bytes: int | None) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
     subtracts, cudagraph_note = subtracts_cudagraph_estimate(rules, spec, quantization, device=device,
                                                              enforce_eager=settings.enforce_eager)
@@ -239,15 +236,17 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             total_bytes=settings.gpu_memory_bytes,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             other_processes_bytes=int(scenario.other_processes_memory_gib * GIB),
+            # NOTE: where free memory is read from a host pool larger than the GPU, the host's own use is taken out
+            # of that pool (host_pool_free_bytes), not out of the GPU's memory.
             context_bytes=cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
-                                             unified_memory=unified_memory),
+                                             unified_memory=host_counts and free_pool_bytes is None),
             weights_bytes=stage_weights,
             activation_bytes=activation_peak_bytes(
                 spec, max_num_batched_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs,
                 activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
                 rules=rules),
             non_torch_bytes=non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
-                                            rules=rules, unified_memory=unified_memory),
+                                            rules=rules, unified_memory=host_counts),
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=settings.max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=settings.max_num_batched_tokens),
@@ -257,8 +256,10 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             platform=device,
             kv_cache_memory_bytes=kv_given,
             adjustment_bytes=int(scenario.overhead_adjustment_gib * GIB),
+            free_pool_bytes=free_pool_bytes,
         ))
     return budgets
+
 
 
 def _usable_for_one_request(rules: VersionRules, layout: KvCacheLayout, budgets: list[MemoryBudget],

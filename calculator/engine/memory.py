@@ -69,6 +69,13 @@ class MemoryBudget(BaseModel):
     kv_cache_bytes: int  # memory handed to the KV cache (may be negative: it does not fit)
     kv_cache_memory_bytes_given: bool = False
     startup_error: str | None = None
+    free_pool_bytes: int | None = None  # where free memory is read from when it is the host's (None: total_bytes)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def free_at_start_bytes(self) -> int:
+        """The free memory vLLM reads at its first snapshot, which must cover ``requested_bytes``."""
+        return (self.free_pool_bytes or self.total_bytes) - self.other_processes_bytes - self.context_bytes
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -110,10 +117,14 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
                   other_processes_bytes: int, context_bytes: int, weights_bytes: int, activation_bytes: int,
                   non_torch_bytes: int, cudagraph_bytes: int, subtracts_cudagraph: bool,
                   has_startup_check: bool, platform: str, kv_cache_memory_bytes: int | None = None,
-                  adjustment_bytes: int = 0, device_label: str = "cuda:0", cudagraph_note: str = "") -> MemoryBudget:
-    """The KV-cache budget of one GPU under the version's formula (§1.2-1.9)."""
+                  adjustment_bytes: int = 0, device_label: str = "cuda:0", cudagraph_note: str = "",
+                  free_pool_bytes: int | None = None) -> MemoryBudget:
+    """The KV-cache budget of one GPU under the version's formula (§1.2-1.9).
+
+    ``free_pool_bytes``: the host pool vLLM reads free memory from (``calculator.engine.free_memory``), else total.
+    """
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
-    free_at_start = total_bytes - other_processes_bytes - context_bytes
+    free_at_start = (free_pool_bytes or total_bytes) - other_processes_bytes - context_bytes
     startup_error = None
     extensible = formula == "v1_extensible"
     if has_startup_check and not extensible and kv_cache_memory_bytes is None and free_at_start < requested:
@@ -148,4 +159,5 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
         cudagraph_note=cudagraph_note,
         extensible_reserve_bytes=reserve, adjustment_bytes=adjustment_bytes if kv_cache_memory_bytes is None else 0,
         kv_cache_bytes=kv,
-        kv_cache_memory_bytes_given=kv_cache_memory_bytes is not None, startup_error=startup_error)
+        kv_cache_memory_bytes_given=kv_cache_memory_bytes is not None, startup_error=startup_error,
+        free_pool_bytes=free_pool_bytes)

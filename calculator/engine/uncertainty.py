@@ -15,8 +15,9 @@ nominal estimate but not at the low end, or fails at the nominal estimate but wo
 fit" when it fails even at the high end (or vLLM refuses the settings before sizing memory); "does not run" when
 this vLLM version cannot serve the model or settings on the device at all (``Estimate.refusal``). Two more reasons
 make a start "borderline" (``verdict_reason`` says which): a reported vLLM failure covers the deployment
-(``known_issues``), or, on an integrated GPU, the start-up free-memory check passes only with a quiet host
-(``overheads.py``: ``UMA_HOST_BASELINE_HIGH_BYTES``).
+(``known_issues``), or the start-up free-memory check passes only with a quiet host on an integrated GPU
+(``overheads.py``: ``UMA_HOST_BASELINE_HIGH_BYTES``) or only with the checkpoint's page cache dropped where vLLM
+counts it as used (``free_memory.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Literal
 
 from ..units import GIB
 from .estimate import Estimate
+from .free_memory import free_memory_reading, host_use_counts, page_cache_counts, page_cache_reason
 from .known_issues import known_issues
 from .kv_cache import capacity_figures, in_flight_tokens, kv_bytes_needed_for_one_request
 from .memory import MemoryBudget, requested_bytes
@@ -99,21 +101,29 @@ def verdict_reason(result: Estimate) -> str | None:
 
 
 def _start_reasons(result: Estimate) -> list[str]:
-    """What can stop a start the budget says fits: reported failures, a busy host on an integrated GPU."""
+    """What can stop a start the budget says fits: reported failures, the host's memory or page cache in the way."""
     s = result.settings
     reasons = [issue.summary + "." for issue in known_issues(result.rules, result.model, result.gpu,
                                                               s.tensor_parallel_size)]
-    gpu = result.gpu
-    if gpu is not None and gpu.unified_memory and result.rules.has_startup_free_memory_check and not (
-            s.extensible_kv_cache or result.budget.kv_cache_memory_bytes_given):
-        requested = requested_bytes(s.gpu_memory_bytes, s.gpu_memory_utilization)
-        busy_host_free = (s.gpu_memory_bytes - result.budget.other_processes_bytes - result.budget.context_bytes
-                          + UMA_HOST_BASELINE_BYTES - UMA_HOST_BASELINE_HIGH_BYTES)
+    gpu, budget = result.gpu, result.budget
+    if gpu is None or not result.rules.has_startup_free_memory_check or s.extensible_kv_cache \
+            or budget.kv_cache_memory_bytes_given:
+        return reasons
+    requested = requested_bytes(s.gpu_memory_bytes, s.gpu_memory_utilization)
+    reading = free_memory_reading(gpu, result.rules, s.device)
+    if host_use_counts(reading):
+        busy_host_free = budget.free_at_start_bytes + UMA_HOST_BASELINE_BYTES - UMA_HOST_BASELINE_HIGH_BYTES
         if busy_host_free < requested:
             reasons.append(
                 f"{gpu.name} counts the host's own memory use as used: vLLM needs {requested / GIB:.2f} GiB free at "
                 f"start, which a host using {UMA_HOST_BASELINE_HIGH_BYTES / GIB:.1f} GiB (reported on DGX Spark "
                 f"kits) does not leave; lower gpu_memory_utilization to {busy_host_free / s.gpu_memory_bytes:.2f}.")
+    if page_cache_counts(reading):
+        checkpoint = budget.weights_bytes * s.tensor_parallel_size * s.pipeline_parallel_size
+        reason = page_cache_reason(gpu, result.rules, free_at_start_bytes=budget.free_at_start_bytes,
+                                   requested_bytes=requested, checkpoint_bytes=checkpoint)
+        if reason:
+            reasons.append(reason)
     return reasons
 
 

@@ -108,7 +108,7 @@ class DeviceMismatch(BaseModel):
 
 def likely_gpu(needed_bytes: float) -> GpuSpec | None:
     """The catalog GPU whose usable memory is nearest above ``needed_bytes`` (within 2 %: overheads vary)."""
-    fitting = [g for g in gpu_catalog() if g.memory_bytes >= needed_bytes * 0.98]
+    fitting = [g for g in gpu_catalog() if g.memory_bytes >= needed_bytes * 0.98 and g.variant_of is None]
     return min(fitting, key=lambda g: g.memory_bytes, default=None)
 
 

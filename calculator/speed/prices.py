@@ -80,4 +80,5 @@ def gpu_price(gpu: GpuSpec | None, prices: Mapping[str, GpuPrice] | None = None)
     """The hourly price of one ``gpu`` (None for a custom GPU without a user price)."""
     if gpu is None:
         return None
-    return (prices if prices is not None else price_table()).get(gpu.key)
+    table = prices if prices is not None else price_table()
+    return table.get(gpu.key) or (table.get(gpu.variant_of) if gpu.variant_of else None)

@@ -16,7 +16,7 @@ from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from .ceilings import plan_both_ceilings, workload_of
 from .plan import CapacityPlan, Slo
-from .prices import GpuPrice, price_table
+from .prices import GpuPrice, gpu_price, price_table
 from .traffic import Traffic
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)  # one node
@@ -106,7 +106,9 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
     slo = slo or Slo()
     max_model_len = max_model_len or workload_model_len(spec, traffic)
     table = price_table(prices)
-    chosen = [find_gpu(name) for name in gpus] if gpus else [g for g in gpu_catalog() if g.memory_bandwidth_gb_s]
+    # NOTE: a memory-mode variant (GH200 in NUMA mode) is the same hardware at the same price: ranked only on request.
+    chosen = [find_gpu(name) for name in gpus] if gpus else [
+        g for g in gpu_catalog() if g.memory_bandwidth_gb_s and g.variant_of is None]
     options: list[Option] = []
     for deployment, reason in candidates(spec, chosen, quantizations, kv_cache_dtypes):
         if reason:
@@ -143,7 +145,7 @@ def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Sl
         if budget.weights_bytes >= budget.requested_bytes:
             return Option(deployment=deployment, reason="weights exceed memory")
         return Option(deployment=deployment, reason=_short(result.error or "does not start"))
-    if deployment.gpu not in prices:
+    if gpu_price(find_gpu(deployment.gpu), prices) is None:
         return Option(deployment=deployment, reason=f"no price for {deployment.gpu_name} (give one to rank it)")
     try:
         # NOTE: both ceilings, as the Plan page counts them: a row opens there with the same replica count.
