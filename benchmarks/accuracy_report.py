@@ -154,6 +154,7 @@ def render_markdown(report: Report, targets: list[tuple[str, float, float, bool]
         "|---|---:|---:|:---:|",
         *[f"| {what} | {value:.2f} | {limit} | {'yes' if ok else '**no**'} |" for what, value, limit, ok in targets],
         "",
+        *_left_out_section(report),
         "## Side by side: our estimate, the seed article's method, llm-d's planner",
         "",
         "Median / p90 / max of |error| in %, with the number of records that print the figure.",
@@ -228,6 +229,38 @@ def render_markdown(report: Report, targets: list[tuple[str, float, float, bool]
 
 
 _ERAS = ("v0_used_memory", "v0", "v1", "v1_0_17")
+
+
+def _left_out_section(report: Report) -> list[str]:
+    """Leave-one-out: which records set a constant, what it becomes without them, and their errors then."""
+    moved = [row for row in report.counted() if row.held_out and row.held_out.refitted]
+    return [
+        "## Left out: each record scored without the constants it helped fit",
+        "",
+        "The rows \"left out\" above score every record with each overhead constant it helped set refitted without "
+        "its set-up (`benchmarks/held_out.py`: the values each record gave, as `calculator/engine/overheads.py` "
+        f"cites them); {len(report.counted()) - len(moved)} of the {len(report.counted())} counted records set no "
+        "constant and are held out as they are. Weights come from the configs alone (no fitted constant).",
+        "",
+        "| record | constant refitted without it (GiB, or logits copies) | available KV % | KV tokens % |",
+        "|---|---|---:|---:|",
+        *[_left_out_row(row) for row in moved],
+        "",
+    ]
+
+
+def _left_out_row(row: Row) -> str:
+    from benchmarks.accuracy import HELD_OUT
+    from benchmarks.held_out import FITS
+
+    used = {fit.constant: fit.used for fit in FITS}
+    constants = "; ".join(f"`{name}` {used[name]:.2f} -> {value:.2f}" for name, value in row.held_out.refitted)
+
+    def change(metric: str) -> str:
+        before, after = row.errors["ours"].get(metric), row.errors[HELD_OUT].get(metric)
+        return "-" if before is None else f"{before:+.2f} -> {after:+.2f}"
+
+    return f"| {row.case.record_id} | {constants} | {change('available_kv_gib')} | {change('kv_cache_tokens')} |"
 
 
 def _largest(report: Report, count: int = 8) -> list[Row]:

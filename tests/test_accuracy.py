@@ -10,8 +10,10 @@ import pytest
 
 from benchmarks.accuracy import RECORD_FILES, RECORDS, bands, check_targets, evaluate, summary
 from benchmarks.baselines import llm_d, seed_article
+from benchmarks.held_out import FITS
 from calculator import Scenario, estimate
 from calculator.engine.calibration_records import calibration_case, load_cases, modelled_version, preset_for
+from calculator.engine.overheads import ROCM_EXTRA_NON_TORCH_BYTES
 from calculator.engine.uncertainty import verdict, verdict_reason
 from calculator.units import GIB
 
@@ -28,7 +30,29 @@ def test_issue_13_targets_hold_on_the_calibration_records(report):
     assert {what: limit for what, (_, limit, _) in targets.items()} == {
         "weights median %": 1.0, "KV tokens median %": 2.0, "KV tokens p90 %": 5.0,
         "KV arithmetic given the printed pool, max %": 0.5, 'failed start-ups called "fits with margin"': 0,
-        'started ones called "does not fit"': 0}
+        'started ones called "does not fit"': 0,
+        # leave-one-out: the same targets with every record-fitted constant refitted without the record scored
+        "weights median %, left out": 1.0, "KV tokens median %, left out": 2.0, "KV tokens p90 %, left out": 5.0,
+        'failed start-ups called "fits with margin", left out': 0, 'started ones called "does not fit", left out': 0}
+
+
+def test_leaving_a_record_out_refits_the_constants_it_set() -> None:
+    fits = {fit.constant: fit for fit in FITS}
+    v0_held = fits["ERA_CONSTANTS['v0_used_memory'].held_after_profile_bytes"]
+    assert v0_held.without("vllm-pr4454-a6000-opt-125m") == pytest.approx((1.03 + 1.11) / 2)
+    assert v0_held.without("llmd-h100-llama31-8b") is None  # it did not help set this one
+    persistent = fits["FREE_DROP_PERSISTENT_BYTES"]
+    assert persistent.without("blog-l40s-qwen3-14b-awq-tuned") == pytest.approx((1.10 + 0.78) / 2)  # median of two
+    # a repeat goes out with its set-up: median(1.06, 1.10)
+    assert persistent.without("blog-l4-qwen3-14b-awq-replica") == pytest.approx(1.08)
+    assert fits["ROCM_EXTRA_NON_TORCH_BYTES"].without("file-rocm-24gb-opt125m-serverlessllm") == 0.0  # no other
+
+
+def test_a_left_out_record_loses_the_memory_its_constant_gave(report) -> None:
+    row = next(r for r in report.counted() if r.case.record_id == "file-rocm-24gb-opt125m-serverlessllm")
+    # without ROCm's 0.40 GiB of extra non-torch memory the pool grows by exactly that much
+    grown = row.held_out.result.budget.kv_cache_bytes - row.result.budget.kv_cache_bytes
+    assert grown == int(0.40 * GIB) == ROCM_EXTRA_NON_TORCH_BYTES
 
 
 def test_every_failed_start_with_a_config_is_not_called_a_fit_and_says_why(report):
