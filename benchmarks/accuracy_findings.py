@@ -11,7 +11,29 @@ from calculator.units import GIB
 
 
 def findings_sections(report: Report) -> list[str]:
-    return [*_excluded(report), *_quantized_weights(report), *_failed_startups(report), *_mechanisms()]
+    return [*_excluded(report), *_stand_ins(report), *_quantized_weights(report), *_failed_startups(report),
+            *_mechanisms()]
+
+
+def _stand_ins(report: Report) -> list[str]:
+    rows = [row for row in report.rows if row.stand_in]
+    lines = ["## Scored on stand-in configs", "",
+             "Records whose checkpoint's config.json is not bundled but whose architecture is (`benchmarks/"
+             "stand_ins.py`: a fine-tune, the base model of an instruct sibling, a conversion or quantization of it, "
+             "with what differs). They are scored and their start-ups judged, out of the statistics above.", "",
+             "| record | stand-in | weights % | available KV % | KV tokens % | started / verdict |",
+             "|---|---|---:|---:|---:|---|"]
+    for row in rows:
+        if row.result is None:
+            lines.append(f"| {row.case.record_id} | {row.stand_in.preset} | - | - | - | not run: {row.problem} |")
+            continue
+        errors = row.errors["ours"]
+        cells = [f"{errors[m]:+.2f}" if m in errors else "-" for m in ("weights_gib", "available_kv_gib",
+                                                                         "kv_cache_tokens")]
+        started = {True: "yes", False: "no", None: "?"}[row.case.observed.started]
+        lines.append(f"| {row.case.record_id} | {row.stand_in.preset} | {' | '.join(cells)} | "
+                     f"{started} / {verdict(row.result)} |")
+    return [*lines, ""]
 
 
 def _excluded(report: Report) -> list[str]:
@@ -59,16 +81,20 @@ def _quantized_weights(report: Report) -> list[str]:
 
 
 def _failed_startups(report: Report) -> list[str]:
-    rows = [row for row in report.scored() if row.case.observed.started is False]
+    rows = [row for row in report.rows if row.case.observed.started is False]
     lines = ["## Failed start-ups", "",
              "Every record whose start-up failed, with our verdict and vLLM's message for the modelled version (or, "
-             "for a borderline call, the reason).", "",
+             "for a borderline call, the reason); \"(stand-in)\" marks a record run on a stand-in config, and a "
+             "record that cannot be run says what it lacks.", "",
              "| record | vLLM (modelled) | what happened | verdict | vLLM's message / reason |", "|---|---|---|---|---|"]
     for row in rows:
         outcome = str(row.record.get("observed", {}).get("startup_outcome") or "failed").replace("|", "/")
+        name = row.case.record_id + (" (stand-in)" if row.stand_in else "")
+        if row.result is None:
+            lines.append(f"| {name} | {row.case.vllm_version} | {outcome} | none | {missing_config(row)} |")
+            continue
         reason = (verdict_reason(row.result) or "").replace("|", "/")
-        lines.append(f"| {row.case.record_id} | {row.case.vllm_version} | {outcome} | {verdict(row.result)} | "
-                     f"{reason} |")
+        lines.append(f"| {name} | {row.case.vllm_version} | {outcome} | {verdict(row.result)} | {reason} |")
     return [*lines, ""]
 
 
@@ -116,6 +142,8 @@ def missing_config(row: Row) -> str:
     annotations = row.record.get("annotations") or {}
     architecture = annotations.get("architecture") or "architecture not stated"
     model = row.case.model
+    if row.stand_in:
+        return f"{model} ({architecture}): the stand-in config {row.stand_in.preset} would serve, but {row.problem}."
     first = model.split()[0] if model.split() else model
     if "/" in first and not first.startswith("/"):
         where = f"the config.json of `{first}` (no exact public copy found)"

@@ -180,7 +180,8 @@ def render_markdown(report: Report, targets: list[tuple[str, float, float, bool]
         "",
         "| record | figure | error % | within printing precision |",
         "|---|---|---:|:---:|",
-        *[f"| {row.case.record_id} | {METRIC_LABELS[m]} | {e:+.3f} | {'yes' if ok else '**no**'} |"
+        *[f"| {row.case.record_id}{' (stand-in config, not in the target)' if row.stand_in else ''} | "
+          f"{METRIC_LABELS[m]} | {e:+.3f} | {'yes' if ok else '**no**'} |"
           for row in report.rows for m, (e, ok) in row.arithmetic.items()],
         *[f"| {row.case.record_id} | - | - | skipped: {row.arithmetic_skipped} |"
           for row in report.rows if row.arithmetic_skipped],

@@ -11,6 +11,7 @@ import pytest
 from benchmarks.accuracy import RECORD_FILES, RECORDS, bands, check_targets, evaluate, summary
 from benchmarks.baselines import llm_d, seed_article
 from benchmarks.held_out import FITS
+from benchmarks.stand_ins import STAND_INS
 from calculator import Scenario, estimate
 from calculator.engine.calibration_records import calibration_case, load_cases, modelled_version, preset_for
 from calculator.engine.overheads import ROCM_EXTRA_NON_TORCH_BYTES
@@ -57,14 +58,18 @@ def test_a_left_out_record_loses_the_memory_its_constant_gave(report) -> None:
 
 def test_every_failed_start_with_a_config_is_not_called_a_fit_and_says_why(report):
     failed = {row.case.record_id: row for row in report.scored() if row.case.observed.started is False}
-    assert set(failed) == {
-        "vllm-16570-4xa100-40g-qwen25-vl-72b-tp4", "llmd-h100-llama33-70b-fp8-tp1-failed",
-        "llmd-h100-qwen3-32b-tp1-32k-failed", "vllm-33155-h100-gpt-oss-120b-v0141-oom"}
     calls = {record_id: (verdict(row.result), verdict_reason(row.result)) for record_id, row in failed.items()}
     assert {record_id: call for record_id, (call, _) in calls.items()} == {
         "vllm-16570-4xa100-40g-qwen25-vl-72b-tp4": "does not fit", "llmd-h100-llama33-70b-fp8-tp1-failed":
         "does not fit", "llmd-h100-qwen3-32b-tp1-32k-failed": "does not fit",
-        "vllm-33155-h100-gpt-oss-120b-v0141-oom": "borderline"}
+        "vllm-33155-h100-gpt-oss-120b-v0141-oom": "borderline",
+        # on stand-in configs (benchmarks/stand_ins.py)
+        "vllm-6156-2xl40-deepseek-coder-v2-lite-tp2": "does not fit",
+        "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv": "does not fit"}
+    # vLLM 0.6.6 cached DeepSeek-V2's K and V per head at 256: 8 heads x 256 x 2 x 2 bytes x 27 layers per rank
+    assert failed["vllm-6156-2xl40-deepseek-coder-v2-lite-tp2"].result.layout.kv_bytes_per_token == 221_184
+    assert calls["vllm-6156-2xl40-deepseek-coder-v2-lite-tp2"][1].startswith(
+        "The model's max seq len (163840) is larger than the maximum number of tokens that can be stored in KV cache")
     # vLLM's own message for the modelled version, as the records quote it
     assert calls["llmd-h100-llama33-70b-fp8-tp1-failed"][1] == (
         "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the "
@@ -86,13 +91,26 @@ def test_records_without_a_config_are_listed_not_scored(report):
     skipped = [row for row in report.rows if row.result is None]
     assert len(report.rows) == 47 + 22
     assert len(skipped) + len(report.scored()) == 69
-    assert all(row.problem.startswith("no config") for row in skipped)
-    assert "vllm-pr4454-a6000-openhermes-2.5-mistral-7b" in {row.case.record_id for row in skipped}
-    assert "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv" in {row.case.record_id for row in skipped}
+    assert all(row.problem.startswith("no config") for row in skipped if not row.stand_in)
+    assert "vllm-pr12126-h100-llama32-11b-vision-64k-eager" in {row.case.record_id for row in skipped}
+    # a stand-in that cannot run says why: the record names no GPU and prints no memory
+    mistral = next(row for row in skipped if row.case.record_id == "vllm-16128-24gb-mistral-small-31-awq")
+    assert mistral.stand_in and "its memory was not printed" in mistral.problem
+
+
+def test_stand_in_records_are_scored_outside_the_statistics(report):
+    stood_in = {row.case.record_id: row for row in report.scored() if row.stand_in}
+    assert set(stood_in) == set(STAND_INS) - {"vllm-16128-24gb-mistral-small-31-awq"}
+    assert not set(stood_in) & {row.case.record_id for row in report.counted()}
+    assert all(row.excluded.startswith(f"run on the stand-in config {row.stand_in.preset}: ")
+               for row in stood_in.values())
+    # the stand-in's weights against what the real checkpoint printed: Neural Magic's FP8-dynamic Qwen2.5-14B
+    assert stood_in["file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv"].result.budget.weights_bytes / GIB == (
+        pytest.approx(15.2227, rel=0.001))
 
 
 def test_what_the_statistics_leave_out_and_why(report):
-    left_out = {row.case.record_id: row.excluded for row in report.scored() if row.excluded}
+    left_out = {row.case.record_id: row.excluded for row in report.scored() if row.excluded and not row.stand_in}
     assert set(left_out) == {"vllm-19996-h100-llama31-8b-eagle", "vllm-5248-2xt4-deepseek-coder-6.7b-tp2",
                              "blog-l4-qwen3-14b-awq-replica"}
     assert left_out["vllm-19996-h100-llama31-8b-eagle"].startswith("speculative decoding")

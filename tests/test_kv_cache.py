@@ -175,3 +175,17 @@ class TestRecurrentLayers:
         # 10 GiB / 13,369,344 B = 803 blocks; per request cdiv(32768, 544) = 61 + 3 state blocks = 64.
         assert (result.capacity.num_gpu_blocks, result.capacity.blocks_per_request) == (803, 64)
         assert result.capacity.max_concurrency == 803 / 64
+
+
+@pytest.mark.parametrize(("version", "per_token"), [
+    # deepseek_v2.py 0.5.1-0.6.6: Attention(num_local_heads, 256, num_kv_heads=num_local_heads): K and V padded to 256
+    ("0.6.6", 8 * 256 * 2 * 2 * 27),  # 221,184 B: 16 heads / TP 2, fp16, 27 layers
+    ("0.7.0", 8 * 192 * 2 * 2 * 27),  # qk_head_dim = 128 nope + 64 rope, V padded to it
+    ("0.7.1", (512 + 64) * 2 * 27),  # DeepseekV2MLAAttention: one latent per token on every rank
+])
+def test_deepseek_v2_was_cached_per_head_before_vllm_0_7_1(version: str, per_token: int) -> None:
+    result = estimate(Scenario(model="deepseek-ai/DeepSeek-V2-Lite", gpu="L40", tensor_parallel_size=2,
+                               dtype="float16", vllm_version=version))
+    assert result.layout.kv_bytes_per_token == per_token
+    said = any("0.7.1+ cache the compressed latent" in warning for warning in result.warnings)
+    assert said == (version != "0.7.1")

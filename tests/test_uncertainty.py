@@ -132,3 +132,18 @@ class TestReportedFailures:
     def test_outside_the_report_it_is_not_applied(self, changes):
         result = estimate(self.gpt_oss_120b(**changes))
         assert not any("33155" in warning for warning in result.warnings)
+
+
+def test_graphs_captured_after_the_kv_cache_must_fit_in_the_headroom():
+    # vLLM 0.13 captures CUDA graphs after the KV cache, in what total x (1 - util) leaves: 79.19 x 0.01 = 0.79 GiB
+    tight = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", vllm_version="0.13.0",
+                              gpu_memory_utilization=0.99))
+    assert not tight.budget.cudagraph_in_budget and tight.fits
+    assert uncertainty.verdict(tight) == "borderline"
+    reason = uncertainty.verdict_reason(tight)
+    assert "need more than the 0.79 GiB that gpu_memory_utilization 0.99 leaves" in reason
+    assert reason.endswith("or pass --enforce-eager.")
+    eager = estimate(tight.scenario.replace(enforce_eager=True))
+    assert uncertainty.verdict(eager) == "fits with margin"
+    roomy = estimate(tight.scenario.replace(gpu_memory_utilization=0.95))  # 3.96 GiB of headroom
+    assert uncertainty.verdict(roomy) == "fits with margin"

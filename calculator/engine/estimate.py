@@ -29,6 +29,7 @@ from .known_issues import known_issues
 from .kv_cache import (
     CapacityFigures,
     KvCacheLayout,
+    as_cached_by,
     capacity_figures,
     in_flight_tokens,
     kv_bytes_needed_for_one_request,
@@ -148,13 +149,17 @@ def resolve_gpu(scenario: Scenario) -> GpuSpec | None:
 
 def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     """Everything vLLM decides at start-up for ``scenario``; ``spec`` skips loading the model again."""
-    spec = spec or load_model_spec(scenario.model)
     rules = rules_for(scenario.vllm_version)
+    spec = as_cached_by(spec or load_model_spec(scenario.model), rules)
     gpu = resolve_gpu(scenario)
     settings = resolve_settings(scenario, spec, rules, gpu)
     if settings.engine == "v0":
         rules = as_v0_engine(rules)
     warnings = [*spec.warnings, *settings.warnings]
+    if spec.mla is not None and rules.mla_cache != "latent":
+        warnings.append(f"vLLM {rules.version} caches this model's MLA attention as full K and V per head "
+                        f"({spec.layers[0].head_size} wide); 0.7.1+ cache the compressed latent, "
+                        f"{spec.mla.latent_size} values per token and layer")
     quantization = applied_quantization(scenario, spec)
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     kernel = attention_kernel_blocks(rules, device=settings.device)

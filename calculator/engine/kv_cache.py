@@ -140,6 +140,15 @@ def pp_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> tuple[tuple
     return tuple(ranges)
 
 
+def as_cached_by(spec: ModelSpec, rules: VersionRules) -> ModelSpec:
+    """``spec`` with the layers this version really caches: vLLM before 0.7.1 cached MLA as per-head K and V."""
+    if spec.mla is None or rules.mla_cache == "latent":
+        return spec
+    head = 256 if rules.mla_cache == "heads_256" else spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim
+    per_head = LayerAttention(kind="full", num_kv_heads=spec.num_attention_heads, head_size=head, head_size_v=head)
+    return spec.model_copy(update={"layers": (per_head,) * len(spec.layers)})
+
+
 @lru_cache(maxsize=512)
 def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, model_dtype_bytes: int,
                   tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,

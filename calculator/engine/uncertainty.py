@@ -106,6 +106,8 @@ def _start_reasons(result: Estimate) -> list[str]:
     reasons = [issue.summary + "." for issue in known_issues(result.rules, result.model, result.gpu,
                                                               s.tensor_parallel_size)]
     gpu, budget = result.gpu, result.budget
+    if graphs_reason := _graphs_outside_headroom(result):
+        reasons.append(graphs_reason)
     if gpu is None or not result.rules.has_startup_free_memory_check or s.extensible_kv_cache \
             or budget.kv_cache_memory_bytes_given:
         return reasons
@@ -125,6 +127,23 @@ def _start_reasons(result: Estimate) -> list[str]:
         if reason:
             reasons.append(reason)
     return reasons
+
+
+def _graphs_outside_headroom(result: Estimate) -> str | None:
+    """CUDA graphs captured after the KV cache (outside the budget) that the (1 - util) headroom cannot hold."""
+    budget, s = result.budget, result.settings
+    if budget.cudagraph_in_budget or budget.cudagraph_bytes == 0 or s.device == "cpu":
+        return None
+    headroom = budget.total_bytes - budget.requested_bytes
+    needed = budget.context_bytes + budget.other_processes_bytes + budget.cudagraph_bytes
+    if needed <= headroom:
+        return None
+    fitting = (budget.total_bytes - needed) / budget.total_bytes
+    return (f"the CUDA graphs ({budget.cudagraph_bytes / GIB:.2f} GiB, captured after the KV cache: "
+            f"{budget.cudagraph_note}) and the {budget.context_bytes / GIB:.2f} GiB taken before vLLM's snapshot "
+            f"need more than the {headroom / GIB:.2f} GiB that gpu_memory_utilization {s.gpu_memory_utilization:g} "
+            f"leaves: capturing them can run out of memory; lower it to {math.floor(fitting * 100) / 100:.2f} or "
+            "pass --enforce-eager.")
 
 
 def _pool_is_fixed(result: Estimate) -> bool:

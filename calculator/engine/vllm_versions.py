@@ -146,6 +146,10 @@ class VersionRules(BaseModel):
     v0_engine_removed: bool = False
     # What the CPU platform (platforms/cpu.py CpuPlatform) refuses or requires.
     cpu_runs_v0: bool = True  # get_attn_backend_cls raises "CPU backend only supports V1." from 0.10
+    # What a DeepSeek MLA layer caches (vllm/model_executor/models/deepseek_v2.py): before 0.7.0 full K and V per
+    # head padded to 256 ("TODO, support head_size 192"; 0.5.1 and 0.6.6 read), in 0.7.0 per head at qk_head_dim
+    # (V padded to it), from 0.7.1 the compressed latent (DeepseekV2MLAAttention, model_config.use_mla).
+    mla_cache: Literal["heads_256", "heads_qk", "latent"] = "latent"
     cpu_supports_mla: bool = True  # get_attn_backend_cls raises "MLA is not supported on CPU." in 0.10 - 0.27
     # 0.28.0: get_mla_prefill_backend (v1/attention/backends/mla/prefill/selector.py) picks FLASH_ATTN on CPU too,
     # whose module imports a name the CPU wheel's fa_utils lacks: every MLA model fails (measured on the real server).
@@ -288,6 +292,7 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
                                  if v.at_least(8, 2) else "never"),
         v0_engine_removed=v.at_least(11),
         cpu_runs_v0=not v.at_least(10),
+        mla_cache="latent" if v.at_least(7, 1) else "heads_qk" if v.at_least(7) else "heads_256",
         cpu_supports_mla=not v.at_least(10) or v.at_least(28),
         cpu_mla_prefill_import_error=v.at_least(28) and not v.at_least(29),
         cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),

@@ -1,0 +1,65 @@
+"""Stand-in configs: records whose checkpoint's config.json is not bundled, run on a bundled one of the same shapes.
+
+A stand-in is used only where the missing checkpoint has the architecture of a bundled config (a fine-tune, the base
+model of an instruct sibling, a community conversion or quantization of it) and what differs is stated. Such records
+are scored and their start-ups judged, but left out of the statistics: the stand-in adds an error of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from calculator.model.architecture import build_model_spec
+from calculator.model.model_source import load_config
+from calculator.model.spec import ModelSpec
+
+# The checkpoints' quantization_config blocks, as those repositories publish them.
+GPTQ_4BIT_G128 = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+AWQ_4BIT_G128 = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": False, "version": "gemm"}
+FP8_BLOCK_128 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+
+
+@dataclass(frozen=True)
+class StandIn:
+    preset: str  # the bundled config of the same architecture
+    differs: str  # what the real checkpoint has that the stand-in does not
+    quantization_config: dict[str, Any] | None = None  # the real checkpoint's, added to the stand-in's config
+    settings: dict[str, Any] = field(default_factory=dict)  # scenario fields the real checkpoint's config sets
+
+    def spec(self) -> ModelSpec:
+        config, _ = load_config(self.preset)
+        if self.quantization_config:
+            config = {**config, "quantization_config": self.quantization_config}
+        return build_model_spec(config, model_id=self.preset)
+
+
+STAND_INS: dict[str, StandIn] = {
+    "vllm-pr4454-a6000-openhermes-2.5-mistral-7b": StandIn(
+        "mistralai/Mistral-7B-v0.1", "a fine-tune of it with 2 added tokens (vocab 32,002: 64 KiB more weights)"),
+    "vllm-pr4454-a6000-llama-2-7b-gptq": StandIn(
+        "meta-llama/Llama-2-7b-chat-hf", "TheBloke's GPTQ of the base model: 4-bit, groups of 128, no act-order",
+        GPTQ_4BIT_G128),
+    "vllm-pr4454-a6000-phi-2-super-marlin": StandIn(
+        "microsoft/phi-2", "a fine-tune in Marlin's 4-bit format (groups of 128, no zero points), counted as GPTQ "
+        "4-bit: GPTQ's zero points add 1/32 of the scales", GPTQ_4BIT_G128),
+    "vllm-2136-2x4090-codellama13b-v024": StandIn(
+        "codellama/CodeLlama-13b-Instruct-hf", "TheBloke's fp16 conversion of the same weights"),
+    "vllm-21348-4xh100-qwen3-235b-a22b-fp8": StandIn(
+        "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "the July 2025 update of the same FP8 checkpoint, whose config "
+        "raises max_position_embeddings from 40,960 to 262,144 (set back here)", settings={"max_model_len": 40960}),
+    "vllm-16128-24gb-mistral-small-31-awq": StandIn(
+        "mistralai/Mistral-Small-3.2-24B-Instruct-2506", "3.1 rather than 3.2 (the same Mistral3 shapes), quantized "
+        "by AutoRound to symmetric 4-bit AWQ in groups of 128", AWQ_4BIT_G128),
+    "vllm-6156-2xl40-deepseek-coder-v2-lite-tp2": StandIn(
+        "deepseek-ai/DeepSeek-V2-Lite", "the coder fine-tune of the same DeepSeek-V2-Lite shapes"),
+    "file-a100-40g-phi4-mini-ft-v073": StandIn(
+        "microsoft/Phi-4-mini-instruct", "a merged LoRA fine-tune of it"),
+    "vllm-pr10511-h100-llama3-8b-tp1": StandIn(
+        "meta-llama/Meta-Llama-3-8B-Instruct", "the base model of the same shapes"),
+    "file-gb10-qwen3-30b-a3b-fp8-util030-v0130nv": StandIn(
+        "Qwen/Qwen3-30B-A3B", "Qwen's FP8 checkpoint of it: e4m3 in 128 x 128 blocks", FP8_BLOCK_128),
+    "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv": StandIn(
+        "Qwen/Qwen2.5-14B-Instruct", "Neural Magic's FP8-dynamic checkpoint of it (compressed-tensors, one scale "
+        "per output channel: the bytes of vLLM's per-channel FP8)", settings={"quantization": "fp8_per_channel"}),
+}
