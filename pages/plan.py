@@ -11,7 +11,17 @@ import streamlit as st
 from calculator import CalculatorError, Estimate, Scenario, Workload, estimate, workload_capacity
 from calculator.scenario import DEFAULT_MODEL
 from calculator.speed.inputs import SpeedInputs
-from pages.common import figures_first, import_box, inputs, outputs, page_setup, sentence, speed_view, state
+from pages.common import (
+    figures_first,
+    import_box,
+    inputs,
+    outputs,
+    page_setup,
+    sentence,
+    shown_once,
+    speed_view,
+    state,
+)
 
 PREFIX = "plan"
 LAST_VALID = f"{PREFIX}__last_valid"  # (scenario, spec, workload) of the last run that produced numbers
@@ -59,7 +69,7 @@ def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str,
 
 page_setup("Plan")
 outputs.page_css()
-link_warnings = figures_first.carried_over("link_warnings", state.init_from_url(PREFIX))
+link_warnings = shown_once.messages("link_warnings", state.init_from_url(PREFIX))
 import_box.import_box(PREFIX, import_base, apply_import)
 for warning in link_warnings:
     st.warning(warning, icon="🔗")

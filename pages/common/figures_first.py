@@ -53,11 +53,3 @@ def send_the_figures(painted_selector: str) -> None:
                       on_painted_change=lambda: None)
     st.stop()
 
-
-def carried_over(name: str, shown_once: list[str]) -> list[str]:
-    """What the first run showed once per session (a share link's warnings), shown again by the run after it."""
-    key = f"_figures_first_{name}"
-    if not st.session_state.get(_DRAWN):
-        st.session_state[key] = shown_once
-        return shown_once
-    return [*st.session_state.pop(key, []), *shown_once]

@@ -9,7 +9,7 @@ import streamlit as st
 from calculator import CalculatorError, Scenario
 from calculator.serve_command import ImportReport, import_serve_command
 
-from . import sentence
+from . import sentence, shown_once
 
 
 def import_box(prefix: str, base: Callable[[object], Scenario],
@@ -17,7 +17,7 @@ def import_box(prefix: str, base: Callable[[object], Scenario],
                target: Callable[[], object] | None = None) -> None:
     """An expander with a text area; on submit ``apply`` gets the scenario, the report and the ``target`` choice
     (e.g. which Compare column), and reruns. ``base(target)`` gives what a launch line cannot say."""
-    report: ImportReport | None = st.session_state.pop(f"{prefix}__import_report", None)
+    report: ImportReport | None = shown_once.value(f"{prefix}__import_report")
     with st.expander("Import a `vllm serve` command", expanded=False):
         text = st.text_area("Paste a launch line: `vllm serve ...`, `python -m vllm.entrypoints.openai.api_server "
                             "...` or `docker run ... vllm/vllm-openai ...`", key=f"{prefix}_import_text")
