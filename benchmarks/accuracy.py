@@ -174,7 +174,7 @@ def _average_repeats(rows: list[Row]) -> None:
 def _stand_in_row(row: Row) -> Row:
     """The record again on its stand-in config: scored and judged, out of the statistics."""
     stand_in = STAND_INS[row.case.record_id]
-    record = {**row.record, "model": stand_in.preset}
+    record = {**row.record, "model": stand_in.preset, **({"gpu_name": stand_in.gpu} if stand_in.gpu else {})}
     case = calibration_case(record)
     scenario = case.scenario.replace(**stand_in.settings) if case.scenario else None
     case = case.model_copy(update={"model": row.case.model, "scenario": scenario})

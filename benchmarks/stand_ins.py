@@ -26,6 +26,7 @@ class StandIn:
     differs: str  # what the real checkpoint has that the stand-in does not
     quantization_config: dict[str, Any] | None = None  # the real checkpoint's, added to the stand-in's config
     settings: dict[str, Any] = field(default_factory=dict)  # scenario fields the real checkpoint's config sets
+    gpu: str | None = None  # the GPU to run on where the record does not name one (said in ``differs``)
 
     def spec(self) -> ModelSpec:
         config, _ = load_config(self.preset)
@@ -50,7 +51,8 @@ STAND_INS: dict[str, StandIn] = {
         "raises max_position_embeddings from 40,960 to 262,144 (set back here)", settings={"max_model_len": 40960}),
     "vllm-16128-24gb-mistral-small-31-awq": StandIn(
         "mistralai/Mistral-Small-3.2-24B-Instruct-2506", "3.1 rather than 3.2 (the same Mistral3 shapes), quantized "
-        "by AutoRound to symmetric 4-bit AWQ in groups of 128", AWQ_4BIT_G128),
+        "by AutoRound to symmetric 4-bit AWQ in groups of 128; the record names only a '24G GPU', so it runs on an "
+        "L4 (22.03 GiB; every 24 GB card of the catalog gets the same verdict: tests/test_accuracy.py)", AWQ_4BIT_G128, gpu="NVIDIA L4"),
     "vllm-6156-2xl40-deepseek-coder-v2-lite-tp2": StandIn(
         "deepseek-ai/DeepSeek-V2-Lite", "the coder fine-tune of the same DeepSeek-V2-Lite shapes"),
     "file-a100-40g-phi4-mini-ft-v073": StandIn(

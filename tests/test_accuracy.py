@@ -65,7 +65,14 @@ def test_every_failed_start_with_a_config_is_not_called_a_fit_and_says_why(repor
         "vllm-33155-h100-gpt-oss-120b-v0141-oom": "borderline",
         # on stand-in configs (benchmarks/stand_ins.py)
         "vllm-6156-2xl40-deepseek-coder-v2-lite-tp2": "does not fit",
-        "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv": "does not fit"}
+        "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv": "does not fit",
+        "vllm-16128-24gb-mistral-small-31-awq": "borderline"}
+    # the KV pool was allocated, then the engine ran out of memory: 0.8.3 captures its graphs in the 5 % headroom
+    mistral = failed["vllm-16128-24gb-mistral-small-31-awq"]
+    for card in ("RTX 4090", "RTX 3090", "A10G", "A10", "L4"):  # the record names only a "24G GPU"
+        on_card = estimate(mistral.case.scenario.replace(gpu=card), mistral.result.model)
+        assert verdict(on_card) == "borderline", card
+        assert verdict_reason(on_card).startswith("the CUDA graphs ("), card
     # vLLM 0.6.6 cached DeepSeek-V2's K and V per head at 256: 8 heads x 256 x 2 x 2 bytes x 27 layers per rank
     assert failed["vllm-6156-2xl40-deepseek-coder-v2-lite-tp2"].result.layout.kv_bytes_per_token == 221_184
     assert calls["vllm-6156-2xl40-deepseek-coder-v2-lite-tp2"][1].startswith(
@@ -93,14 +100,11 @@ def test_records_without_a_config_are_listed_not_scored(report):
     assert len(skipped) + len(report.scored()) == 69
     assert all(row.problem.startswith("no config") for row in skipped if not row.stand_in)
     assert "vllm-pr12126-h100-llama32-11b-vision-64k-eager" in {row.case.record_id for row in skipped}
-    # a stand-in that cannot run says why: the record names no GPU and prints no memory
-    mistral = next(row for row in skipped if row.case.record_id == "vllm-16128-24gb-mistral-small-31-awq")
-    assert mistral.stand_in and "its memory was not printed" in mistral.problem
 
 
 def test_stand_in_records_are_scored_outside_the_statistics(report):
     stood_in = {row.case.record_id: row for row in report.scored() if row.stand_in}
-    assert set(stood_in) == set(STAND_INS) - {"vllm-16128-24gb-mistral-small-31-awq"}
+    assert set(stood_in) == set(STAND_INS)
     assert not set(stood_in) & {row.case.record_id for row in report.counted()}
     assert all(row.excluded.startswith(f"run on the stand-in config {row.stand_in.preset}: ")
                for row in stood_in.values())

@@ -139,8 +139,8 @@ def _graphs_outside_headroom(result: Estimate) -> str | None:
     if needed <= headroom:
         return None
     fitting = (budget.total_bytes - needed) / budget.total_bytes
-    return (f"the CUDA graphs ({budget.cudagraph_bytes / GIB:.2f} GiB, captured after the KV cache: "
-            f"{budget.cudagraph_note}) and the {budget.context_bytes / GIB:.2f} GiB taken before vLLM's snapshot "
+    return (f"the CUDA graphs ({budget.cudagraph_bytes / GIB:.2f} GiB, {budget.cudagraph_note}) and the "
+            f"{budget.context_bytes / GIB:.2f} GiB taken before vLLM's snapshot "
             f"need more than the {headroom / GIB:.2f} GiB that gpu_memory_utilization {s.gpu_memory_utilization:g} "
             f"leaves: capturing them can run out of memory; lower it to {math.floor(fitting * 100) / 100:.2f} or "
             "pass --enforce-eager.")
