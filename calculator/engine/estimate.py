@@ -266,7 +266,6 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     return budgets
 
 
-
 def _usable_for_one_request(rules: VersionRules, layout: KvCacheLayout, budgets: list[MemoryBudget],
                             override: int | None) -> tuple[int, ...]:
     """Memory the one-request check compares against, per stage (§2.6; the null block excluded in 0.30+)."""

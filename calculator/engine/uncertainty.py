@@ -13,11 +13,12 @@ records, so their part is carried by the end-to-end term.
 Verdict: "fits with margin" when the deployment starts at the low end of the band; "borderline" when it starts at the
 nominal estimate but not at the low end, or fails at the nominal estimate but would start at the high end; "does not
 fit" when it fails even at the high end (or vLLM refuses the settings before sizing memory); "does not run" when
-this vLLM version cannot serve the model or settings on the device at all (``Estimate.refusal``). Two more reasons
-make a start "borderline" (``verdict_reason`` says which): a reported vLLM failure covers the deployment
-(``known_issues``), or the start-up free-memory check passes only with a quiet host on an integrated GPU
-(``overheads.py``: ``UMA_HOST_BASELINE_HIGH_BYTES``) or only with the checkpoint's page cache dropped where vLLM
-counts it as used (``free_memory.py``).
+this vLLM version cannot serve the model or settings on the device at all (``Estimate.refusal``). More reasons make
+a start "borderline" (``verdict_reason`` says which): a reported vLLM failure covers the deployment
+(``known_issues``); CUDA graphs captured after the KV cache need more than the (1 - util) headroom; or the start-up
+free-memory check passes only with a quiet host on an integrated GPU (``overheads.py``:
+``UMA_HOST_BASELINE_HIGH_BYTES``) or only with the checkpoint's page cache dropped where vLLM counts it as used
+(``free_memory.py``).
 """
 
 from __future__ import annotations
