@@ -75,7 +75,7 @@ class MemoryBudget(BaseModel):
     @property
     def free_at_start_bytes(self) -> int:
         """The free memory vLLM reads at its first snapshot, which must cover ``requested_bytes``."""
-        return (self.free_pool_bytes or self.total_bytes) - self.other_processes_bytes - self.context_bytes
+        return free_at_start(self.total_bytes, self.free_pool_bytes, self.other_processes_bytes, self.context_bytes)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -108,6 +108,12 @@ class MemoryBudget(BaseModel):
         return tuple(p for p in parts if p.bytes > 0 or p.key in ("weights", "kv_cache"))
 
 
+def free_at_start(total_bytes: int, free_pool_bytes: int | None, other_processes_bytes: int,
+                  context_bytes: int) -> int:
+    """Free memory at vLLM's first snapshot: the pool it reads (the GPU's, or the host's) less what is in use."""
+    return (free_pool_bytes or total_bytes) - other_processes_bytes - context_bytes
+
+
 def requested_bytes(total_bytes: int, gpu_memory_utilization: float) -> int:
     """``math.ceil(total * util)`` as ``request_memory`` computes it."""
     return math.ceil(total_bytes * gpu_memory_utilization)
@@ -124,11 +130,11 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
     ``free_pool_bytes``: the host pool vLLM reads free memory from (``calculator.engine.free_memory``), else total.
     """
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
-    free_at_start = (free_pool_bytes or total_bytes) - other_processes_bytes - context_bytes
+    free_at_start_bytes = free_at_start(total_bytes, free_pool_bytes, other_processes_bytes, context_bytes)
     startup_error = None
     extensible = formula == "v1_extensible"
-    if has_startup_check and not extensible and kv_cache_memory_bytes is None and free_at_start < requested:
-        startup_error = FREE_MEMORY_ERROR.format(device=device_label, free=free_at_start / GIB,
+    if has_startup_check and not extensible and kv_cache_memory_bytes is None and free_at_start_bytes < requested:
+        startup_error = FREE_MEMORY_ERROR.format(device=device_label, free=free_at_start_bytes / GIB,
                                                  total=total_bytes / GIB, util=gpu_memory_utilization,
                                                  requested=requested / GIB)
     reserve = 0
@@ -140,7 +146,7 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
         # §1.7: sized after warm-up and graph capture from what is really free, minus a margin and the peak.
         cudagraph_in_budget = True
         non_kv_used = weights_bytes + non_torch_bytes + cudagraph_bytes
-        headroom = free_at_start - non_kv_used
+        headroom = free_at_start_bytes - non_kv_used
         margin = max(EXTENSIBLE_MARGIN_FLOOR_BYTES.get(platform, 1 << 30),
                      int(activation_bytes * EXTENSIBLE_MARGIN_FRACTION))
         kv = min(requested - non_kv_used, headroom - margin) - activation_bytes - adjustment_bytes
