@@ -111,8 +111,9 @@ def _mechanisms() -> list[str]:
         "on Qwen3-8B-FP8); on FP8 GPUs the block scales stay as stored (DeepGEMM's UE8M0 requantization is in "
         "place). AWQ and GPTQ Marlin repacking keeps every element count (`marlin_permute_scales`, "
         "`awq_to_marlin_zero_points`; GPTQ act-order keeps `g_idx` and the sort indices, already counted). NVFP4's "
-        "`swizzle_blockscale` pads scale rows to 128 and scale columns to 4, below 0.1 % of the weights for every "
-        "shape we bundle, so it is not modelled.",
+        "`swizzle_blockscale` pads scale rows to 128 and scale columns to 4: below 0.05 % of the weights for every "
+        "bundled shape but gpt-oss's 2,880-wide ones (0.25 %, and gpt-oss ships as MXFP4), so it is not modelled "
+        "(`tests/test_quant_kernels.py`).",
         "- **CUDA graphs in the budget** (`calculator/engine/cudagraph_budget.py`): subtracted from 0.20 "
         "(`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 1), except with `--enforce-eager`, on ROCm before "
         "0.26, and under Model Runner V2 before 0.29, whose `profile_cudagraph_memory` returns 0. V2 is the default "
