@@ -276,7 +276,9 @@ def _residual_row(row: Row) -> str:
     errors = row.errors["ours"]
     cells = [f"{errors[m]:+.1f}" if m in errors else "-"
              for m in ("available_kv_gib", "kv_cache_tokens", "weights_gib")]
-    return f"| {row.case.record_id} | " + " | ".join(cells) + f" | {RESIDUAL_NOTES.get(row.case.record_id, '')} |"
+    note = RESIDUAL_NOTES.get(row.case.record_id) or (f"stand-in config {row.stand_in.preset}: {row.stand_in.differs}"
+                                                      if row.stand_in else "")
+    return f"| {row.case.record_id} | " + " | ".join(cells) + f" | {note} |"
 
 
 def _band_row(term: str, entry: dict) -> str:

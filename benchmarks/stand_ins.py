@@ -27,9 +27,11 @@ class StandIn:
     quantization_config: dict[str, Any] | None = None  # the real checkpoint's, added to the stand-in's config
     settings: dict[str, Any] = field(default_factory=dict)  # scenario fields the real checkpoint's config sets
     gpu: str | None = None  # the GPU to run on where the record does not name one (said in ``differs``)
+    config: dict[str, Any] = field(default_factory=dict)  # config.json fields the real checkpoint sets otherwise
 
     def spec(self) -> ModelSpec:
         config, _ = load_config(self.preset)
+        config = {**config, **self.config}
         if self.quantization_config:
             config = {**config, "quantization_config": self.quantization_config}
         return build_model_spec(config, model_id=self.preset)
@@ -55,6 +57,11 @@ STAND_INS: dict[str, StandIn] = {
         "L4 (22.03 GiB; every 24 GB card of the catalog gets the same verdict: tests/test_accuracy.py)", AWQ_4BIT_G128, gpu="NVIDIA L4"),
     "vllm-6156-2xl40-deepseek-coder-v2-lite-tp2": StandIn(
         "deepseek-ai/DeepSeek-V2-Lite", "the coder fine-tune of the same DeepSeek-V2-Lite shapes"),
+    "file-a10g-phi35-vision-v061-30k-failed": StandIn(
+        "microsoft/Phi-3-mini-4k-instruct", "the language model of the same Phi-3-mini shapes (32 layers, 32 KV heads "
+        "x 96) with the 128K context (LongRoPE; the sliding window at the full length) but without the CLIP vision "
+        "tower: 7.12 GiB of weights where vLLM printed 7.75", config={"max_position_embeddings": 131072,
+                                                                      "sliding_window": 131072}),
     "file-a100-40g-phi4-mini-ft-v073": StandIn(
         "microsoft/Phi-4-mini-instruct", "a merged LoRA fine-tune of it"),
     "vllm-pr10511-h100-llama3-8b-tp1": StandIn(

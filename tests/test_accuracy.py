@@ -66,7 +66,10 @@ def test_every_failed_start_with_a_config_is_not_called_a_fit_and_says_why(repor
         # on stand-in configs (benchmarks/stand_ins.py)
         "vllm-6156-2xl40-deepseek-coder-v2-lite-tp2": "does not fit",
         "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv": "does not fit",
-        "vllm-16128-24gb-mistral-small-31-awq": "borderline"}
+        "vllm-16128-24gb-mistral-small-31-awq": "borderline",
+        "file-a10g-phi35-vision-v061-30k-failed": "does not fit"}
+    # Phi-3.5-vision's language model: 32 layers x 32 KV heads x 96 x 2 (K, V) x 2 bytes = 384 KiB per token
+    assert failed["file-a10g-phi35-vision-v061-30k-failed"].result.layout.kv_bytes_per_token == 32 * 32 * 96 * 2 * 2
     # the KV pool was allocated, then the engine ran out of memory: 0.8.3 captures its graphs in the 5 % headroom
     mistral = failed["vllm-16128-24gb-mistral-small-31-awq"]
     for card in ("RTX 4090", "RTX 3090", "A10G", "A10", "L4"):  # the record names only a "24G GPU"
