@@ -9,13 +9,17 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import httpx
+
 from ..errors import GatedModel, HubUnreachable, InvalidConfig, ModelNotFound
+from ..limits import MAX_CONFIG_BYTES
 from .config_json import parse_config_text
 
 HUB_TIMEOUT_S = 10.0
@@ -68,42 +72,66 @@ def _ensure_reachable(repo_id: str, endpoint: str | None) -> None:
 
 
 def fetch_config(repo_id: str, *, token: str | None = None, revision: str | None = None,
-                 endpoint: str | None = None, cache_dir: str | None = None,
-                 deadline_s: float = HUB_DEADLINE_S) -> dict[str, Any]:
-    """Download ``config.json`` of a Hub repository (cached by huggingface_hub; ``endpoint`` for mirrors)."""
-    return _within_deadline(repo_id, lambda: _fetch_config(repo_id, token, revision, endpoint, cache_dir),
-                            deadline_s)
+                 endpoint: str | None = None, deadline_s: float = HUB_DEADLINE_S) -> dict[str, Any]:
+    """Download ``config.json`` of a Hub repository (``endpoint`` for mirrors), at most ``MAX_CONFIG_BYTES``."""
+    ends_at = time.monotonic() + deadline_s
+    return _within_deadline(repo_id, lambda: _fetch_config(repo_id, token, revision, endpoint, ends_at), deadline_s)
 
 
 def _fetch_config(repo_id: str, token: str | None, revision: str | None, endpoint: str | None,
-                  cache_dir: str | None) -> dict[str, Any]:
-    import huggingface_hub
-    from huggingface_hub import errors as hub_errors
+                  ends_at: float) -> dict[str, Any]:
+    """The repository's config.json, streamed and refused past ``MAX_CONFIG_BYTES``.
+
+    NOTE: not ``hf_hub_download``: it reads a file of any size whole, and when the Hub refuses a caller (a private
+    or gated repository without the right token) it answers from its disk cache whatever an earlier caller with
+    the right token downloaded. Nothing here is kept on disk, so every caller's read is decided by the Hub."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers
 
     _ensure_reachable(repo_id, endpoint)
+    url = hf_hub_url(repo_id, "config.json", revision=revision, endpoint=_endpoint(endpoint))
     try:
-        path = huggingface_hub.hf_hub_download(repo_id, "config.json", revision=revision, token=token,
-                                               etag_timeout=HUB_TIMEOUT_S, endpoint=_endpoint(endpoint),
-                                               cache_dir=cache_dir)
-    except (hub_errors.LocalEntryNotFoundError, hub_errors.OfflineModeIsEnabled) as exc:
-        # NOTE: before EntryNotFoundError: a local cache miss while offline is its subclass too.
+        with httpx.Client(follow_redirects=True, timeout=HUB_TIMEOUT_S) as client, \
+                client.stream("GET", url, headers=build_hf_headers(token=token)) as response:
+            if response.status_code >= 400:
+                _refusal(repo_id, revision, response)
+            length = response.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) > MAX_CONFIG_BYTES:
+                raise InvalidConfig(_too_large(repo_id, int(length)))
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body.extend(chunk)
+                if len(body) > MAX_CONFIG_BYTES:
+                    raise InvalidConfig(_too_large(repo_id, None))
+                if time.monotonic() > ends_at:  # the caller has stopped waiting: so does this worker
+                    raise HubUnreachable(f"the Hugging Face Hub sent the config.json of {repo_id} too slowly")
+    except httpx.HTTPError as exc:  # refused, DNS, timeouts, a broken answer
         raise HubUnreachable(f"the Hugging Face Hub could not be reached for {repo_id}; pick a bundled preset or "
                              "upload its config.json") from exc
-    except hub_errors.GatedRepoError as exc:  # before RepositoryNotFoundError: it is a subclass
-        raise GatedModel(f"{repo_id} is gated: accept its licence on the Hub and give a token (HF_TOKEN)") from exc
-    except hub_errors.RepositoryNotFoundError as exc:
-        raise ModelNotFound(f"no such model on the Hub: {repo_id} (or it is private: give a token)") from exc
-    except hub_errors.RevisionNotFoundError as exc:
-        raise ModelNotFound(f"{repo_id} has no revision {revision!r}") from exc
-    except hub_errors.EntryNotFoundError as exc:
-        raise InvalidConfig(f"{repo_id} has no config.json (GGUF-only or non-transformers repository?)") from exc
-    except hub_errors.HFValidationError as exc:
-        raise ModelNotFound(f"{repo_id!r} is not a valid Hub model id (expected org/name)") from exc
-    except OSError as exc:  # connection refused, DNS failure, timeouts, 5xx
-        raise HubUnreachable(f"the Hugging Face Hub could not be reached for {repo_id}; pick a bundled preset or "
-                             "upload its config.json") from exc
-    with open(path, encoding="utf-8") as handle:
-        return parse_config_text(handle.read(), repo_id)
+    return parse_config_text(bytes(body), repo_id)
+
+
+def _refusal(repo_id: str, revision: str | None, response: httpx.Response) -> None:
+    """Raise our error for the Hub's refusal, read from its ``X-Error-Code`` header as huggingface_hub does."""
+    code, message = response.headers.get("X-Error-Code"), response.headers.get("X-Error-Message")
+    if code == "GatedRepo":
+        raise GatedModel(f"{repo_id} is gated: accept its licence on the Hub and give a token (HF_TOKEN)")
+    if code == "RevisionNotFound":
+        raise ModelNotFound(f"{repo_id} has no revision {revision!r}")
+    if code == "EntryNotFound":
+        raise InvalidConfig(f"{repo_id} has no config.json (GGUF-only or non-transformers repository?)")
+    if response.status_code == 401 and message == "Invalid credentials in Authorization header":
+        raise ModelNotFound(f"the Hub refused the token given for {repo_id}: check it (or leave it empty)")
+    if code == "RepoNotFound" or response.status_code in (401, 404):
+        raise ModelNotFound(f"no such model on the Hub: {repo_id} (or it is private: give a token)")
+    raise HubUnreachable(f"the Hugging Face Hub answered HTTP {response.status_code} for {repo_id}; try again "
+                         "later, pick a bundled preset or upload its config.json")
+
+
+def _too_large(repo_id: str, length: int | None) -> str:
+    size = f"{length / (1 << 20):,.1f} MiB" if length is not None else f"over {MAX_CONFIG_BYTES >> 20} MiB"
+    return (f"the config.json of {repo_id} is {size}, larger than any config.json can be ({MAX_CONFIG_BYTES >> 20} "
+            "MiB at most; published ones are under 100 KiB): it was not read")
 
 
 def fetch_safetensors_parameter_count(repo_id: str, *, token: str | None = None, endpoint: str | None = None,

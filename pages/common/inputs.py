@@ -7,7 +7,10 @@ link or an import brought that is not among them stays selectable (so the input 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import secrets
 
 import streamlit as st
 
@@ -71,9 +74,23 @@ def _bounded(field: str) -> dict[str, float | None]:
     return {"min_value": None if low is None else cast(low), "max_value": None if high is None else cast(high)}
 
 
-@st.cache_data(ttl="1h", max_entries=256, show_spinner="Reading the model's config.json")
+# NOTE: a random key per process, so a token's fingerprint in a cache key cannot be checked against a guess.
+_FINGERPRINT_KEY = secrets.token_bytes(32)
+
+
+def token_fingerprint(token: str | None) -> str:
+    """What a cache key holds of a token: "" without one, else a keyed hash (never the token itself)."""
+    return hmac.new(_FINGERPRINT_KEY, token.encode(), hashlib.sha256).hexdigest() if token else ""
+
+
 def cached_model_spec(source: str, model: str, _token: str | None = None) -> ModelSpec:
-    """Presets and files offline; Hub ids through huggingface_hub (the token is not part of the cache key)."""
+    """Presets and files offline; Hub ids through huggingface_hub, cached per token (issue 28: a private or gated
+    model read with one visitor's token must not be served to a visitor without it)."""
+    return _cached_model_spec(source, model, token_fingerprint(_token), _token=_token)
+
+
+@st.cache_data(ttl="1h", max_entries=256, show_spinner="Reading the model's config.json")
+def _cached_model_spec(source: str, model: str, reader: str, _token: str | None = None) -> ModelSpec:
     if source == MODEL_SOURCES[0]:
         return load_model_spec(model)
     return hub_model_spec(model, token=_token or os.environ.get("HF_TOKEN") or None)

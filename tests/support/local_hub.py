@@ -31,11 +31,17 @@ def safetensors_header(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
 
 @dataclass
 class LocalHub:
-    """Repos: ``public`` id -> files (name -> bytes); ``gated`` ids answer GatedRepo."""
+    """Repos: ``public`` id -> files (name -> bytes). A ``gated`` id answers GatedRepo, except to a token in
+    ``accepted[id]`` (its files are in ``public``); a ``private`` id answers as the Hub does to strangers (401
+    RepoNotFound) except to its owner's token ``private[id]``. ``requests`` records "METHOD path" and
+    ``authorizations`` the bearer token each request carried (None without one)."""
 
     public: dict[str, dict[str, bytes]] = field(default_factory=dict)
     gated: set[str] = field(default_factory=set)
+    accepted: dict[str, set[str]] = field(default_factory=dict)
+    private: dict[str, str] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)
 
     def __enter__(self) -> LocalHub:
         hub = self
@@ -46,13 +52,19 @@ class LocalHub:
 
             def _answer(self, with_body: bool) -> None:
                 hub.requests.append(f"{self.command} {self.path}")
+                bearer = self.headers.get("Authorization", "")
+                token = bearer.removeprefix("Bearer ") if bearer.startswith("Bearer ") else None
+                hub.authorizations.append(token)
                 path = self.path.split("?")[0]
                 if "/resolve/" not in path:
                     return self._error(404, "RepoNotFound", with_body)
                 repo, rest = path.lstrip("/").split("/resolve/", 1)
                 filename = rest.split("/", 1)[1]
-                if repo in hub.gated:
-                    return self._error(401, "GatedRepo", with_body, "Access to model is restricted.")
+                if repo in hub.gated and token not in hub.accepted.get(repo, set()):
+                    return self._error(401 if token is None else 403, "GatedRepo", with_body,
+                                       "Access to model is restricted.")
+                if repo in hub.private and token != hub.private[repo]:
+                    return self._error(401, "RepoNotFound", with_body, "Repository not found")
                 if repo not in hub.public:
                     return self._error(404, "RepoNotFound", with_body, "Repository not found")
                 files = hub.public[repo]
