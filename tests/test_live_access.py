@@ -32,6 +32,7 @@ METADATA_FORMS = (
     "http://[64:ff9b::a9fe:a9fe]", "http://[2002:a9fe:a9fe::1]", "http://[::169.254.169.254]",
     "http://[fd00:ec2::254]", "http://[fe80::1]", "http://169.254.0.1", "http://100.100.100.200",
     "http://168.63.129.16", "https://169.254.169.254:443",
+    "http://[64:ff9b:1::a9fe:a9fe]", "http://[::ffff:0:a9fe:a9fe]",  # issue 28: RFC 8215 NAT64, RFC 2765 SIIT
 )
 
 
@@ -122,6 +123,27 @@ def test_a_name_is_checked_on_the_address_it_resolves_to_at_connect_time(serve):
     with LiveClient(f"http://localhost:{port}", policy=policy) as client, pytest.raises(HostNotAllowed):
         client.read()
     assert server.seen == []
+
+
+# 10.0.0.5 carried by IPv6 forms the kernel routes to a relay, a gateway or nowhere: never to 10.0.0.5
+TUNNELLED_10_0_0_5 = ("2002:a00:5::1", "2001:0:4136:e378:8000:63bf:f5ff:fffa", "::a00:5", "64:ff9b::a00:5",
+                      "64:ff9b:1::a00:5", "::ffff:0:a00:5")
+
+
+@pytest.mark.parametrize("address", TUNNELLED_10_0_0_5)
+def test_an_ipv4_range_rule_admits_the_mapped_form_only(address):
+    """Issue 28: a rule for 10.0.0.0/8 admitted 6to4, Teredo and IPv4-compatible forms of 10.0.0.5."""
+    policy = policy_from_environment({"VLLM_PLANNER_ALLOWED_HOSTS": "10.0.0.0/8"})
+    LiveClient("http://10.0.0.5:8000", policy=policy).close()
+    LiveClient("http://[::ffff:10.0.0.5]:8000", policy=policy).close()  # the kernel connects this to 10.0.0.5
+    with pytest.raises(HostNotAllowed, match="is not among the servers this dashboard may contact"):
+        LiveClient(f"http://[{address}]:8000", policy=policy)
+
+
+@pytest.mark.parametrize("address", ["2002:7f00:1::1", "::7f00:1", "64:ff9b::7f00:1"])
+def test_local_mode_takes_no_tunnelled_form_of_loopback_for_this_machine(address):
+    with pytest.raises(HostNotAllowed, match=r"\(local: servers on this machine\)"):
+        LiveClient(f"http://[{address}]:8000", policy=LOCAL)
 
 
 def test_local_allows_this_machine_only(serve):

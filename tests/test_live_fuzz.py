@@ -40,6 +40,8 @@ def metadata_spellings(rng: random.Random) -> str:
         f"[::ffff:{'.'.join(map(str, octets))}]", f"[::ffff:{octets[0]:02x}{octets[1]:02x}:{octets[2]:02x}{octets[3]:02x}]",
         f"[64:ff9b::{'.'.join(map(str, octets))}]", f"[2002:{octets[0]:02x}{octets[1]:02x}:{octets[2]:02x}{octets[3]:02x}::]",
         f"[fe80::{rng.randrange(1 << 16):x}]", "[fd00:ec2::254]", ".".join(map(str, octets)) + ".",
+        f"[64:ff9b:1::{octets[0]:02x}{octets[1]:02x}:{octets[2]:02x}{octets[3]:02x}]",  # RFC 8215
+        f"[::ffff:0:{octets[0]:02x}{octets[1]:02x}:{octets[2]:02x}{octets[3]:02x}]",  # RFC 2765
     ]
     host = rng.choice(forms)
     return "".join(c.upper() if rng.random() < 0.3 else c for c in host)

@@ -40,6 +40,8 @@ Mode = Literal["open", "local", "closed"]
 ALWAYS_BLOCKED: tuple[IpNetwork, ...] = tuple(ipaddress.ip_network(n) for n in (
     "169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32", "168.63.129.16/32"))
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: a network's own NAT64 prefix
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 (SIIT): ::ffff:0:a.b.c.d
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 _HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$")
 _NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}$")
@@ -167,7 +169,9 @@ def _canonical_host(name: str, example: str) -> str:
 
 
 def embedded_ipv4(address: IpAddress) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one carries (mapped, NAT64, 6to4, Teredo, IPv4-compatible), else None."""
+    """The IPv4 address an IPv6 one carries (mapped, NAT64, 6to4, Teredo, IPv4-compatible, SIIT), else None.
+
+    For refusing only: a connection to most of these forms goes to a gateway or relay, not to that IPv4 host."""
     if isinstance(address, ipaddress.IPv4Address):
         return None
     if address.ipv4_mapped is not None:
@@ -176,7 +180,8 @@ def embedded_ipv4(address: IpAddress) -> ipaddress.IPv4Address | None:
         return address.sixtofour
     if address.teredo is not None:
         return address.teredo[1]
-    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
+    if address in _NAT64 or address in _NAT64_LOCAL or address in _IPV4_TRANSLATED or (
+            address in _IPV4_COMPATIBLE and int(address) > 1):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
 
@@ -187,10 +192,18 @@ def always_blocked(address: IpAddress) -> bool:
     return any(a.version == n.version and a in n for a in candidates for n in ALWAYS_BLOCKED)
 
 
+def routed_as(address: IpAddress) -> IpAddress:
+    """The address a connection really reaches: an IPv4-mapped one (``::ffff:10.0.0.5``) is its IPv4 address.
+
+    NOTE: only the mapped form. The kernel sends 6to4 (2002:a00:5::1), Teredo, NAT64 and IPv4-compatible
+    (::a00:5) addresses to a relay, a gateway or nowhere — never to 10.0.0.5 — so an allow-list rule for
+    10.0.0.0/8 (or loopback) must not admit them."""
+    return address.ipv4_mapped or address if isinstance(address, ipaddress.IPv6Address) else address
+
+
 def is_this_machine(address: IpAddress) -> bool:
     """Loopback (127.0.0.0/8, ::1) or the unspecified address, which Linux connects to this machine."""
-    inner = embedded_ipv4(address)
-    return any(a.is_loopback or a.is_unspecified for a in (address, *filter(None, [inner])))
+    return routed_as(address).is_loopback or routed_as(address).is_unspecified
 
 
 class HostRule(BaseModel):
@@ -209,9 +222,8 @@ class HostRule(BaseModel):
             return self.name == host
         if address is None or self.network is None:
             return False
-        network = ipaddress.ip_network(self.network)
-        return any(a.version == network.version and a in network
-                   for a in (address, *filter(None, [embedded_ipv4(address)])))
+        network, routed = ipaddress.ip_network(self.network), routed_as(address)
+        return routed.version == network.version and routed in network
 
 
 def parse_rule(text: str) -> HostRule:
