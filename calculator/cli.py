@@ -132,9 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         if args.command in speed_cli.COMMANDS:
-            print(speed_cli.run(args, scenario_from_args))
-            return 0
-        result = estimate(scenario_from_args(args))
+            text = speed_cli.run(args, scenario_from_args)
+        else:
+            result = estimate(scenario_from_args(args))
+            text = json.dumps(estimate_summary(result)) if args.json else render_table(result)
     except CalculatorError as exc:
         return _refuse(str(exc))
     except ValidationError as exc:
@@ -142,8 +143,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ArithmeticError, ValueError, TypeError, KeyError, IndexError, OSError, RecursionError) as exc:
         # NOTE: a bug, not the user's input; still one line (the contract), naming what broke so it can be reported.
         return _refuse(f"unexpected {type(exc).__name__} ({exc}); please report this command line")
-    if args.json:
-        print(json.dumps(estimate_summary(result)))
-    else:
-        print(render_table(result))
+    print(text)
     return 0

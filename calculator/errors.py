@@ -5,6 +5,8 @@ Each message says what happened and what to do; pages and the CLI show ``str(exc
 
 from __future__ import annotations
 
+import re
+
 
 class CalculatorError(Exception):
     """Base of every error the calculator raises on purpose."""
@@ -54,10 +56,15 @@ def one_line_validation_error(exc: object, *, as_flags: bool = False) -> str:
     if not errors:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     first = errors[0]
-    field = ".".join(str(part) for part in first.get("loc", ())) or "value"
+    message = str(first.get("msg", "invalid value")).splitlines()[0]
+    if not first.get("loc"):  # a rule across fields: its message names them
+        message = message.removeprefix("Value error, ")
+        # NOTE: the rule's field names as the flags a user typed (output_tokens_p95 -> --output-tokens-p95).
+        return re.sub(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", lambda m: "--" + m[0].replace("_", "-"),
+                      message) if as_flags else message
+    field = ".".join(str(part) for part in first["loc"])
     if as_flags:
         field = "--" + field.replace("_", "-")
-    message = str(first.get("msg", "invalid value")).splitlines()[0]
     shown = repr(first.get("input"))
     got = f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})" if "input" in first and not isinstance(
         first["input"], dict) else ""

@@ -37,6 +37,7 @@ GpuFamily = Literal[
 MemoryArchitecture = Literal["discrete", "coherent", "coherent-numa", "integrated"]
 
 MAX_GPU_MEMORY_GIB = 10_000.0  # far above any accelerator; catches MiB or bytes typed as GiB
+MIN_GPU_MEMORY_GIB = 0.25  # the least the engine plans for (below it not even a CUDA context fits)
 CATALOG_FILE = "gpus.json"
 _SUGGESTIONS = 3
 # NOTE: words that name a vendor or a product line but not the GPU, dropped before matching so

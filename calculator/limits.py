@@ -31,3 +31,21 @@ MAX_CONFIG_BYTES = 8 << 20  # published config.json files are 0.5 to 60 KiB
 MAX_CONFIG_NESTING = 32  # published configs nest 4 deep (quantization_config.config_groups.group_0.weights)
 MAX_NAME_CHARS = 256  # model_type, architecture class names
 MAX_MODEL_REFERENCE_CHARS = 1024  # a Hub id (96 chars at most), a path or a folder
+
+
+def field_bounds(model: type, field: str) -> tuple[float | None, float | None]:
+    """(lowest, highest) value a pydantic model accepts for ``field``: widgets, links and CLI flags check the
+    same range the model does."""
+    from annotated_types import Ge, Gt, Le, Lt
+
+    low = high = None
+    for rule in model.model_fields[field].metadata:
+        if isinstance(rule, Ge):
+            low = rule.ge
+        elif isinstance(rule, Gt):
+            low = rule.gt
+        elif isinstance(rule, Le):
+            high = rule.le
+        elif isinstance(rule, Lt):  # NOTE: an exclusive cap far above any real value; a widget stops at it
+            high = rule.lt
+    return low, high

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .engine.vllm_versions import LATEST_VERSION, Device
-from .gpus import MAX_GPU_MEMORY_GIB
+from .gpus import MAX_GPU_MEMORY_GIB, MIN_GPU_MEMORY_GIB
 from .limits import (
     MAX_BLOCK_SIZE_TOKENS,
     MAX_CONTEXT_TOKENS,
@@ -29,7 +29,7 @@ class Scenario(BaseModel):
 
     model: str = Field(DEFAULT_MODEL, min_length=1, max_length=MAX_MODEL_REFERENCE_CHARS)
     gpu: str | None = Field(DEFAULT_GPU, max_length=MAX_NAME_CHARS)  # catalog key, name or nvidia-smi alias
-    gpu_memory_gib: float | None = Field(None, gt=0, lt=MAX_GPU_MEMORY_GIB)  # custom memory; overrides the catalog's
+    gpu_memory_gib: float | None = Field(None, ge=MIN_GPU_MEMORY_GIB, lt=MAX_GPU_MEMORY_GIB)  # custom memory; overrides the catalog's
     device: Device | None = None  # None: the GPU's platform (cuda or rocm)
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_PARALLEL_SIZE)
     pipeline_parallel_size: int = Field(1, ge=1, le=MAX_PARALLEL_SIZE)

@@ -9,6 +9,7 @@ A GPU the catalog does not know is reported as substituted, so pages can say who
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,10 +20,12 @@ from .engine.vllm_versions import LATEST_VERSION, VllmVersion
 from .engine.workload import Workload
 from .errors import CalculatorError
 from .gpus import find_gpu
+from .limits import field_bounds
 from .model.quantization import SUPPORTED_FLAGS
 from .scenario import DEFAULT_GPU, Scenario
 from .serve_command import DTYPE_NAMES
-from .speed.inputs import RecommendRequest, SpeedInputs
+from .speed.inputs import MAX_USD_PER_GPU_HOUR, MIN_USD_PER_GPU_HOUR, RecommendRequest, SpeedInputs
+from .speed.traffic import Traffic
 
 SCENARIO_KEYS: dict[str, str] = {
     "model": "m", "gpu": "g", "gpu_memory_gib": "mem", "device": "dev", "tensor_parallel_size": "tp",
@@ -53,6 +56,13 @@ RECOMMEND_WORKLOAD_FIELDS = ("prompt_tokens_mean", "output_tokens_mean", "prompt
                              "target_concurrent_requests")
 RECOMMEND_SPEED_FIELDS = ("request_rate", "ttft_p95_ms", "tpot_ms", "min_tok_s_per_user", "e2e_s")
 _NONE = "none"
+# Where a page's widget is narrower than the model, a link may ask only for what the widget can show (the widget
+# would refuse the value and the page would stop).
+UTILIZATION_SLIDER = (0.01, 1.0)  # the Plan page's gpu_memory_utilization slider moves in hundredths
+PLAN_WIDGET_BOUNDS = {"gpu_memory_utilization": UTILIZATION_SLIDER}
+# The speed model predicts generated tokens: the Recommend page asks for at least one per request.
+RECOMMEND_WIDGET_BOUNDS = {"output_tokens_mean": field_bounds(Traffic, "output_tokens"),
+                           "output_tokens_p95": field_bounds(Traffic, "output_tokens_p95")}
 # Keys a page may add for its own view (e.g. which sweep is shown); they pass through untouched.
 VIEW_KEYS = frozenset({"view", "sweep"})
 # Never written to a link, whatever a caller passes.
@@ -70,7 +80,7 @@ def _encode(value: Any) -> str:
 
 
 def _decode(value: str) -> Any:
-    if value == _NONE:
+    if value.strip().lower() == _NONE:  # "None" and "NONE" too: a link typed by hand means the same
         return None
     return value  # pydantic coerces "0.9", "4096", "1"/"0" (bools) while validating
 
@@ -130,7 +140,7 @@ def read_link(params: Mapping[str, str | list[str]]) -> LinkState:
         elif key not in SECRET_KEYS:
             warnings.append(f"ignored unknown link parameter {key!r}")
     substituted = _check_choices(chosen["scenario"], warnings)
-    scenario = _validated(Scenario, chosen["scenario"], SCENARIO_KEYS, warnings)
+    scenario = _validated(Scenario, chosen["scenario"], SCENARIO_KEYS, warnings, PLAN_WIDGET_BOUNDS)
     workload = _validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings)
     speed = _validated(SpeedInputs, chosen["speed"], SPEED_KEYS, warnings)
     # NOTE: a release newer than modelled is kept as given; the estimate's own warnings say whose rules apply.
@@ -169,23 +179,68 @@ def _check_choices(values: dict[str, Any], warnings: list[str]) -> dict[str, str
     return substituted
 
 
-def _validated(model_type: type, values: dict[str, Any], keys: dict[str, str], warnings: list[str]) -> Any:
-    """Validate all values at once; on failure drop each offending field and retry."""
+def _validated(model_type: type[BaseModel], values: dict[str, Any], keys: Mapping[str, str], warnings: list[str],
+               widget_bounds: Mapping[str, tuple[float | None, float | None]] | None = None) -> Any:
+    """Validate all values at once; drop each offending field (and, when a rule across fields fails, the fewest
+    fields that satisfy it), with a warning that names it and why, and keep the rest."""
     values = dict(values)
+    for field, (low, high) in (widget_bounds or {}).items():
+        if field in values and values[field] is not None:
+            reason = _outside(values[field], low, high)
+            if reason:
+                _drop(values, field, keys, reason, warnings)
     for _ in range(len(values) + 1):
         try:
             return model_type(**values)
         except ValidationError as exc:
-            bad_fields = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
-            if not bad_fields or not bad_fields & set(values):
-                bad_fields = set(values)  # a cross-field rule failed: fall back to all defaults for this part
-            for field in sorted(bad_fields & set(values)):
-                warnings.append(f"ignored link value {keys.get(field, field)}={values.pop(field)!r}: "
-                                f"{_reason(exc, field)}; using the default")
+            bad_fields = {str(error["loc"][0]) for error in exc.errors() if error["loc"]} & set(values)
+            if bad_fields:
+                for field in sorted(bad_fields):
+                    _drop(values, field, keys, _reason(exc, field, values[field]), warnings)
+                continue
+            rule = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors() if not e["loc"])
+            for field in _fewest_to_drop(model_type, values):
+                _drop(values, field, keys, rule or "inconsistent with the other values", warnings)
     return model_type()
 
 
-def _reason(exc: ValidationError, field: str) -> str:
+def _drop(values: dict[str, Any], field: str, keys: Mapping[str, str], reason: str, warnings: list[str]) -> None:
+    value = values.pop(field)
+    shown = _NONE if value is None else value
+    warnings.append(f"ignored link value {keys.get(field, field)}={shown!r}: {reason}; using the default")
+
+
+def _fewest_to_drop(model_type: type[BaseModel], values: dict[str, Any]) -> list[str]:
+    """The fields a rule across fields blames: one whose default satisfies it (the last in the model's order, as
+    later fields depend on earlier ones: a p95 on its mean, a prefix on its prompt), else every field given."""
+    for field in reversed([f for f in model_type.model_fields if f in values]):
+        try:
+            model_type(**{k: v for k, v in values.items() if k != field})
+        except ValidationError:
+            continue
+        return [field]
+    return sorted(values)
+
+
+def _outside(value: Any, low: float | None, high: float | None) -> str | None:
+    """Why ``value`` lies outside a page widget's range (None: inside it, or not a number, which pydantic says)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if low is not None and number < low:
+        return f"below {low:g}, the least this page's input takes"
+    if high is not None and number > high:
+        return f"above {high:g}, the most this page's input takes"
+    return None
+
+
+def _reason(exc: ValidationError, field: str, value: Any) -> str:
+    try:
+        if not math.isfinite(float(value)):
+            return "not a finite number"
+    except (TypeError, ValueError, OverflowError):
+        pass
     for error in exc.errors():
         if error["loc"] and error["loc"][0] == field:
             return str(error["msg"]).lower()
@@ -211,7 +266,7 @@ def recommend_query_params(request: RecommendRequest, workload: Workload, speed:
     if request.gpus:
         params["gpus"] = ",".join(request.gpus)
     if request.prices:
-        params["prices"] = ",".join(f"{key}:{_encode(float(value))}" for key, value in request.prices.items())
+        params["prices"] = price_list_text(request.prices)
     params.update(_changed(workload, {f: WORKLOAD_KEYS[f] for f in RECOMMEND_WORKLOAD_FIELDS}))
     params.update(_changed(speed, {f: SPEED_KEYS[f] for f in RECOMMEND_SPEED_FIELDS}))
     return params
@@ -240,7 +295,8 @@ def read_recommend_link(params: Mapping[str, str | list[str]]) -> RecommendLink:
         request["prices"] = parse_price_list(request["prices"] or "", warnings)
     _normalise_version(request, warnings)
     return RecommendLink(request=_validated(RecommendRequest, request, RECOMMEND_KEYS, warnings),
-                         workload=_validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings),
+                         workload=_validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings,
+                                             RECOMMEND_WIDGET_BOUNDS),
                          speed=_validated(SpeedInputs, chosen["speed"], SPEED_KEYS, warnings),
                          warnings=tuple(warnings))
 
@@ -259,6 +315,11 @@ def _gpu_list(text: str, warnings: list[str]) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def price_list_text(prices: Mapping[str, float]) -> str:
+    """``h100-sxm-80gb:2.123456789,l40s:1``: every price as typed (Python's shortest exact form, never rounded)."""
+    return ",".join(f"{key}:{_encode(float(value))}" for key, value in prices.items())
+
+
 def parse_price_list(text: str, warnings: list[str]) -> dict[str, float]:
     """``gpu:dollars`` pairs by catalog key (``h100:2.5,l40s:1``); each bad pair dropped with a warning."""
     prices: dict[str, float] = {}
@@ -269,9 +330,9 @@ def parse_price_list(text: str, warnings: list[str]) -> dict[str, float]:
         except (CalculatorError, ValueError):
             warnings.append(f"ignored price {pair!r} in the link: write gpu:dollars per GPU-hour")
             continue
-        if not 0 < dollars < 10_000:
-            warnings.append(f"ignored price {pair!r} in the link: dollars per GPU-hour must be above 0 and below "
-                            "10,000")
+        if not MIN_USD_PER_GPU_HOUR <= dollars < MAX_USD_PER_GPU_HOUR:
+            warnings.append(f"ignored price {pair!r} in the link: dollars per GPU-hour must be at least "
+                            f"{MIN_USD_PER_GPU_HOUR:g} and below {MAX_USD_PER_GPU_HOUR:,}")
             continue
         prices[key] = dollars
     return prices

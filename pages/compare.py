@@ -28,7 +28,7 @@ from calculator.url_state import read_link, to_query_params
 from pages.common import import_box, page_setup, sentence
 from pages.common.inputs import cached_model_spec, valid_quantizations
 from pages.common.outputs import CHART_CONFIG
-from pages.common.state import FROM_CHECKPOINT, MODEL_SOURCES, plan_link, share_link
+from pages.common.state import CUSTOM_GPU, FROM_CHECKPOINT, MODEL_SOURCES, plan_link, share_link
 
 PREFIX = "cmp"
 LETTERS = "abcd"
@@ -52,6 +52,8 @@ def keep(letter: str, scenario: Scenario, asked_model: str | None = None) -> Non
     st.session_state[f"{PREFIX}_{letter}__substituted"] = asked_model
     for field in EDITABLE:
         st.session_state[f"{PREFIX}_{letter}_{field}"] = getattr(scenario, field)
+    if scenario.gpu is None:
+        st.session_state[f"{PREFIX}_{letter}_gpu"] = CUSTOM_GPU
 
 
 def read_link_once() -> list[str]:
@@ -65,8 +67,16 @@ def read_link_once() -> list[str]:
         return []
     params = st.query_params.to_dict()
     count = params.get("k", "2")
-    st.session_state[f"{PREFIX}_count"] = int(count) if count in ("2", "3", "4") else 2
     warnings = [] if count in ("2", "3", "4") else [f"Share link: k={count!r} is not 2-4; showing 2 scenarios"]
+    shown = int(count) if count in ("2", "3", "4") else 2
+    # NOTE: a scenario the link sets is shown even past its k (which may have been edited or left out), and said.
+    named = max((LETTERS.index(key[0]) + 1 for key in params if key[:2] in {f"{x}." for x in LETTERS}), default=0)
+    if named > shown:
+        asked = f"k={count!r}, but " if "k" in params else ""
+        warnings.append(f"Share link: {asked}the link sets scenario {LETTERS[named - 1].upper()}; "
+                        f"showing {named} scenarios")
+        shown = named
+    st.session_state[f"{PREFIX}_count"] = shown
     for index, letter in enumerate(LETTERS):
         own = {key[2:]: value for key, value in params.items() if key.startswith(f"{letter}.")}
         link = read_link(own) if own else None
@@ -90,9 +100,12 @@ def hold(letter: str, scenario: Scenario, origin: str) -> list[str]:
 
 def scenario_editor(letter: str, column) -> Scenario | str:
     key = f"{PREFIX}_{letter}"
+    held: Scenario = st.session_state.get(f"{key}__scenario", STARTERS[LETTERS.index(letter)])
     presets, catalog = preset_ids(), [g.key for g in gpu_catalog()]
     names = {g.key: g.name for g in gpu_catalog()}
-    held: Scenario = st.session_state.get(f"{key}__scenario", STARTERS[LETTERS.index(letter)])
+    if held.gpu is None and held.gpu_memory_gib is not None:  # a custom GPU from a link or an import stays
+        catalog.append(CUSTOM_GPU)
+        names[CUSTOM_GPU] = f"Custom {held.gpu_memory_gib:g} GiB GPU"
     if st.session_state.get(f"{key}_quantization") is None:
         st.session_state[f"{key}_quantization"] = FROM_CHECKPOINT
     for field, options in (("model", presets), ("gpu", catalog), ("kv_cache_dtype", SUPPORTED_KV_CACHE_DTYPES)):
@@ -124,6 +137,10 @@ def scenario_editor(letter: str, column) -> Scenario | str:
         }
     if values["quantization"] == FROM_CHECKPOINT:
         values["quantization"] = None
+    if values["gpu"] == CUSTOM_GPU:
+        values["gpu"] = None
+    elif values["gpu"] != held.gpu:
+        values["gpu_memory_gib"] = None  # a newly picked catalog GPU brings its own memory, as on the Plan page
     if values["model"] != held.model or values["gpu"] != held.gpu:
         st.session_state[f"{key}__substituted"] = None  # the user chose: nothing stands in any more
     try:
@@ -210,8 +227,8 @@ for letter, column in zip(LETTERS[:count], columns):
                           icon="✅" if call == "fits with margin" else "⚖️" if call == "borderline" else "🛑")
         if not asked:
             st.link_button("Open in Plan", plan_link(scenario))
-    results.append((f"{letter.upper()}: {scenario.model.split('/')[-1]} on {result.num_gpus}× "
-                    f"{find_gpu(scenario.gpu).name}", result))
+    gpu = find_gpu(scenario.gpu).name if scenario.gpu else f"custom {scenario.gpu_memory_gib:g} GiB GPU"
+    results.append((f"{letter.upper()}: {scenario.model.split('/')[-1]} on {result.num_gpus}× {gpu}", result))
 
 if results:
     # NOTE: the chart names scenarios by letter (long names would slant over the legend); the table has them in full.

@@ -43,7 +43,13 @@ page_setup("Learn")
 scenario, spec, workload, problems = plan_scenario()
 for problem in problems:
     st.warning(problem, icon="🔗")
-result = estimate(scenario, spec)
+try:
+    result = estimate(scenario, spec)
+except CalculatorError as exc:
+    st.error(f"**{sentence(exc).rstrip('.')}.** This page explains a scenario the estimate accepts: change it on "
+             "the Plan page.", icon="✋")
+    st.link_button("Change the scenario on the Plan page", plan_link(scenario, workload))
+    st.stop()
 budget, layout, settings = result.budget, result.layout, result.settings
 share_link(to_query_params(scenario, workload))
 st.markdown(f"**{deployment_line(result)}**")
@@ -81,8 +87,10 @@ st.header("3. PagedAttention: blocks instead of reservations")
 sizes = sorted({8, 16, 32, 64, 128, settings.block_size})
 block = st.select_slider("Block size (tokens)", sizes, value=settings.block_size, key="learn_block",
                          help=f"this scenario's block_size is {settings.block_size}")
+# NOTE: ASCII digits only ("²".isdigit() holds, int("²") fails), at most 9 (int() refuses 4,300 digits); the figure
+# draws a request of any length within a bounded number of cells.
 lengths = [int(x) for x in st.text_input("Request lengths (tokens)", "70, 33, 120, 18", key="learn_lengths")
-           .replace(" ", "").split(",") if x.isdigit() and int(x) > 0][:8] or [70]
+           .replace(" ", "").split(",") if x.isascii() and x.isdigit() and len(x) <= 9 and int(x) > 0][:8] or [70]
 st.plotly_chart(block_grid_figure(lengths, block), config=CHART_CONFIG, key="learn_blocks")
 allocated = paged_slots(lengths, block)
 st.markdown(

@@ -106,7 +106,7 @@ def test_bad_link_values_get_one_clear_line_each() -> None:
     warnings = [w.value for w in app.warning]
     assert ("Share link: ignored link value rate='fast': input should be a valid number, unable to parse string "
             "as a number; using the default") in warnings
-    assert "Share link: ignored link value price='-3': input should be greater than 0; using the default" in warnings
+    assert "Share link: ignored link value price='-3': input should be greater than or equal to 0.01; using the default" in warnings
     assert "Tokens/s per user" in metrics(app)
 
 
@@ -119,10 +119,13 @@ def test_a_cpu_deployment_gets_no_speed_prediction() -> None:
 
 def test_a_bad_speed_input_is_one_clear_line_and_the_memory_plan_stays() -> None:
     app = run_app({})
-    app.number_input(key="plan_speed_ttft_p95_ms").set_value(-5.0).run()
+    # NOTE: the inputs offer SpeedInputs' own range, so the one value they let through that it refuses is its
+    # exclusive price cap.
+    app.number_input(key="plan_speed_usd_per_gpu_hour").set_value(10_000.0).run()
     assert not app.exception
     assert [e.value for e in app.error] == [
-        "**Speed inputs: ttft_p95_ms: input should be greater than 0.** Fix the highlighted value in the sidebar."]
+        "**Speed inputs: usd_per_gpu_hour: input should be less than 10000.** Fix the highlighted value in the "
+        "sidebar."]
     assert "KV cache tokens" in metrics(app) and "Tokens/s per user" not in metrics(app)
 
 

@@ -88,7 +88,7 @@ def test_bad_link_values_get_one_clear_line_each_and_the_page_still_works() -> N
     warnings = [w.value for w in app.warning]
     assert "Share link: ignored GPU in the link: Unknown GPU 'tpu-v9'." in warnings
     assert "Share link: ignored price 'h100:free' in the link: write gpu:dollars per GPU-hour" in warnings
-    assert any(w.startswith("Share link: ignored link value rate='-1': input should be greater than 0") for w in warnings)
+    assert any(w.startswith("Share link: ignored link value rate='-1': input should be greater than or equal to 0.000001") for w in warnings)
     assert any(w.startswith("Share link: ignored link value maxg='lots'") for w in warnings)
     assert ranked_rows(app)
 

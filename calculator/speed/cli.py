@@ -10,12 +10,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections import Counter
+from collections.abc import Callable
+from typing import Annotated
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..engine.estimate import estimate
 from ..engine.vllm_versions import LATEST_VERSION
 from ..errors import InvalidInput
 from ..model.model_source import load_model_spec
+from .inputs import RecommendRequest, SpeedInputs
 from .plan import Slo
 from .predict import SpeedEstimate, speed_estimate
 from .prices import GpuPrice
@@ -46,6 +52,21 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _within(model: type[BaseModel], field: str) -> Callable[[str], float]:
+    """An argparse type for a number in the range ``model`` accepts for ``field``: a flag takes exactly what a share
+    link and the dashboard take, and a value outside it is refused by argparse (exit 2, naming the flag)."""
+    adapter = TypeAdapter(Annotated[(float, *model.model_fields[field].metadata)])
+
+    def parse(text: str) -> float:
+        value = _positive_float(text)
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            raise argparse.ArgumentTypeError(f"{str(exc.errors()[0]['msg']).lower()}, got {text!r}") from exc
+
+    return parse
+
+
 def _traffic_flags(parser: argparse.ArgumentParser, users_flag: str) -> None:
     parser.add_argument("--input-tokens", type=_positive_int, required=True, help="mean prompt tokens")
     parser.add_argument("--output-tokens", type=_positive_int, required=True, help="mean output tokens")
@@ -54,7 +75,8 @@ def _traffic_flags(parser: argparse.ArgumentParser, users_flag: str) -> None:
     load = parser.add_mutually_exclusive_group(required=True)
     load.add_argument(users_flag, dest="concurrency", type=_positive_int,
                       help="requests in flight (closed loop, like vllm bench serve --max-concurrency)")
-    load.add_argument("--request-rate", type=_positive_float, help="Poisson arrivals per second (open loop)")
+    load.add_argument("--request-rate", type=_within(SpeedInputs, "request_rate"),
+                      help="Poisson arrivals per second (open loop)")
 
 
 def register(commands: argparse._SubParsersAction, estimate_parser: argparse.ArgumentParser) -> None:
@@ -62,22 +84,25 @@ def register(commands: argparse._SubParsersAction, estimate_parser: argparse.Arg
     speed = commands.add_parser("speed", parents=[estimate_parser], add_help=False,
                                 help="TTFT, inter-token latency, throughput and cost of one deployment")
     _traffic_flags(speed, "--concurrency")
-    speed.add_argument("--price-per-gpu-hour", type=_positive_float, help="your price (default: the price list)")
-    speed.add_argument("--gpu-memory-bandwidth-gb-s", type=_positive_float, help="custom GPU: HBM bandwidth")
-    speed.add_argument("--gpu-bf16-tflops", type=_positive_float, help="custom GPU: dense BF16 TFLOPS")
-    speed.add_argument("--gpu-fp8-tflops", type=_positive_float, help="custom GPU: dense FP8 TFLOPS")
-    speed.add_argument("--gpu-interconnect-gb-s", type=_positive_float, help="custom GPU: link GB/s per direction")
+    speed.add_argument("--price-per-gpu-hour", type=_within(SpeedInputs, "usd_per_gpu_hour"),
+                       help="your price (default: the price list)")
+    bandwidth, tflops = _within(SpeedInputs, "gpu_memory_bandwidth_gb_s"), _within(SpeedInputs, "gpu_bf16_tflops")
+    speed.add_argument("--gpu-memory-bandwidth-gb-s", type=bandwidth, help="HBM bandwidth (overrides the catalog's)")
+    speed.add_argument("--gpu-bf16-tflops", type=tflops, help="dense BF16 TFLOPS (overrides the catalog's)")
+    speed.add_argument("--gpu-fp8-tflops", type=tflops, help="dense FP8 TFLOPS (used by FP8 weights)")
+    speed.add_argument("--gpu-interconnect-gb-s", type=bandwidth, help="link GB/s per direction (used by TP > 1)")
     rec = commands.add_parser("recommend", help="every GPU x TP x quantization x KV dtype that meets the SLOs, "
                                                 "ranked by cost")
     rec.add_argument("--model", required=True, help="HF id (bundled presets work offline), config.json or folder")
     _traffic_flags(rec, "--concurrent-users")
-    rec.add_argument("--ttft-p95-ms", type=_positive_float)
-    rec.add_argument("--tpot-ms", type=_positive_float, help="inter-token latency limit")
-    rec.add_argument("--min-tok-s-per-user", type=_positive_float)
-    rec.add_argument("--e2e-s", type=_positive_float, help="end-to-end latency limit")
+    rec.add_argument("--ttft-p95-ms", type=_within(SpeedInputs, "ttft_p95_ms"))
+    rec.add_argument("--tpot-ms", type=_within(SpeedInputs, "tpot_ms"), help="inter-token latency limit")
+    rec.add_argument("--min-tok-s-per-user", type=_within(SpeedInputs, "min_tok_s_per_user"))
+    rec.add_argument("--e2e-s", type=_within(SpeedInputs, "e2e_s"), help="end-to-end latency limit")
     rec.add_argument("--gpu", action="append", help="GPU to consider (repeat); default: the whole catalog")
     rec.add_argument("--max-gpus", type=_positive_int, help="most GPUs the whole deployment may use")
-    rec.add_argument("--budget-per-hour", type=_positive_float, help="most dollars per hour")
+    rec.add_argument("--budget-per-hour", type=_within(RecommendRequest, "budget_per_hour"),
+                     help="most dollars per hour")
     rec.add_argument("--max-model-len", type=_positive_int, help="default: the longest request, to a power of 2")
     rec.add_argument("--vllm-version", default=LATEST_VERSION)
     rec.add_argument("--top", type=_positive_int, default=10, help="rows to print (text output)")
@@ -112,7 +137,20 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
     if deployment.gpu is not None and not deployment.gpu.memory_bandwidth_gb_s:
         raise InvalidInput("a custom GPU needs --gpu-memory-bandwidth-gb-s and --gpu-bf16-tflops for the speed model")
     speed = speed_estimate(deployment, traffic, prices=prices)
+    for note in unused_rates(args, speed):
+        print(f"warning: {note}", file=sys.stderr)
     return json.dumps(speed_summary(speed)) if args.json else render_speed(speed)
+
+
+def unused_rates(args: argparse.Namespace, speed: SpeedEstimate) -> list[str]:
+    """The rates given that this deployment's prediction does not use, so nobody thinks they changed it."""
+    notes = []
+    if args.gpu_fp8_tflops is not None and speed.compute_path != "fp8":
+        notes.append(f"--gpu-fp8-tflops is unused: this deployment's matmuls run on the {speed.compute_path} path "
+                     "(FP8 weights, e.g. -q fp8, take the FP8 one)")
+    if args.gpu_interconnect_gb_s is not None and args.tensor_parallel_size == 1:
+        notes.append("--gpu-interconnect-gb-s is unused: with tensor parallel 1 no all-reduce crosses the link")
+    return notes
 
 
 def _ms(value: float) -> str:

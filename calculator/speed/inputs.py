@@ -32,25 +32,36 @@ from .traffic import Traffic, traffic_from
 DEFAULT_TTFT_P95_MS = 2000.0
 DEFAULT_TPOT_MS = 50.0
 MAX_SLO_MS = 1e7  # 2.8 hours: any longer is not a latency objective
+MAX_RATE = 1e6  # requests/s, tokens/s, GB/s and TFLOPS: far above any deployment or accelerator
+# NOTE: every rate has a positive floor, not just "> 0": a rate of 5e-324 divides down to 0 (a rate shared by
+# replicas) or multiplies up to inf and nan (a step time), so the smallest accepted value is still a real one.
+MIN_REQUEST_RATE = 1e-6  # one request every 11.6 days
+MIN_SLO_MS = 1e-3  # a microsecond: no latency objective is tighter
+MIN_TOK_S_PER_USER = 1e-3
+MIN_USD_PER_GPU_HOUR = 0.01  # a cent, what the dashboard shows
+MAX_USD_PER_GPU_HOUR = 10_000
+MIN_MEMORY_BANDWIDTH_GB_S = 1.0  # a custom GPU slower than this is a typo (a Raspberry Pi 4 streams 4 GB/s)
+MIN_TFLOPS = 1e-3
+MIN_EFFICIENCY = 1e-6  # what the Live page measures on a nearly idle server
 CUSTOM_GPU_KEY = "custom"
 
 
 class SpeedInputs(BaseModel):
     """The load (a Poisson rate, or the workload's concurrent requests when ``request_rate`` is None), SLOs
-    (None: no limit), a price per GPU-hour (None: the price list's), a custom GPU's rates, and measured
-    efficiencies (None: the fitted ones)."""
+    (None: no limit), a price per GPU-hour (None: the price list's), a GPU's own rates (None: the catalog's; a
+    custom GPU needs them), and measured efficiencies (None: the fitted ones)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    request_rate: float | None = Field(None, gt=0, le=1e6)  # requests/s, open loop
-    ttft_p95_ms: float | None = Field(DEFAULT_TTFT_P95_MS, gt=0, le=MAX_SLO_MS)
-    tpot_ms: float | None = Field(DEFAULT_TPOT_MS, gt=0, le=MAX_SLO_MS)
-    min_tok_s_per_user: float | None = Field(None, gt=0, le=1e6)
-    e2e_s: float | None = Field(None, gt=0, le=MAX_SLO_MS / 1e3)
-    usd_per_gpu_hour: float | None = Field(None, gt=0, lt=10_000)
-    gpu_memory_bandwidth_gb_s: float | None = Field(None, gt=0, le=1e6)  # a custom GPU's HBM bandwidth
-    gpu_bf16_tflops: float | None = Field(None, gt=0, le=1e6)  # a custom GPU's dense BF16 TFLOPS
-    bandwidth_efficiency: float | None = Field(None, gt=0, le=1)  # measured on a server (Live "calibrated")
-    compute_efficiency: float | None = Field(None, gt=0, le=1)
+    request_rate: float | None = Field(None, ge=MIN_REQUEST_RATE, le=MAX_RATE)  # requests/s, open loop
+    ttft_p95_ms: float | None = Field(DEFAULT_TTFT_P95_MS, ge=MIN_SLO_MS, le=MAX_SLO_MS)
+    tpot_ms: float | None = Field(DEFAULT_TPOT_MS, ge=MIN_SLO_MS, le=MAX_SLO_MS)
+    min_tok_s_per_user: float | None = Field(None, ge=MIN_TOK_S_PER_USER, le=MAX_RATE)
+    e2e_s: float | None = Field(None, ge=MIN_SLO_MS / 1e3, le=MAX_SLO_MS / 1e3)
+    usd_per_gpu_hour: float | None = Field(None, ge=MIN_USD_PER_GPU_HOUR, lt=MAX_USD_PER_GPU_HOUR)
+    gpu_memory_bandwidth_gb_s: float | None = Field(None, ge=MIN_MEMORY_BANDWIDTH_GB_S, le=MAX_RATE)  # HBM
+    gpu_bf16_tflops: float | None = Field(None, ge=MIN_TFLOPS, le=MAX_RATE)  # dense BF16 TFLOPS
+    bandwidth_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1)  # measured on a server (Live)
+    compute_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1)
 
     @property
     def slo(self) -> Slo:

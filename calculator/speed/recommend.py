@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..engine.estimate import estimate
-from ..engine.vllm_versions import LATEST_VERSION
-from ..errors import CalculatorError
+from ..engine.vllm_versions import LATEST_VERSION, VllmVersion
+from ..errors import CalculatorError, InvalidInput
 from ..gpus import GpuSpec, find_gpu, gpu_catalog
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
@@ -104,6 +104,7 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
               max_model_len: int | None = None) -> Recommendations:
     """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost."""
     slo = slo or Slo()
+    _check_servable(spec, traffic, vllm_version, max_model_len)
     max_model_len = max_model_len or workload_model_len(spec, traffic)
     table = price_table(prices)
     # NOTE: a memory-mode variant (GH200 in NUMA mode) is the same hardware at the same price: ranked only on request.
@@ -125,6 +126,21 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
         by_cost_per_million_tokens=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_million_output_tokens,
                                                                         o.plan.gpus))),
         rejected=tuple(o for o in options if not o.feasible))
+
+
+def _check_servable(spec: ModelSpec, traffic: Traffic, vllm_version: str, max_model_len: int | None) -> None:
+    """``InvalidInput`` for a request no deployment could serve, said once rather than on every row."""
+    VllmVersion.parse(vllm_version)
+    longest = traffic.prompt_p95 + traffic.output_p95
+    if max_model_len is not None and longest > max_model_len:
+        raise InvalidInput(f"requests of {longest:,} tokens (p95 prompt + output) exceed max_model_len "
+                           f"{max_model_len:,}: vLLM rejects them; raise --max-model-len")
+    if max_model_len is not None and max_model_len > spec.derived_max_model_len:
+        raise InvalidInput(f"max_model_len {max_model_len:,} is above the {spec.derived_max_model_len:,} tokens "
+                           f"{spec.model_id} supports: vLLM refuses it (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
+    if longest > spec.derived_max_model_len:
+        raise InvalidInput(f"requests of {longest:,} tokens (p95 prompt + output) exceed the "
+                           f"{spec.derived_max_model_len:,} tokens {spec.model_id} supports: no deployment serves them")
 
 
 def workload_model_len(spec: ModelSpec, traffic: Traffic) -> int:

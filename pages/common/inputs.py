@@ -31,6 +31,7 @@ from calculator.engine.vllm_versions import (
     version_notice,
     version_provenance,
 )
+from calculator.limits import field_bounds
 from calculator.model.model_source import (
     hub_model_spec,
     load_model_spec,
@@ -39,6 +40,7 @@ from calculator.model.model_source import (
 from calculator.model.quantization import SUPPORTED_FLAGS, quantization_from_flag
 from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
 from calculator.units import parse_size
+from calculator.url_state import UTILIZATION_SLIDER
 
 from .state import (
     CUSTOM_GPU,
@@ -46,7 +48,6 @@ from .state import (
     FROM_CHECKPOINT,
     MODEL_SOURCES,
     clear_substitution,
-    field_bounds,
 )
 
 # NOTE: a None option shows as "Choose an option" in a selectbox, so pickers hold words and map them back.
@@ -142,9 +143,8 @@ def hardware_section(prefix: str) -> dict[str, object]:
     key = f"{prefix}_gpu_memory_gib"
     if gpu == CUSTOM_GPU and st.session_state.get(key) is None:
         st.session_state[key] = 80.0
-    _, high = field_bounds(Scenario, "gpu_memory_gib")
     memory = st.number_input("GPU memory as the driver reports it (GiB)" + ("" if gpu == CUSTOM_GPU else
-                             ", if not the catalog's"), min_value=0.25, max_value=float(high), step=1.0, key=key,
+                             ", if not the catalog's"), step=1.0, key=key, **_bounded("gpu_memory_gib"),
                              placeholder=None if gpu == CUSTOM_GPU else f"{catalog[gpu].memory_gib:.2f}")
     other = st.number_input("Memory already used on each GPU by other processes (GiB)", step=0.5,
                             key=f"{prefix}_other_processes_memory_gib", **_bounded("other_processes_memory_gib"))
@@ -205,7 +205,7 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
     default_util = 1.0 if rules_for(version).memory_formula == "v1_extensible" else \
         rules_for(version).default_gpu_memory_utilization
     st.session_state.setdefault(f"{prefix}_util", default_util)
-    util = st.slider("gpu_memory_utilization", 0.01, 1.0, step=0.01, key=f"{prefix}_util", disabled=use_default,
+    util = st.slider("gpu_memory_utilization", *UTILIZATION_SLIDER, step=0.01, key=f"{prefix}_util", disabled=use_default,
                      help=f"vLLM {version} default: {default_util}; vLLM accepts 0 < value ≤ 1")
     util_note = st.empty()
     context = spec.derived_max_model_len if spec else None

@@ -12,7 +12,7 @@ from calculator.speed.charts import cost_latency_figure
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
 from calculator.speed.recommend import Option, Recommendations
 from calculator.units import format_ms
-from calculator.url_state import RECOMMEND_WORKLOAD_FIELDS, read_recommend_link
+from calculator.url_state import RECOMMEND_WORKLOAD_FIELDS, price_list_text, read_recommend_link
 
 from .state import apply_speed, plan_link
 
@@ -36,7 +36,7 @@ def init_from_url() -> list[str]:
     state[f"{PREFIX}_budget_per_hour"] = request.budget_per_hour
     state[f"{PREFIX}_vllm_version"] = request.vllm_version
     state[f"{PREFIX}_max_model_len"] = request.max_model_len
-    state[f"{PREFIX}_prices"] = ",".join(f"{key}:{value:g}" for key, value in request.prices.items())
+    state[f"{PREFIX}_prices"] = price_list_text(request.prices)
     for field in RECOMMEND_WORKLOAD_FIELDS:
         state[f"{PREFIX}_{field}"] = getattr(link.workload, field)
     apply_speed(PREFIX, link.speed)

@@ -3,10 +3,13 @@ capacity plan that counts both ceilings. The numbers come from ``calculator.spee
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 from pydantic import ValidationError
 
-from calculator import CalculatorError, Estimate, Workload
+from calculator import CalculatorError, Estimate, GpuSpec, Workload, find_gpu
+from calculator.limits import field_bounds
 from calculator.speed.charts import two_ceilings_figure
 from calculator.speed.inputs import SpeedInputs, SpeedPlan, speed_plan
 from calculator.speed.prices import gpu_price
@@ -29,8 +32,21 @@ MEASURED_FIELDS = (
 
 
 def _number(prefix: str, field: str, label: str, placeholder: str, step: float, column=st) -> float | None:
+    """An optional number within what SpeedInputs accepts for ``field`` (the same range as a link's)."""
+    low, high = field_bounds(SpeedInputs, field)
     return column.number_input(label, value=None, step=step, placeholder=placeholder, format="%g",
-                               key=f"{prefix}_speed_{field}")
+                               min_value=None if low is None else float(low),
+                               max_value=None if high is None else float(high), key=f"{prefix}_speed_{field}")
+
+
+def _catalog_gpu(prefix: str) -> GpuSpec | None:
+    key = st.session_state.get(f"{prefix}_gpu")
+    if key in (None, CUSTOM_GPU):
+        return None
+    try:
+        return find_gpu(key)
+    except CalculatorError:
+        return None
 
 
 def inputs_section(prefix: str) -> SpeedInputs | str:
@@ -39,11 +55,14 @@ def inputs_section(prefix: str) -> SpeedInputs | str:
     load, request_rate = load_input(prefix)
     values: dict[str, float | None] = {"request_rate": request_rate, **slo_inputs(prefix)}
     values["usd_per_gpu_hour"] = _number(prefix, "usd_per_gpu_hour", "Price ($ per GPU-hour)", "price list", 0.1)
-    if st.session_state.get(f"{prefix}_gpu") == CUSTOM_GPU:
-        values["gpu_memory_bandwidth_gb_s"] = _number(prefix, "gpu_memory_bandwidth_gb_s",
-                                                      "Custom GPU bandwidth (GB/s)", "needed for speed", 100.0)
-        values["gpu_bf16_tflops"] = _number(prefix, "gpu_bf16_tflops", "Custom GPU BF16 TFLOPS (dense)",
-                                            "needed for speed", 10.0)
+    # NOTE: shown for every GPU, as the CLI's --gpu-memory-bandwidth-gb-s overrides a catalog GPU's rate too.
+    gpu = _catalog_gpu(prefix)
+    values["gpu_memory_bandwidth_gb_s"] = _number(
+        prefix, "gpu_memory_bandwidth_gb_s", "Custom GPU bandwidth (GB/s)" if gpu is None else
+        "GPU bandwidth (GB/s), if not the catalog's", _rate_placeholder(gpu and gpu.memory_bandwidth_gb_s), 100.0)
+    values["gpu_bf16_tflops"] = _number(
+        prefix, "gpu_bf16_tflops", "Custom GPU BF16 TFLOPS (dense)" if gpu is None else
+        "GPU BF16 TFLOPS (dense), if not the catalog's", _rate_placeholder(gpu and gpu.bf16_dense_tflops), 10.0)
     with st.expander("Measured efficiencies (from the Live page)"):
         for field, label, placeholder, step in MEASURED_FIELDS:
             values[field] = _number(prefix, field, label, placeholder, step)
@@ -53,6 +72,10 @@ def inputs_section(prefix: str) -> SpeedInputs | str:
         return SpeedInputs(**values)
     except ValidationError as exc:
         return first_error(exc)
+
+
+def _rate_placeholder(catalog_value: float | None) -> str:
+    return f"{catalog_value:,.0f} (catalog)" if catalog_value else "needed for speed"
 
 
 def load_input(prefix: str) -> tuple[str, float | None]:
@@ -69,6 +92,15 @@ def slo_inputs(prefix: str) -> dict[str, float | None]:
     left, right = st.columns(2)
     return {field: _number(prefix, field, label, placeholder, step, left if i % 2 == 0 else right)
             for i, (field, label, placeholder, step) in enumerate(SLO_FIELDS)}
+
+
+def usd(value: float | None, decimals: int = 2) -> str:
+    """Dollars to the cent (or whole dollars); an amount below that shows its first digits rather than $0.00."""
+    if value is None or not math.isfinite(value):
+        return "no cost (nothing is generated)"
+    if 0 < value < 10 ** -decimals:
+        return f"${value:.2g}"
+    return f"${value:,.{decimals}f}"
 
 
 def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> SpeedPlan | None:
@@ -97,7 +129,7 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
         columns[2].metric("Throughput per replica", f"{per.output_throughput_tok_s:,.0f} tok/s",
                           help=f"Output tokens/s of one replica; spread {per.output_throughput_band_tok_s.low:,.0f}"
                                f"–{per.output_throughput_band_tok_s.high:,.0f}.")
-        columns[3].metric("Cost per million output tokens", "no price" if cost is None else f"${cost:,.2f}",
+        columns[3].metric("Cost per million output tokens", "no price" if per.gpu_price is None else usd(cost),
                           help="GPU-hours paid over the tokens generated at the planned load (idle capacity "
                                "is paid for too).")
     price = per.gpu_price or gpu_price(result.gpu)
@@ -105,7 +137,7 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
             else f"{per.traffic.request_rate:,.3g} requests/s")
     st.caption(f"Per replica at the planned {capacity.replicas:,} replica(s), each serving {load}; decode is "
                f"{per.decode_bound}-bound; served concurrency limited by {per.concurrency.binding}. "
-               + (f"Price ${price.usd_per_gpu_hour:,.2f}/GPU-hour ({price.source})." if price else
+               + (f"Price {usd(price.usd_per_gpu_hour)}/GPU-hour ({price.source})." if price else
                   "No price for this GPU: give one in the sidebar."))
     st.plotly_chart(two_ceilings_figure(plan.sweep, plan.slo), key="two_ceilings",
                     config={"displaylogo": False})
@@ -122,10 +154,13 @@ def _capacity(plan: SpeedPlan, workload: Workload) -> None:
               f"requests ({ceilings.requests_per_replica:,} per replica at p95 lengths)")
     slo_words = "meet the SLOs" if plan.slo.model_dump(exclude_none=True) else "serve the load (no SLO given)"
     speed = f"**{ceilings.speed_replicas:,}** replica(s) {slo_words}"
+    if not capacity.meets_slo and ceilings.binding == "speed":
+        speed = (f"no replica count meets the SLOs; at **{ceilings.speed_replicas:,}** replica(s) each serves its "
+                 "smallest share of the load and still misses them")
     money = ""
     if capacity.cost_per_hour is not None:
-        money = (f", **${capacity.cost_per_hour:,.2f}/hour** (${capacity.cost_per_month:,.0f}/month), "
-                 f"${capacity.cost_per_million_output_tokens:,.2f} per million output tokens")
+        money = (f", **{usd(capacity.cost_per_hour)}/hour** ({usd(capacity.cost_per_month, 0)}/month), "
+                 f"{usd(capacity.cost_per_million_output_tokens)} per million output tokens")
     st.markdown(f"- Memory: {memory}\n- Speed: {speed}\n\n"
                 f"**Plan: {capacity.replicas:,} replica(s) × {capacity.gpus_per_replica} GPU(s) = "
                 f"{capacity.gpus:,} GPU(s)**{money}; the {ceilings.binding} ceiling binds.")

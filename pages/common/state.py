@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BaseModel
 
 from calculator import Scenario, Workload, preset_ids
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
@@ -23,21 +21,6 @@ WIDGET_FIELDS = (*(f for f in SCENARIO_KEYS if f not in ("model", "gpu", "gpu_me
 FROM_CHECKPOINT = "from checkpoint"  # NOTE: a None option would show as "Choose an option" in a selectbox
 QUANTIZATIONS = (FROM_CHECKPOINT, *SUPPORTED_FLAGS)
 DTYPES = ("auto", "bfloat16", "float16", "float32")
-
-
-def field_bounds(model: type[BaseModel], field: str) -> tuple[float | None, float | None]:
-    """(lowest, highest) value the model accepts for ``field``: widgets offer exactly the engine's range."""
-    low = high = None
-    for rule in model.model_fields[field].metadata:
-        if isinstance(rule, Ge):
-            low = rule.ge
-        elif isinstance(rule, Gt):
-            low = rule.gt
-        elif isinstance(rule, Le):
-            high = rule.le
-        elif isinstance(rule, Lt):  # NOTE: an exclusive cap far above any real value; the widget stops at it
-            high = rule.lt
-    return low, high
 
 
 def request_apply(prefix: str, scenario: Scenario, workload: Workload | None, notes: list[str],
