@@ -25,7 +25,7 @@ from calculator.explain import deployment_line
 from calculator.summary import requests_at_once
 from calculator.units import GIB
 from calculator.url_state import read_link, to_query_params
-from pages.common import import_box, page_setup, sentence
+from pages.common import import_box, outcomes, page_setup, sentence
 from pages.common.inputs import cached_model_spec, valid_quantizations
 from pages.common.outputs import CHART_CONFIG
 from pages.common.state import CUSTOM_GPU, FROM_CHECKPOINT, MODEL_SOURCES, plan_link, share_link
@@ -58,11 +58,6 @@ def keep(letter: str, scenario: Scenario, asked_model: str | None = None) -> Non
 
 def read_link_once() -> list[str]:
     """Scenarios from ``a.m=...&b.tp=...`` parameters, once per session."""
-    pending = st.session_state.pop(f"{PREFIX}__pending", None)
-    if pending is not None:
-        letter, scenario, report = pending
-        st.session_state[f"{PREFIX}__import_report"] = report
-        return hold(letter, scenario, f"Imported command, scenario {letter.upper()}")
     if st.session_state.get(f"{PREFIX}__initialised"):
         return []
     params = st.query_params.to_dict()
@@ -192,22 +187,29 @@ def import_base(letter: str) -> Scenario:
     return st.session_state.get(f"{PREFIX}_{letter}__scenario", STARTERS[LETTERS.index(letter)])
 
 
-def apply_import(scenario: Scenario, report: object, letter: str) -> None:
-    st.session_state[f"{PREFIX}__pending"] = (letter, scenario, report)
-    st.rerun()
+def chosen_target() -> str:
+    return st.session_state.get(f"{PREFIX}_import_into") or "a"
+
+
+def apply_import(scenario: Scenario, letter: str) -> list[str]:
+    return hold(letter, scenario, f"Imported command, scenario {letter.upper()}")
 
 
 page_setup("Compare")
-link_warnings = read_link_once()
-import_box.import_box(PREFIX, import_base, apply_import, label="Put this command into the scenario",
-                      target=import_target)
-for warning in link_warnings:
-    st.warning(warning, icon="🔗")
+LINK_WARNINGS = f"{PREFIX}__link_warnings"
+if link_warnings := read_link_once():
+    outcomes.keep(LINK_WARNINGS, link_warnings)
+report_place = import_box.import_box(PREFIX, import_base, apply_import, label="Put this command into the scenario",
+                                     target=import_target, chosen_target=chosen_target)
+link_warnings_place = st.container()
 count = st.segmented_control("Scenarios", (2, 3, 4), key=f"{PREFIX}_count") or 2
 columns = st.columns(count)
 results, params = [], {"k": str(count)} if count != 2 else {}
-for letter, column in zip(LETTERS[:count], columns):
-    scenario = scenario_editor(letter, column)
+asked_by_letter = {letter: scenario_editor(letter, column) for letter, column in zip(LETTERS[:count], columns)}
+import_box.show_report(PREFIX, report_place, asked_by_letter.get)
+for warning in outcomes.while_inputs_are(LINK_WARNINGS, asked_by_letter) or ():
+    link_warnings_place.warning(warning, icon="🔗")
+for (letter, scenario), column in zip(asked_by_letter.items(), columns):
     if isinstance(scenario, str):
         column.error(scenario)
         continue

@@ -15,10 +15,10 @@ from pages.common import (
     figures_first,
     import_box,
     inputs,
+    outcomes,
     outputs,
     page_setup,
     sentence,
-    shown_once,
     speed_view,
     state,
 )
@@ -40,8 +40,9 @@ def import_base(_target: object = None) -> Scenario:
         return Scenario()
 
 
-def apply_import(scenario: Scenario, report, _target: object = None) -> None:
-    state.request_apply(PREFIX, scenario, None, [], report)
+def apply_import(scenario: Scenario, _target: object = None) -> list[str]:
+    st.session_state.pop(f"{PREFIX}__substituted", None)  # the import names the model: nothing stands in for it
+    return state.apply_scenario(PREFIX, scenario)
 
 
 def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str, str], util_note, live: bool,
@@ -69,10 +70,11 @@ def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str,
 
 page_setup("Plan")
 outputs.page_css()
-link_warnings = shown_once.messages("link_warnings", state.init_from_url(PREFIX))
-import_box.import_box(PREFIX, import_base, apply_import)
-for warning in link_warnings:
-    st.warning(warning, icon="🔗")
+LINK_WARNINGS = f"{PREFIX}__link_warnings"
+if link_warnings := state.init_from_url(PREFIX):
+    outcomes.keep(LINK_WARNINGS, link_warnings)
+report_place = import_box.import_box(PREFIX, import_base, apply_import)
+link_warnings_place = st.container()
 
 with st.sidebar:
     model, spec, model_error = inputs.model_section(PREFIX)
@@ -83,10 +85,14 @@ with st.sidebar:
     speed = speed_view.inputs_section(PREFIX)
 
 substituted = dict(state.substituted(PREFIX))
+asked = inputs.build_scenario(model, hardware, parallelism, vllm_settings)
+page_inputs = (asked, workload, speed)  # what an import or a link set, as long as the user has not changed it
+import_box.show_report(PREFIX, report_place, lambda _target: page_inputs)
+for warning in outcomes.while_inputs_are(LINK_WARNINGS, page_inputs) or ():
+    link_warnings_place.warning(warning, icon="🔗")
 problem = None
 if isinstance(workload, str):
     problem, workload = f"Workload: {workload}", None
-asked = inputs.build_scenario(model, hardware, parallelism, vllm_settings)
 if spec is None:
     problem = sentence(model_error)
 elif isinstance(asked, str):

@@ -1,9 +1,11 @@
-"""Messages a page shows once (a share link's warnings, an import's report), kept until a run has drawn them all.
+"""What an action leaves on the page (a share link's warnings, an import's report), kept while the page still shows
+what that action set.
 
-A run can be cut short: on a first load the browser asks for the rest of the page as soon as the figures are painted
-(``figures_first``), and a click restarts a run in progress. A message popped at the start of a run that never
-reaches the browser would be lost, so each is forgotten only after a run ends: ``app.py`` calls ``forget_shown``
-once the page script has run to its end.
+An action's outcome belongs to the action, not to the run that carries it. A run can be cut short (on a first load
+the browser asks for the rest of the page as soon as the figures are painted, and any click restarts a run in
+progress), and a run can follow another with nothing changed (that follow-up, a chart's event). So an outcome is
+neither popped by the run that shows it nor forgotten when a run ends: it is anchored to the page's inputs the first
+time a run reaches it, shown on every run while the inputs are still those, and forgotten once the user changes one.
 """
 
 from __future__ import annotations
@@ -12,31 +14,28 @@ from typing import Any
 
 import streamlit as st
 
-_TO_FORGET = "_shown_once_to_forget"
+
+def keep(key: str, outcome: Any) -> None:
+    """An action's outcome, to show from the next run on (it replaces the outcome of an earlier action)."""
+    st.session_state[key] = (outcome, False, None)
 
 
-def messages(name: str, new: list[str]) -> list[str]:
-    """``new`` plus what an earlier run had to show and did not finish showing."""
-    key = f"_shown_once_{name}"
-    pending = [*st.session_state.get(key, []), *new]
-    st.session_state[key] = pending
-    _forget_after_this_run(key)
-    return pending
+def peek(key: str) -> Any:
+    """The outcome kept under ``key`` (None when there is none), without anchoring it."""
+    held = st.session_state.get(key)
+    return None if held is None else held[0]
 
 
-def value(key: str) -> Any:
-    """A one-run value another part of the page left in the session (None when there is none)."""
-    found = st.session_state.get(key)
-    if found is not None:
-        _forget_after_this_run(key)
-    return found
-
-
-def forget_shown() -> None:
-    """The run drew everything: forget what it showed."""
-    for key in st.session_state.pop(_TO_FORGET, ()):
-        st.session_state.pop(key, None)
-
-
-def _forget_after_this_run(key: str) -> None:
-    st.session_state[_TO_FORGET] = {*st.session_state.get(_TO_FORGET, ()), key}
+def while_inputs_are(key: str, inputs: Any) -> Any:
+    """The outcome kept under ``key`` while the page's ``inputs`` are those of the first run that reached it; None
+    once they changed (and from then on)."""
+    held = st.session_state.get(key)
+    if held is None:
+        return None
+    outcome, anchored, anchor = held
+    if not anchored:
+        st.session_state[key] = (outcome, True, inputs)
+    elif anchor != inputs:
+        del st.session_state[key]
+        return None
+    return outcome

@@ -23,25 +23,8 @@ QUANTIZATIONS = (FROM_CHECKPOINT, *SUPPORTED_FLAGS)
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
-def request_apply(prefix: str, scenario: Scenario, workload: Workload | None, notes: list[str],
-                  report: object | None = None) -> None:
-    """Ask for the page's widgets to be set to ``scenario`` at the start of the next run, then rerun.
-
-    Widgets cannot change once drawn in a run, so imports and calibrations go through this queue.
-    """
-    st.session_state[f"{prefix}__pending"] = (scenario, workload, notes, report)
-    st.rerun()
-
-
 def init_from_url(prefix: str) -> list[str]:
-    """Fill this page's widget keys from the share link (once per session) or from a pending import;
-    returns the warnings to show."""
-    pending = st.session_state.pop(f"{prefix}__pending", None)
-    if pending is not None:
-        scenario, workload, notes, report = pending
-        st.session_state[f"{prefix}__import_report"] = report
-        st.session_state.pop(f"{prefix}__substituted", None)
-        return notes + apply_scenario(prefix, scenario, workload)
+    """Fill this page's widget keys from the share link, once per session; returns the link's warnings."""
     flag = f"{prefix}__initialised"
     if st.session_state.get(flag):
         return []  # the link's warnings were shown when it was opened
