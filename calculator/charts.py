@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
 
@@ -206,33 +206,76 @@ def kv_per_token_figure(rows: Sequence[tuple[str, float]]) -> go.Figure:
     return figure
 
 
+MAX_BLOCK_COLUMNS = 200  # cells per row of a block figure; a longer request draws each cell for several blocks
+
+
+class _Run(NamedTuple):
+    """Consecutive blocks of one kind in a row: [start, end), the cell value, and how a block of it is named."""
+
+    start: int
+    end: int
+    value: int | None
+    name: str  # for a cell of several blocks, with "{s}" for the plural: "shared prefix block{s}"
+    label: Callable[[int], str]  # for a cell of one block, by its index
+
+
+def _block_step(blocks: int) -> int:
+    """Blocks per drawn cell: 1 up to MAX_BLOCK_COLUMNS blocks, else as many as keep the row within it."""
+    return max(1, -(-blocks // MAX_BLOCK_COLUMNS))
+
+
+def _block_row(runs: Sequence[_Run], width: int, step: int) -> tuple[list[int | None], list[str]]:
+    """A row of ``ceil(width / step)`` cells; a cell of several blocks takes the kind most of its drawn blocks have
+    and its label counts each kind. Work and size grow with the cells drawn, never with the blocks."""
+    row, labels = [], []
+    for first in range(0, width, step):
+        last = min(first + step, width)
+        inside = [(min(run.end, last) - max(run.start, first), run) for run in runs
+                  if run.start < last and run.end > first]
+        if step == 1:
+            run = inside[0][1]
+            row.append(run.value)
+            labels.append(run.label(first))
+            continue
+        drawn = [(n, run) for n, run in inside if run.value is not None]  # a request ending inside a cell shows
+        _, biggest = max(drawn or inside, key=lambda pair: pair[0])
+        row.append(biggest.value)
+        parts = [f"{n:,} " + run.name.format(s="" if n == 1 else "s") for n, run in drawn]
+        labels.append(f"blocks {first:,}–{last - 1:,}: " + ", ".join(parts) if parts else "")
+    return row, labels
+
+
+def _drawn_per_cell(step: int) -> str:
+    return "" if step == 1 else f" — each cell is {step:,} blocks (more than {MAX_BLOCK_COLUMNS} are not drawn one by one)"
+
+
 def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_prefix_tokens: int = 0) -> go.Figure:
-    """Each request's blocks as a row of cells: full, partly filled (the only waste) and shared prefix blocks."""
+    """Each request's blocks as a row of cells: full, partly filled (the only waste) and shared prefix blocks.
+    A row of more than ``MAX_BLOCK_COLUMNS`` blocks draws each cell for several, and the title says so."""
     shared_blocks = shared_prefix_tokens // block_size
     width = max(-(-tokens // block_size) for tokens in request_tokens)
+    step = _block_step(width)
     z, text = [], []
     for tokens in request_tokens:
         blocks = -(-tokens // block_size)
-        row, labels = [], []
-        for index in range(width):
-            filled = min(block_size, max(0, tokens - index * block_size))
-            if index >= blocks:
-                row.append(None)
-                labels.append("")
-            elif index < shared_blocks:
-                row.append(2)
-                labels.append(f"shared prefix block {index}: {block_size}/{block_size}")
-            else:
-                row.append(1 if filled == block_size else 0)
-                labels.append(f"block {index}: {filled}/{block_size} tokens")
+        full = tokens // block_size
+        runs = [_Run(0, min(shared_blocks, blocks), 2, "shared prefix block{s}",
+                     lambda i: f"shared prefix block {i}: {block_size}/{block_size}"),
+                _Run(min(shared_blocks, blocks), max(full, min(shared_blocks, blocks)), 1, "full block{s}",
+                     lambda i: f"block {i}: {block_size}/{block_size} tokens"),
+                _Run(max(full, shared_blocks), blocks, 0, "partly filled block",
+                     lambda i, rest=tokens - full * block_size: f"block {i}: {rest}/{block_size} tokens"),
+                _Run(blocks, width, None, "", lambda i: "")]
+        row, labels = _block_row([run for run in runs if run.start < run.end], width, step)
         z.append(row)
         text.append(labels)
     figure = go.Figure(go.Heatmap(
-        z=z, text=text, hoverinfo="text", xgap=2, ygap=2, showscale=False, zmin=0, zmax=2,
+        z=z, text=text, hoverinfo="text", xgap=2 if step == 1 else 0, ygap=2, showscale=False, zmin=0, zmax=2,
         colorscale=[[0, "#fde68a"], [0.5, "#2563eb"], [1, "#16a34a"]],
-        y=[f"request {i + 1} ({t} tokens)" for i, t in enumerate(request_tokens)]))
-    figure.update_layout(title=f"Paged KV cache: {block_size}-token blocks (yellow = partly filled, green = shared)",
-                         xaxis_title="block index", **_LAYOUT)
+        x=[index * step for index in range(-(-width // step))],
+        y=[f"request {i + 1} ({t:,} tokens)" for i, t in enumerate(request_tokens)]))
+    figure.update_layout(title=f"Paged KV cache: {block_size}-token blocks (yellow = partly filled, green = shared)"
+                               + _drawn_per_cell(step), xaxis_title="block index", **_LAYOUT)
     figure.update_yaxes(autorange="reversed")
     return figure
 
@@ -282,34 +325,37 @@ def histogram_figure(title: str, buckets: Sequence[tuple[float, float]]) -> go.F
 def samples_block_figure(prompt_tokens: int, output_tokens: int, samples: int, block_size: int,
                          shared_prefix_tokens: int = 0, prefix_caching: bool = True) -> go.Figure:
     """One row per parallel sample of one request: which of its blocks are the shared prefix, the prompt blocks
-    the ``n`` samples share, and the blocks each sample holds alone (the copied last prompt block and its output)."""
+    the ``n`` samples share, and the blocks each sample holds alone (the copied last prompt block and its output).
+    A request of more than ``MAX_BLOCK_COLUMNS`` blocks draws each cell for several, and the title says so."""
     total = prompt_tokens + output_tokens
     width = -(-total // block_size)
-    prefix_blocks = shared_prefix_tokens // block_size if prefix_caching else 0
-    shared_prompt = prompt_tokens // block_size if prefix_caching else 0
+    full = total // block_size
+    prefix_blocks = min(shared_prefix_tokens // block_size if prefix_caching else 0, width)
+    shared_prompt = max(prefix_blocks, min(prompt_tokens // block_size if prefix_caching else 0, width))
+    step = _block_step(width)
     z, text = [], []
     for sample in range(samples):
-        row, labels = [], []
-        for index in range(width):
-            filled = min(block_size, max(0, total - index * block_size))
-            if index < prefix_blocks:
-                row.append(3)
-                labels.append(f"block {index}: system prompt, one copy for every request")
-            elif index < shared_prompt:
-                row.append(2)
-                labels.append(f"block {index}: this request's prompt, one copy for its {samples} samples")
-            else:
-                row.append(1 if filled == block_size else 0)
-                labels.append(f"block {index}: sample {sample + 1} alone, {filled}/{block_size} tokens")
+        own = max(shared_prompt, full)
+        runs = [_Run(0, prefix_blocks, 3, "system prompt block{s} (one copy for every request)",
+                     lambda i: f"block {i}: system prompt, one copy for every request"),
+                _Run(prefix_blocks, shared_prompt, 2, f"prompt block{{s}} (one copy for the {samples} samples)",
+                     lambda i: f"block {i}: this request's prompt, one copy for its {samples} samples"),
+                _Run(shared_prompt, own, 1, f"block{{s}} of sample {sample + 1} alone",
+                     lambda i, n=sample + 1: f"block {i}: sample {n} alone, {block_size}/{block_size} tokens"),
+                _Run(own, width, 0, f"partly filled block of sample {sample + 1}",
+                     lambda i, n=sample + 1: f"block {i}: sample {n} alone, {total - full * block_size}/{block_size} "
+                                             "tokens")]
+        row, labels = _block_row([run for run in runs if run.start < run.end], width, step)
         z.append(row)
         text.append(labels)
     figure = go.Figure(go.Heatmap(
-        z=z, text=text, hoverinfo="text", xgap=1, ygap=3, showscale=False, zmin=0, zmax=3,
+        z=z, text=text, hoverinfo="text", xgap=1 if step == 1 else 0, ygap=3, showscale=False, zmin=0, zmax=3,
         colorscale=[[0, "#fde68a"], [0.33, "#2563eb"], [0.67, "#7c3aed"], [1, "#16a34a"]],
+        x=[index * step for index in range(-(-width // step))],
         y=[f"sample {i + 1}" for i in range(samples)]))
     figure.update_layout(title=f"One request, n = {samples}: {block_size}-token blocks (green = shared prefix, "
-                               "purple = prompt shared by the samples, blue/yellow = each sample's own)",
-                         xaxis_title="block index", **{**_LAYOUT, "title_font_size": 13})
+                               "purple = prompt shared by the samples, blue/yellow = each sample's own)"
+                               + _drawn_per_cell(step), xaxis_title="block index", **{**_LAYOUT, "title_font_size": 13})
     figure.update_yaxes(autorange="reversed")
     return figure
 

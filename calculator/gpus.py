@@ -11,7 +11,7 @@ import difflib
 import json
 import math
 import re
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Literal
 
@@ -137,6 +137,7 @@ def custom_gpu(memory_gib: float, name: str = "Custom GPU", *, memory_bandwidth_
     )
 
 
+@lru_cache(maxsize=1024)  # NOTE: every estimate looks its GPU up by name; a few names are ever typed
 def _normalized(name: str) -> str:
     words = re.findall(r"[a-z0-9]+", name.lower())
     return "".join(word for word in words if word not in _BRAND_WORDS)

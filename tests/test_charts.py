@@ -8,11 +8,14 @@ import pytest
 
 from calculator import Scenario, Workload, estimate, workload_capacity
 from calculator.charts import (
+    MAX_BLOCK_COLUMNS,
+    block_grid_figure,
     compare_memory_figure,
     figure_total,
     live_history_figure,
     memory_stack_figure,
     paged_vs_naive_figure,
+    samples_block_figure,
     sweep_figure,
 )
 from calculator.observe.live import with_actual_blocks
@@ -131,3 +134,44 @@ def test_the_kv_pool_is_labelled_with_its_size_share_and_tokens():
 def test_the_mode_bar_stands_aside_from_the_title():
     figure = memory_stack_figure(LLAMA)
     assert figure.layout.modebar.orientation == "v" and figure.layout.title.x == 0.01
+
+
+def test_a_request_of_twenty_million_one_token_blocks_draws_two_hundred_cells_per_sample():
+    """Issue 28: /learn?in=10000000&out=10000000&n=16&bs=1 drew 320 million labelled cells (out of memory)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    figure = samples_block_figure(10_000_000, 10_000_000, 16, 1, shared_prefix_tokens=5_000_000)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    heatmap = figure.data[0]
+    # 20,000,000 blocks in at most 200 cells: ceil(20,000,000 / 200) = 100,000 blocks per cell. The 5,000,000-token
+    # prefix fills cells 0-49, the rest of the 10,000,000-token prompt cells 50-99, the output cells 100-199.
+    assert len(heatmap.z) == 16 and all(len(row) == MAX_BLOCK_COLUMNS == 200 for row in heatmap.z)
+    assert list(heatmap.z[15]) == [3] * 50 + [2] * 50 + [1] * 100
+    assert heatmap.text[0][49] == "blocks 4,900,000–4,999,999: 100,000 system prompt blocks (one copy for every request)"
+    assert heatmap.text[15][199] == "blocks 19,900,000–19,999,999: 100,000 blocks of sample 16 alone"
+    assert figure.layout.title.text.endswith("— each cell is 100,000 blocks (more than 200 are not drawn one by one)")
+    assert peak < 8 << 20
+
+
+def test_a_cell_of_several_blocks_takes_the_kind_most_of_them_have_and_counts_each():
+    # 100,000,000 one-token blocks: 500,000 per cell. The 70-token request: 32 shared + 38 full blocks in cell 0.
+    # The 500,001-token one: cell 0 holds 32 shared and 499,968 full blocks, cell 1 its last (full) block.
+    figure = block_grid_figure([70, 100_000_000, 500_001], 1, shared_prefix_tokens=32)
+    heatmap = figure.data[0]
+    assert list(heatmap.z[0]) == [1] + [None] * 199 and list(heatmap.z[2]) == [1, 1] + [None] * 198
+    assert heatmap.text[0][0] == "blocks 0–499,999: 32 shared prefix blocks, 38 full blocks"
+    assert heatmap.text[0][1] == ""
+    assert heatmap.text[2][1] == "blocks 500,000–999,999: 1 full block"
+    assert list(heatmap.x[:3]) == [0, 500_000, 1_000_000]
+    assert "each cell is 500,000 blocks" in figure.layout.title.text
+
+
+def test_a_short_request_is_drawn_block_by_block_as_before():
+    figure = block_grid_figure([70, 33], 16, shared_prefix_tokens=32)
+    heatmap = figure.data[0]
+    assert [list(row) for row in heatmap.z] == [[2, 2, 1, 1, 0], [2, 2, 0, None, None]]
+    assert list(heatmap.text[0]) == ["shared prefix block 0: 16/16", "shared prefix block 1: 16/16",
+                                     "block 2: 16/16 tokens", "block 3: 16/16 tokens", "block 4: 6/16 tokens"]
+    assert "each cell" not in figure.layout.title.text

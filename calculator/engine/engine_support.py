@@ -7,6 +7,7 @@ fields of ``VersionRules`` (``vllm_versions.py``), each naming the vLLM function
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -50,11 +51,15 @@ class KernelBlockSizes(BaseModel):
 def attention_kernel_blocks(rules: VersionRules, *, device: Device) -> KernelBlockSizes:
     """The default non-MLA attention backend's kernel block sizes on ``device``."""
     if device == "cpu":
-        return KernelBlockSizes(backend="CPU_ATTN", multiple_of=rules.cpu_kernel_block_multiple)
+        return _kernel_blocks("CPU_ATTN", rules.cpu_kernel_block_multiple)
     # NOTE: FLASHINFER (Blackwell's default) lists exact sizes; only its smallest (16) matters at the default block
     # sizes (16; 64 from 0.34), where the 0.30+ rule keeps the primary block on every backend.
-    return KernelBlockSizes(backend="FLASH_ATTN" if device == "cuda" else "ROCM_ATTN",
-                            multiple_of=GPU_SMALLEST_KERNEL_BLOCK)
+    return _kernel_blocks("FLASH_ATTN" if device == "cuda" else "ROCM_ATTN", GPU_SMALLEST_KERNEL_BLOCK)
+
+
+@lru_cache(maxsize=16)  # NOTE: a handful of backends, asked by every estimate; the value is immutable
+def _kernel_blocks(backend: str, multiple_of: int) -> KernelBlockSizes:
+    return KernelBlockSizes(backend=backend, multiple_of=multiple_of)
 
 
 def sliding_window_block_size(rules: VersionRules, kernel: KernelBlockSizes, block_size: int) -> int:
@@ -137,6 +142,12 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
     elif device == "cpu" and spec.moe is not None and rules.cpu_plain_install_lacks_ipex:
         refusal = "No module named 'intel_extension_for_pytorch'"  # when it loads the MoE weights
         context = f"{_NO_IPEX} Its CPU MoE layers need it."
+    return _engine_support(engine, fallback, refusal, context)
+
+
+@lru_cache(maxsize=64)  # NOTE: every estimate builds one, and the answers are a few sentences; the value is immutable
+def _engine_support(engine: Literal["v0", "v1"], fallback: str | None, refusal: str | None,
+                    context: str | None) -> EngineSupport:
     return EngineSupport(engine=engine, fallback=fallback, refusal=refusal, refusal_context=context)
 
 
@@ -173,8 +184,8 @@ def _v1_fallback(rules: VersionRules, *, device: Device, dtype: str, gpu_family:
         return "--dtype torch.float32 is not supported by the V1 Engine. Falling back to V0."
     if device not in rules.v1_default_devices:
         return f"{device} is experimental on VLLM_USE_V1=1. Falling back to V0 Engine."
-    has_sliding_window = any(layer.kind == "sliding_window" for layer in spec.layers)
-    if device == "cpu" and rules.v1_rejects_cpu_sliding_window and has_sliding_window:
+    if (device == "cpu" and rules.v1_rejects_cpu_sliding_window
+            and any(layer.kind == "sliding_window" for layer in spec.layers)):
         return "sliding window (CPU backend) is not supported by the V1 Engine. Falling back to V0."
     return None
 

@@ -28,10 +28,10 @@ class KnownIssue(BaseModel):
     min_num_params: int  # the model size the report concerns (gpt-oss-120b, not the 20b that starts)
 
     def applies(self, rules: VersionRules, spec: ModelSpec, gpu: GpuSpec | None, tensor_parallel_size: int) -> bool:
-        version = rules.version
-        return (VllmVersion.parse(self.first_version) <= version < VllmVersion.parse(self.before_version)
-                and spec.architecture in self.architectures and gpu is not None
-                and gpu.family in self.gpu_families and tensor_parallel_size == self.tensor_parallel_size
+        # NOTE: the architecture first: it rules out almost every deployment, and cheaply.
+        return (spec.architecture in self.architectures and gpu is not None and gpu.family in self.gpu_families
+                and tensor_parallel_size == self.tensor_parallel_size
+                and VllmVersion.parse(self.first_version) <= rules.version < VllmVersion.parse(self.before_version)
                 and spec.num_params >= self.min_num_params)
 
 

@@ -254,15 +254,22 @@ def in_flight_tokens(rules: VersionRules, *, max_num_batched_tokens: int, pipeli
     return (pipeline_parallel_size + (1 if async_scheduling else 0)) * max_num_batched_tokens
 
 
+def _request_blocks_rule(group: KvGroup, in_flight: int) -> tuple[int | None, int]:
+    """(cap, extra): a request at max_model_len L needs ``ceil(min(cap, L) / block_size) + extra`` block ids of the
+    group; no cap (None) where it keeps every token."""
+    if group.kind == "mamba":
+        return 0, 1  # NOTE: one state block per request (mamba_cache_mode "none"; "align" keeps 2)
+    if group.kind == "sliding_window" and group.sliding_window:
+        return group.sliding_window - 1 + in_flight, 1
+    if group.kind == "chunked_local" and group.attention_chunk_size:
+        return group.attention_chunk_size + in_flight, 0
+    return None, 0
+
+
 def group_blocks_per_request(group: KvGroup, max_model_len: int, in_flight: int) -> int:
     """Block ids one request at ``max_model_len`` needs in one group (``max_memory_usage_bytes`` / page)."""
-    if group.kind == "mamba":
-        return 1  # NOTE: one state block per request (mamba_cache_mode "none"; "align" keeps 2)
-    if group.kind == "sliding_window" and group.sliding_window:
-        return math.ceil(min(group.sliding_window - 1 + in_flight, max_model_len) / group.block_size) + 1
-    if group.kind == "chunked_local" and group.attention_chunk_size:
-        return math.ceil(min(group.attention_chunk_size + in_flight, max_model_len) / group.block_size)
-    return math.ceil(max_model_len / group.block_size)
+    cap, extra = _request_blocks_rule(group, in_flight)
+    return math.ceil((max_model_len if cap is None else min(cap, max_model_len)) / group.block_size) + extra
 
 
 def blocks_per_request(layout: KvCacheLayout, max_model_len: int, in_flight: int) -> int:
@@ -297,9 +304,13 @@ def capacity_figures(layout: KvCacheLayout, rules: VersionRules, *, num_gpu_bloc
 def largest_fitting_model_len(layout: KvCacheLayout, *, available_bytes_per_stage: tuple[int, ...], upper: int,
                               in_flight: int) -> int:
     """Largest max_model_len whose one-request need fits every stage (vLLM's binary search); 0 if none."""
+    # NOTE: the search asks ~log2(upper) times; each group's rule and bytes per block id are read once, as numbers.
+    stages = [([(g.layers_per_stage[s] * g.page_size_bytes, *_request_blocks_rule(g, in_flight), g.block_size)
+                for g in layout.groups], available) for s, available in enumerate(available_bytes_per_stage)]
+
     def fits(length: int) -> bool:
-        return all(kv_bytes_needed_for_one_request(layout, length, in_flight, s) <= available
-                   for s, available in enumerate(available_bytes_per_stage))
+        return all(sum(per_block * (math.ceil((length if cap is None else min(cap, length)) / block) + extra)
+                       for per_block, cap, extra, block in terms) <= available for terms, available in stages)
 
     if not fits(1):
         return 0

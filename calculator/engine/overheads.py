@@ -9,11 +9,12 @@ residuals they leave.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from ..model.spec import ModelSpec
 from ..units import GIB
-from .vllm_versions import Device, OverheadEra, VersionRules
+from .vllm_versions import CudagraphCaptureRule, Device, OverheadEra, VersionRules
 
 # --- Activation peak (profile_run, §1.4) -------------------------------------------------------------------
 # The sampler's fp32 logits pipeline for min(max_num_seqs, max_num_batched_tokens) rows x vocab; its peak is a
@@ -118,6 +119,13 @@ def cudagraph_capture_sizes(max_num_seqs: int, rules: VersionRules | None = None
                             max_num_batched_tokens: int | None = None) -> tuple[int, ...]:
     """vLLM's default capture sizes for the version (``VersionRules.cudagraph_capture_rule``)."""
     rule = rules.cudagraph_capture_rule if rules else "v1_twice_max_num_seqs"
+    return _capture_sizes(max_num_seqs, rule, max_num_batched_tokens)
+
+
+# NOTE: every estimate asks for them, few (max_num_seqs, max_num_batched_tokens) pairs occur, and a tuple is immutable.
+@lru_cache(maxsize=1024)
+def _capture_sizes(max_num_seqs: int, rule: CudagraphCaptureRule,
+                   max_num_batched_tokens: int | None) -> tuple[int, ...]:
     if rule == "v0":
         # NOTE: V0 pads max_num_seqs up to the next capture size and captures every size up to it (max 256).
         aligned = [1, 2, 4, *range(8, V0_MAX_CAPTURE_SIZE + 1, 8)]

