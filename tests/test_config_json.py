@@ -192,3 +192,31 @@ def shared_configs() -> list[tuple[str, str]]:
     files = [f for folder in folders for f in sorted(folder.rglob("*.json"))]
     assert len(files) > 50
     return [(f.name, f.read_text()) for f in files]
+
+
+# Issue 28, item 6: configs no checkpoint has, accepted before; each is refused in one sentence naming the field.
+def test_more_kv_heads_than_attention_heads_is_refused():
+    message = refusal(llama_with(num_attention_heads=32, num_key_value_heads=64))
+    assert message == ("upload.json: num_attention_heads (32) is not a multiple of the 64 KV heads; grouped-query "
+                       "attention gives every KV head an equal group of query heads")
+
+
+def test_kv_heads_that_do_not_divide_the_attention_heads_are_refused():
+    assert "num_attention_heads (32) is not a multiple of the 31 KV heads" in refusal(
+        llama_with(num_attention_heads=32, num_key_value_heads=31))
+
+
+def test_awq_at_64_bits_is_refused_as_vllm_refuses_it():
+    quantization = {"quant_method": "awq", "bits": 64, "group_size": 128, "zero_point": True, "version": "gemm"}
+    assert refusal(llama_with(quantization_config=quantization)) == (
+        "upload.json: quantization_config.bits = 64: vLLM's AWQ takes 4-bit weights only")
+
+
+def test_gptq_at_a_width_vllm_has_no_kernel_for_is_refused():
+    quantization = {"quant_method": "gptq", "bits": 5, "group_size": 128}
+    assert "vLLM's GPTQ takes 2, 3, 4 or 8-bit weights only" in refusal(llama_with(quantization_config=quantization))
+
+
+def test_a_layer_type_transformers_does_not_know_is_refused():
+    message = refusal(llama_with(layer_types=["garbage"] * 32))
+    assert message.startswith("upload.json: layer_types lists 'garbage', not a layer type transformers knows")

@@ -85,6 +85,12 @@ def _build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
     num_heads = _required_int(text, "num_attention_heads", model_id, aliases=("n_head", "num_heads"))
     vocab = _required_int(text, "vocab_size", model_id)
     num_kv_heads = next((int(text[k]) for k in _KV_HEAD_KEYS if text.get(k)), num_heads)
+    if num_heads % num_kv_heads:
+        # NOTE: vLLM's attention asserts it; each KV head serves an equal group of query heads (GQA).
+        raise InvalidConfig(f"{model_id}: num_attention_heads ({num_heads}) is not a multiple of the "
+                            f"{num_kv_heads} KV heads; grouped-query attention gives every KV head an equal group "
+                            "of query heads")
+    _check_layer_types(text, model_id)
     head_dim = int(text.get("head_dim") or hidden // num_heads)
     if head_dim < 1:
         raise InvalidConfig(f"{model_id}: hidden_size ({hidden}) is smaller than num_attention_heads ({num_heads}), "
@@ -219,6 +225,22 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
 
 
 _RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "mamba", "mamba2"})
+# transformers' ALLOWED_LAYER_TYPES (configuration_utils, 5.x), its legacy spellings ("mamba", "attention") and
+# "mamba2": PreTrainedConfig.validate_layer_type refuses any other entry, so no checkpoint vLLM loads has one.
+KNOWN_LAYER_TYPES = frozenset({
+    "full_attention", "sliding_attention", "chunked_attention", "compressed_sparse_attention",
+    "heavily_compressed_attention", "minimax_m3_sparse", "conv", "sparse", "dense", "hybrid", "hybrid_sliding", "moe",
+    "deepseek_sparse_attention", "linear_attention", "attention", "mamba", "mamba2"})
+
+
+def _check_layer_types(text: Mapping[str, Any], model_id: str) -> None:
+    layer_types = text.get("layer_types")
+    if not isinstance(layer_types, list):
+        return
+    unknown = sorted({str(kind) for kind in layer_types} - KNOWN_LAYER_TYPES)
+    if unknown:
+        raise InvalidConfig(f"{model_id}: layer_types lists {', '.join(map(repr, unknown[:3]))}, not a layer type "
+                            f"transformers knows ({', '.join(sorted(KNOWN_LAYER_TYPES)[:4])}, ...)")
 
 
 def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:

@@ -234,8 +234,22 @@ def _modules(raw: Mapping[str, Any], *keys: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+# vLLM's own refusals (AWQConfig, GPTQConfig): "Currently, only 4-bit weight quantization is supported for AWQ".
+AWQ_BITS = (4,)
+GPTQ_BITS = (2, 3, 4, 8)
+COMPRESSED_TENSORS_MAX_BITS = 8  # its schemes: W4A16, W8A16, W8A8, NVFP4 (and 2- or 3-bit WNA16 packings)
+
+
+def _bits(bits: int, allowed: tuple[int, ...], method: str) -> int:
+    if bits not in allowed:
+        widths = " or ".join(filter(None, (", ".join(map(str, allowed[:-1])), str(allowed[-1]))))
+        raise InvalidConfig(f"quantization_config.bits = {bits}: vLLM's {method} takes {widths}-bit weights only")
+    return bits
+
+
 def _awq(raw: Mapping[str, Any]) -> QuantizationSpec:
-    return QuantizationSpec(method="awq", weight_bits=int(raw.get("bits") or raw.get("w_bit") or 4),
+    return QuantizationSpec(method="awq", weight_bits=_bits(int(raw.get("bits") or raw.get("w_bit") or 4), AWQ_BITS,
+                                                            "AWQ"),
                             group_size=_group(raw.get("group_size") or raw.get("q_group_size") or 128),
                             has_zeros=bool(raw.get("zero_point", True)), scale_granularity="group", scale_bytes=2,
                             modules_to_not_convert=_modules(raw, "modules_to_not_convert"))
@@ -250,7 +264,8 @@ def _gptq(raw: Mapping[str, Any]) -> QuantizationSpec:
     group = _group(raw.get("group_size", 128))
     # NOTE: vLLM runs symmetric GPTQ through Marlin, which frees qzeros after loading; act-order (desc_act)
     # keeps g_idx and its sort indices (a no-op, and dropped, with one group per channel).
-    return QuantizationSpec(method="gptq", weight_bits=int(raw.get("bits", 4)), group_size=group,
+    return QuantizationSpec(method="gptq", weight_bits=_bits(int(raw.get("bits", 4)), GPTQ_BITS, "GPTQ"),
+                            group_size=group,
                             has_zeros=not bool(raw.get("sym", True)),
                             has_g_idx=bool(raw.get("desc_act")) and group is not None,
                             scale_granularity="group" if group else "channel", scale_bytes=2,
@@ -275,6 +290,9 @@ def _compressed_tensors(raw: Mapping[str, Any]) -> QuantizationSpec:
     if not isinstance(weights, Mapping):
         raise InvalidConfig("compressed-tensors quantization_config has no config_groups[*].weights scheme")
     bits, kind = int(weights.get("num_bits", 8)), str(weights.get("type", "int"))
+    if bits > COMPRESSED_TENSORS_MAX_BITS:
+        raise InvalidConfig(f"quantization_config weights num_bits = {bits}: compressed-tensors stores weights in "
+                            f"at most {COMPRESSED_TENSORS_MAX_BITS} bits")
     strategy = str(weights.get("strategy", "tensor"))
     ignore = _modules(raw, "ignore")
     if kind == "float" and bits == 4:  # NVFP4: fp8 scale per 16 values + global scales
