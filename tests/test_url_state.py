@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from calculator import Scenario, Workload, estimate
-from calculator.url_state import from_query_params, to_query_params
+from calculator.speed.inputs import SpeedInputs
+from calculator.url_state import (
+    from_query_params,
+    parse_price_list,
+    price_list_text,
+    read_link,
+    read_recommend_link,
+    recommend_query_params,
+    to_query_params,
+)
 
 
 def test_defaults_make_an_empty_link():
@@ -107,3 +116,68 @@ def test_a_version_vllm_cannot_have_is_refused_with_a_warning():
 def test_an_unreadable_version_falls_back_with_a_warning():
     scenario, _, _, warnings = from_query_params({"v": "1e20.0"})
     assert scenario.vllm_version == "0.34.0" and warnings[0].startswith("ignored link value v='1e20.0'")
+
+
+# Issues 25 (items 6, 7, 10) and 28 (items 4, 6): a link asks only for what the page's widgets can show, a rule
+# across fields drops only the field it blames, and every change is named.
+def test_a_cross_field_failure_keeps_the_valid_model_and_names_what_it_dropped():
+    link = read_link({"m": "Qwen/Qwen2.5-7B-Instruct", "g": "none", "mem": "nan"})
+    assert link.scenario == Scenario(model="Qwen/Qwen2.5-7B-Instruct")
+    assert link.warnings == (
+        "ignored link value mem='nan': not a finite number; using the default",
+        "ignored link value g='none': give a GPU from the catalog or its memory (gpu_memory_gib); using the default")
+
+
+def test_a_rule_across_workload_fields_drops_the_dependent_field_only():
+    link = read_link({"in": "100", "prefix": "200", "out": "7"})
+    assert link.workload == Workload(prompt_tokens_mean=100, output_tokens_mean=7)
+    assert link.warnings == ("ignored link value prefix='200': shared_prefix_tokens cannot exceed the mean prompt "
+                             "length; using the default",)
+
+
+def test_none_is_read_in_any_case():
+    assert read_link({"g": "None", "mem": "24"}).scenario == read_link({"g": "none", "mem": "24"}).scenario == \
+        Scenario(gpu=None, gpu_memory_gib=24)
+    assert read_link({"len": "NONE"}).warnings == ()
+
+
+def test_a_utilization_below_the_slider_is_named_not_a_crash():
+    link = read_link({"u": "0.005"})
+    assert link.scenario.gpu_memory_utilization is None
+    assert link.warnings == ("ignored link value u='0.005': below 0.01, the least this page's input takes; using "
+                             "the default",)
+
+
+def test_gpu_memory_below_what_the_engine_plans_for_is_named():
+    assert read_link({"mem": "0.1", "g": "none"}).warnings[0] == (
+        "ignored link value mem='0.1': input should be greater than or equal to 0.25; using the default")
+
+
+def test_tiny_positive_rates_are_refused_by_name():
+    for key, floor in (("rate", "0.000001"), ("mbu", "0.000001"), ("mfu", "0.000001"), ("tflops", "0.001"),
+                       ("bw", "1"), ("price", "0.01"), ("itl", "0.001"), ("ttft", "0.001"), ("toks", "0.001"),
+                       ("e2e", "0.000001")):
+        for tiny in ("5e-324", "1e-300"):
+            link = read_link({key: tiny})
+            assert link.speed == SpeedInputs()
+            assert link.warnings == (f"ignored link value {key}={tiny!r}: input should be greater than or equal to "
+                                     f"{floor}; using the default",), key
+
+
+def test_recommend_says_it_dropped_a_zero_output_length():
+    link = read_recommend_link({"out": "0", "out95": "0"})
+    assert link.workload == Workload()
+    assert link.warnings == (
+        "ignored link value out='0': below 1, the least this page's input takes; using the default",
+        "ignored link value out95='0': below 1, the least this page's input takes; using the default")
+
+
+def test_prices_round_trip_exactly():
+    warnings: list[str] = []
+    prices = parse_price_list("h100:2.123456789,l40s:1", warnings)
+    assert price_list_text(prices) == "h100-sxm-80gb:2.123456789,l40s-48gb:1" and warnings == []
+    link = read_recommend_link({"prices": "h100:2.123456789"})
+    assert recommend_query_params(link.request, link.workload, link.speed)["prices"] == "h100-sxm-80gb:2.123456789"
+    parse_price_list("h100:1e-300", warnings)
+    assert warnings == ["ignored price 'h100:1e-300' in the link: dollars per GPU-hour must be at least 0.01 and "
+                        "below 10,000"]
