@@ -4,7 +4,10 @@
 # (README, "Deploying the dashboard for others"); local model folders are off unless VLLM_PLANNER_MODELS_DIR is set.
 FROM python:3.11-slim
 
+# NOTE: visitors see an error's sentence, never a traceback (which names files and values); `make dashboard` keeps
+# Streamlit's full details for development.
 ENV VLLM_PLANNER_DEPLOYMENT=shared \
+    STREAMLIT_CLIENT_SHOW_ERROR_DETAILS=none \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \

@@ -97,6 +97,24 @@ def test_the_deployment_is_shared_and_closed_by_default():
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
 
 
+def image_environment() -> dict[str, str]:
+    """The ENV instructions of the Dockerfile (``ENV A=1 \\`` continued over lines)."""
+    text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
+    return dict(pair.split("=", 1) for line in re.findall(r"^ENV (.+)$", text, re.MULTILINE) for pair in line.split())
+
+
+def test_the_shared_image_and_manifests_show_visitors_no_traceback():
+    """Issue 28: the image left showErrorDetails at "full", so a crash showed visitors its traceback."""
+    import subprocess
+    import sys
+
+    assert by_kind("ConfigMap")["data"]["STREAMLIT_CLIENT_SHOW_ERROR_DETAILS"] == "none"
+    shown = subprocess.run([sys.executable, "-m", "streamlit", "config", "show"],  # as `streamlit run` reads it
+                           env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", **image_environment()}, cwd=REPO,
+                           capture_output=True, text=True, check=True)
+    assert 'showErrorDetails = "none"' in shown.stdout.splitlines()
+
+
 # --- Replicas behind nginx ----------------------------------------------------------------------------------------
 
 CLIENTS = [f"127.0.{n}.1" for n in range(1, 9)]  # ip_hash keys on the first three octets: eight distinct users
