@@ -121,3 +121,20 @@ def test_a_command_imports_into_the_chosen_scenario_with_its_report():
     assert app.selectbox(key="cmp_b_model").value == "Qwen/Qwen3-8B"
     assert table(app)["max_num_seqs (effective)"][1] == "32"
     assert any("Imported" in s.value and "--max-num-seqs 32" in s.value for s in app.success)
+
+
+# Issue 28 item 6: a link's scenario C is shown (k=2 was left as it was), and a custom GPU is not named after H100.
+def test_a_scenario_past_k_is_shown_and_said() -> None:
+    app = run_page({"k": "2", "c.m": "Qwen/Qwen3-32B"})
+    assert [w.value for w in app.warning if w.value.startswith("Share link")] == [
+        "Share link: k='2', but the link sets scenario C; showing 3 scenarios"]
+    assert app.selectbox(key="cmp_c_model").value == "Qwen/Qwen3-32B"
+    assert link(app)["c.m"] == "Qwen/Qwen3-32B" and link(app)["k"] == "3"
+
+
+def test_a_custom_gpu_is_named_as_custom() -> None:
+    app = run_page({"a.g": "none", "a.mem": "24"})
+    assert app.selectbox(key="cmp_a_gpu").value == "custom"
+    assert list(app.table[0].value.columns[:2]) == ["", "A: Llama-3.1-8B-Instruct on 1× custom 24 GiB GPU"]
+    assert table(app)["GPUs (TP × PP)"][0] == "1 × Custom GPU"
+    assert link(app)["a.g"] == "none" and link(app)["a.mem"] == "24"

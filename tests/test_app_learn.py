@@ -91,3 +91,19 @@ def test_n_parallel_samples_are_drawn_one_row_each():
     row = list(heatmap.z[0])
     assert len(row) == 75 and row[:32] == [3] * 32 and row[32:62] == [2] * 30 and row[62:] == [1] * 13  # 1,200 tokens fill 75 blocks exactly
     assert "16-token blocks" in figure.layout.title.text
+
+
+# Issue 28 item 4: Learn called the estimate without handling a refusal (a traceback on the page).
+def test_a_scenario_the_estimate_refuses_is_one_sentence_and_a_way_back_to_plan():
+    app = run({"tp": "3"})
+    assert [e.value for e in app.error] == [
+        "**Total number of attention heads (32) must be divisible by tensor parallel size (3).** This page explains "
+        "a scenario the estimate accepts: change it on the Plan page."]
+    assert "tp=3" in app.get("link_button")[0].proto.url
+
+
+def test_gpu_memory_below_the_engines_floor_is_named_and_the_page_draws():
+    app = run({"mem": "0.1", "g": "none"})
+    assert [w.value for w in app.warning][0] == (
+        "ignored link value mem='0.1': input should be greater than or equal to 0.25; using the default")
+    assert not app.error and app.get("plotly_chart")

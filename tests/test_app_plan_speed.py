@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from test_speed_roofline import (
     LLAMA8_LINEAR_PARAMS,
     LLAMA8_NORM_BYTES,
 )
+
+from calculator.units import format_ms
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 # The fitted CUDA constants (calculator/speed/calibration.py), restated: the test recomputes from them by hand.
@@ -153,3 +157,66 @@ def test_a_custom_gpu_needs_its_rates_and_the_link_carries_them() -> None:
     assert "**$2.00/hour**" in text_of(app)
     assert (app.number_input(key="plan_speed_gpu_memory_bandwidth_gb_s").value,
             app.number_input(key="plan_speed_gpu_bf16_tflops").value) == (3350.0, 989.5)
+
+
+# Issue 28 items 4 and 6, issue 25 items 1, 6 and 10: the issues' own links. Each used to raise (a traceback on the
+# page) or show a number changed without a word; each now opens, names what it dropped, and shows real numbers.
+@pytest.mark.parametrize(("link", "named"), [
+    ({"u": "0.005"}, "u='0.005'"),
+    ({"mbu": "5e-324", "rate": "1"}, "mbu='5e-324'"),
+    ({"rate": "1e-320", "itl": "5"}, "rate='1e-320'"),
+    ({"g": "none", "mem": "80", "bw": "1000", "tflops": "1e-300", "mfu": "1e-300"}, "tflops='1e-300'"),
+    ({"mfu": "5e-324"}, "mfu='5e-324'"),
+    ({"price": "1e-300"}, "price='1e-300'"),
+    ({"mem": "0.1", "g": "none"}, "mem='0.1'"),
+])
+def test_the_issues_links_open_and_name_what_they_dropped(link, named) -> None:
+    app = run_app(link)
+    assert any(named in w.value for w in app.warning), [w.value for w in app.warning]
+    shown = " ".join([*metrics(app).values(), *(m.value for m in app.markdown), *(c.value for c in app.caption)])
+    assert "nan" not in shown.replace("nanoseconds", "") and "$0.00" not in shown
+
+
+def test_gpu_memory_below_the_engines_floor_is_named_not_raised_silently() -> None:
+    app = run_app({"mem": "0.1"})
+    assert "Share link: ignored link value mem='0.1': input should be greater than or equal to 0.25; using the " \
+           "default" in [w.value for w in app.warning]
+    assert app.number_input(key="plan_gpu_memory_gib").value is None  # the catalog GPU's own memory
+
+
+def test_an_slo_no_replica_count_meets_is_not_called_met() -> None:
+    app = run_app({"itl": "5"})
+    plan = next(m.value for m in app.markdown if m.value.startswith("- Memory:"))
+    assert "replica(s) meet the SLOs" not in plan
+    assert "- Speed: no replica count meets the SLOs; at **1** replica(s) each serves its smallest share" in plan
+    assert [w.value for w in app.warning] == ["Even at this count the SLOs are missed: ITL 7.25 ms > 5 ms."]
+
+
+def test_a_links_bandwidth_and_tflops_override_a_catalog_gpu_as_the_cli_does() -> None:
+    catalog = metrics(run_app({"m": "Qwen/Qwen2.5-7B-Instruct"}))
+    slowed = metrics(run_app({"m": "Qwen/Qwen2.5-7B-Instruct", "bw": "50", "tflops": "1"}))
+    done = subprocess.run([sys.executable, "-m", "calculator", "speed", "--model", "Qwen/Qwen2.5-7B-Instruct",
+                           "--input-tokens", "1024", "--output-tokens", "256", "--concurrency", "1",
+                           "--gpu-memory-bandwidth-gb-s", "50", "--gpu-bf16-tflops", "1", "--json"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    cli = json.loads(done.stdout)
+    assert slowed["TTFT p95"] == format_ms(cli["ttft_p95_ms"]) != catalog["TTFT p95"]
+    assert slowed["Tokens/s per user"] == f"{cli['per_user_tok_s']:,.1f}"
+    # NOTE: prefill of 1,024 tokens through Qwen2.5-7B's ~6.5e9 non-embedding weights is 2 x 6.5e9 x 1024 = 1.3e13
+    # FLOPs: at 1 TFLOPS that is at least 13 s, whatever the efficiency.
+    assert cli["ttft_p95_ms"] > 13_000
+
+
+def test_a_failed_cross_field_check_keeps_the_valid_model() -> None:
+    app = run_app({"m": "Qwen/Qwen2.5-7B-Instruct", "g": "none", "mem": "nan"})
+    assert [w.value for w in app.warning] == [
+        "Share link: ignored link value mem='nan': not a finite number; using the default",
+        "Share link: ignored link value g='none': give a GPU from the catalog or its memory (gpu_memory_gib); using "
+        "the default"]
+    assert app.selectbox(key="plan_preset").value == "Qwen/Qwen2.5-7B-Instruct"  # a bundled preset
+    assert not app.error
+
+
+def test_none_in_a_link_is_read_in_any_case() -> None:
+    app = run_app({"g": "None", "mem": "24"})
+    assert not app.warning and app.selectbox(key="plan_gpu").value == "custom"

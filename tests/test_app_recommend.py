@@ -88,7 +88,8 @@ def test_bad_link_values_get_one_clear_line_each_and_the_page_still_works() -> N
     warnings = [w.value for w in app.warning]
     assert "Share link: ignored GPU in the link: Unknown GPU 'tpu-v9'." in warnings
     assert "Share link: ignored price 'h100:free' in the link: write gpu:dollars per GPU-hour" in warnings
-    assert any(w.startswith("Share link: ignored link value rate='-1': input should be greater than or equal to 0.000001") for w in warnings)
+    assert ("Share link: ignored link value rate='-1': input should be greater than or equal to 0.000001; using the "
+            "default") in warnings
     assert any(w.startswith("Share link: ignored link value maxg='lots'") for w in warnings)
     assert ranked_rows(app)
 
@@ -104,3 +105,26 @@ def test_a_request_rate_load_without_a_rate_says_so() -> None:
     assert not app.exception
     assert [e.value for e in app.error] == ["**Request rate: give the requests per second (or choose concurrent "
                                             "users).**"]
+
+
+# Issue 28 items 4 and 6, issue 25 item 7: the issues' own Recommend links.
+def test_a_tiny_rate_is_named_instead_of_dividing_to_zero() -> None:
+    app = run_page({"rate": "5e-324", **SMALL_CASE})
+    assert "Share link: ignored link value rate='5e-324': input should be greater than or equal to 0.000001; using " \
+           "the default" in [w.value for w in app.warning]
+    assert ranked_rows(app)
+
+
+@pytest.mark.parametrize("key", ["out", "out95"])
+def test_a_zero_output_length_is_named_not_shown_as_one(key) -> None:
+    app = run_page({key: "0", **SMALL_CASE})
+    assert [w.value for w in app.warning] == [
+        f"Share link: ignored link value {key}='0': below 1, the least this page's input takes; using the default"]
+    assert not app.error  # no "p95 below the mean" after a silent change
+    assert app.number_input(key="rec_output_tokens_mean").value == 256  # the default, as the warning says
+
+
+def test_a_price_keeps_every_digit() -> None:
+    app = run_page({**SMALL_CASE, "prices": "h100:2.123456789"})
+    assert app.text_input(key="rec_prices").value == "h100-sxm-80gb:2.123456789"
+    assert app.query_params["prices"] == "h100-sxm-80gb:2.123456789"  # the share link, as typed
