@@ -120,6 +120,67 @@ def test_import_at_the_top_fills_the_page_and_names_the_deployment(dashboard, br
     page.close()
 
 
+def _start_import(page, command: str = IMPORTED) -> None:
+    page.locator('[data-testid="stExpander"]').filter(has_text="Import a").click()
+    page.locator('[data-testid="stTextArea"] textarea').first.fill(command)
+
+
+def _during_the_first_paints_follow_up(page, dashboard) -> None:
+    page.goto(dashboard, wait_until="commit")
+    metric(page, "KV cache tokens")  # the first run stopped here; the browser is asking for the rest now
+    _start_import(page)
+    page.get_by_role("button", name="Fill the page from this command").click()
+
+
+def _during_an_input_change(page, dashboard) -> None:
+    page.goto(dashboard, wait_until="networkidle")
+    wait_idle(page)
+    _start_import(page)
+    length = page.locator('[data-testid="stNumberInput"]').filter(has_text="max_model_len").locator("input").first
+    length.fill("12288")
+    length.press("Enter")  # that run starts; the click below lands in it
+    page.get_by_role("button", name="Fill the page from this command").click()
+
+
+def _double_click(page, dashboard) -> None:
+    page.goto(dashboard, wait_until="networkidle")
+    wait_idle(page)
+    _start_import(page)
+    page.get_by_role("button", name="Fill the page from this command").dblclick()
+
+
+def _followed_by_another_click(page, dashboard) -> None:
+    page.goto(dashboard, wait_until="networkidle")
+    wait_idle(page)
+    _start_import(page)
+    page.get_by_role("button", name="Fill the page from this command").click()
+    # A view switch (not an input of the deployment) cuts that run short.
+    page.locator(".st-key-plan_view_sweep button").filter(has_text="gpu_memory_utilization").click()
+
+
+WORST_MOMENTS = (_during_the_first_paints_follow_up, _during_an_input_change, _double_click,
+                 _followed_by_another_click)
+
+
+def test_an_import_clicked_at_the_worst_moments_is_never_lost(dashboard, browser):
+    """Issue 21: an import clicked while the first paint's follow-up ran could lose its report. Each click lands at a
+    bad moment on purpose (in a run already under way, twice, or cut short by another click), 3 times over; each time
+    the page must fill from the command and keep saying so once the runs have settled."""
+    for attempt in range(3):
+        for moment in WORST_MOMENTS:
+            page = browser.new_page(viewport={"width": 1440, "height": 1300})
+            moment(page, dashboard)
+            report = page.locator('[data-testid="stAlert"]').filter(has_text="Imported")
+            report.wait_for(timeout=60_000)
+            expect(page.locator(".st-key-deployment_header").first).to_contain_text(
+                "meta-llama/Llama-3.1-70B-Instruct · H100 SXM 80GB × 2 · TP 2 / PP 1 · max_model_len 32,768",
+                timeout=60_000)
+            wait_idle(page)
+            expect(report, f"{moment.__name__}, attempt {attempt + 1}").to_have_count(1)
+            assert "--swap-space 16" in report.inner_text()
+            page.close()
+
+
 def test_chart_toolbar_stays_off_the_title_and_labels_stay_on_one_line(dashboard, browser):
     page = browser.new_page(viewport={"width": 1440, "height": 1400})
     page.goto(dashboard, wait_until="networkidle")
