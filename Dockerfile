@@ -17,8 +17,9 @@ RUN useradd --create-home --uid 10001 planner
 WORKDIR /app
 
 COPY pyproject.toml README.md ./
+COPY requirements/app.lock ./requirements/app.lock
 COPY calculator ./calculator
-RUN pip install '.[app]'
+RUN pip install -c requirements/app.lock '.[app]'
 
 COPY app.py ./
 COPY pages ./pages

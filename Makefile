@@ -4,16 +4,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 
-.PHONY: dashboard test setup setup-test setup-browser setup-prometheus setup-nginx provision-vllm benchmark benchmark-load
+.PHONY: dashboard test setup setup-test setup-browser setup-prometheus setup-nginx provision-vllm benchmark benchmark-load lock
 
-$(VENV)/.installed-app: pyproject.toml
+# Installs take the versions pinned in requirements/*.lock (pip constraints); `make lock` moves them to what
+# resolves today (README, "Updating the pinned versions").
+$(VENV)/.installed-app: pyproject.toml requirements/app.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[app]'
+	$(PY) -m pip install --quiet -c requirements/app.lock -e '.[app]'
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-app
-	$(PY) -m pip install --quiet -e '.[test]'
+$(VENV)/.installed-test: pyproject.toml requirements/test.lock $(VENV)/.installed-app
+	$(PY) -m pip install --quiet -c requirements/test.lock -e '.[test]'
 	touch $@
 
 setup: $(VENV)/.installed-app
@@ -52,6 +54,10 @@ setup-nginx:
 ## Set up and run the whole test suite (unit, real vLLM CPU servers, real Chromium, real Prometheus, real nginx).
 test: setup-test provision-vllm setup-browser setup-prometheus setup-nginx
 	$(PY) -m pytest -q
+
+## Re-pin requirements/app.lock and requirements/test.lock to the versions that resolve today.
+lock:
+	PYTHON=$(PYTHON) bash scripts/lock.sh
 
 benchmark: setup
 	$(PY) benchmarks/speed.py
