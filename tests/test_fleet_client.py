@@ -200,3 +200,53 @@ def test_the_fleet_and_its_latencies_share_one_deadline(serve):
         with pytest.raises(PrometheusTimeout):
             read_latency(client, window, deadline=deadline)
     assert time.monotonic() - started < 3.1
+
+
+# --- issue 28: answers of the wrong shape, giant errors and giant series ----------------------------------------
+
+@pytest.mark.parametrize(("payload", "says"), [
+    ({"status": "success", "data": {"resultType": "vector", "result": 5}}, "not a list of series"),
+    ({"status": "success", "data": {"resultType": "vector", "result": {"a": 1}}}, "not a list of series"),
+    ({"status": "success", "data": {"resultType": "vector", "result": ["x", 3]}}, "not a list of series"),
+    (b'{"status": "success", "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "did not return JSON"),
+    (b'{"status": "success", "data": {"resultType": "vector", "result": [' + b"9" * 5000 + b"]}}",
+     "did not return JSON"),
+])
+def test_an_answer_of_the_wrong_shape_is_not_prometheus(serve, payload, says):
+    server = serve({"/api/v1/query": answer(200, payload)})
+    with PrometheusClient(server.url) as client, pytest.raises(NotPrometheus, match=says):
+        client.query("vllm:num_requests_running")
+
+
+def test_labels_that_are_not_text_and_warnings_that_are_not_a_list_are_left_out(serve):
+    payload = {"status": "success", "warnings": "one line", "data": {"resultType": "vector", "result": [
+        {"metric": {"__name__": "vllm:num_requests_running", "pod": {"deep": [1]}, "n": 5}, "value": [1, "2"]},
+        {"metric": "not labels", "value": {"1": "3"}}]}}
+    server = serve({"/api/v1/query": answer(200, payload)})
+    with PrometheusClient(server.url) as client:
+        (sample,) = client.query("vllm:num_requests_running")
+        assert sample.labels == {"__name__": "vllm:num_requests_running"} and sample.value == 2.0
+        assert client.warnings == ["one line", "a series{} is not a finite number; ignored"]
+
+
+def test_a_megabyte_error_type_is_cut_to_a_word(serve):
+    payload = {"status": "error", "errorType": "x" * (1 << 20), "error": "y" * (1 << 20)}
+    server = serve({"/api/v1/query": answer(422, payload)})
+    with PrometheusClient(server.url) as client, pytest.raises(PrometheusQueryError) as caught:
+        client.query("up")
+    # 40 characters of the type, 500 of the message, and the words around them
+    assert str(caught.value) == f"Prometheus answered an error ({'x' * 40}: {'y' * 500})"
+
+
+def test_a_series_of_a_million_points_is_refused_before_it_is_read(serve):
+    """Issue 28: one series of 1,000,000 points held the Fleet page for 98 s."""
+    window = time_range(end_s=1_000_000.0, duration_s=3600, max_points=361)
+    values = b",".join(b'[%d,"1"]' % (999_000 + i) for i in range(1_000_000))
+    body = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[' + values + b"]}]}}"
+    server = serve({"/api/v1/query_range": answer(200, body)})
+    started = time.monotonic()
+    with PrometheusClient(server.url) as client, pytest.raises(
+            NotPrometheus, match=r"a series of 1,000,000 points for a range of 361 steps: not Prometheus's answer"):
+        client.query_range("vllm:num_requests_running", window)
+    assert time.monotonic() - started < 5
+    assert window.points == 361  # 3,600 s in 10 s steps, both ends included

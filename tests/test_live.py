@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from calculator import Scenario, estimate
 from calculator.observe.live import (
+    UnusableReading,
     advice,
     compare,
     live_usage,
@@ -16,7 +19,7 @@ from calculator.observe.live import (
     workload_from_server,
 )
 from calculator.observe.live_client import ServerModel
-from calculator.observe.metrics import parse_metrics
+from calculator.observe.metrics import EngineMetrics, Histogram, parse_metrics
 
 DATA = Path(__file__).parent / "data"
 ENGINE = parse_metrics((DATA / "vllm-metrics" / "vllm-0.32.0-cpu-saturated.txt").read_text()).engine("tiny")
@@ -81,3 +84,51 @@ def test_the_servers_blocks_replace_the_pool_on_every_pipeline_stage():
     actual = with_actual_blocks(result, 1000)
     assert [b.kv_cache_bytes for b in actual.budgets_per_stage] == [1000 * 16 * 16 * 8 * 128 * 2 * 2] * 2
     assert actual.budget in actual.budgets_per_stage and actual.budget.kv_cache_bytes == 1000 * 1048576
+
+
+# --- issue 28: settings and workloads beyond the planner's bounds are one of its errors ----------------------------
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize(("setting", "says"), [
+    ({"block_size": "0"}, "block_size: Input should be greater than or equal to 1 (got 0)"),
+    ({"block_size": "5000"}, "block_size: Input should be less than or equal to 4096 (got 5000)"),
+    ({"num_gpu_blocks_override": str(2**50)}, "num_gpu_blocks_override: Input should be less than or equal to"),
+    ({"kv_cache_memory_bytes": str(2**52)}, "kv_cache_memory_bytes: Input should be less than or equal to"),
+])
+def test_a_server_setting_beyond_the_scenarios_bounds_is_a_sentence(setting, says):
+    engine = EngineMetrics(model_name="tiny", engine="0", cache_config={**ENGINE.cache_config, **setting})
+    with pytest.raises(UnusableReading, match="^the server reports " + says.replace("(", r"\(").replace(")", r"\)")):
+        scenario_from_server(engine, ServerModel(id="tiny", max_model_len=1024), "0.32.0", BASE)
+
+
+def test_a_max_model_len_of_2e8_is_a_sentence():
+    with pytest.raises(UnusableReading, match=r"max_model_len: Input should be less than or equal to 100000000 "
+                                              r"\(got 200000000\): no estimate can take that setting"):
+        scenario_from_server(ENGINE, ServerModel(id="tiny", max_model_len=200_000_000), "0.32.0", BASE)
+
+
+def lengths(prompt: Histogram, output: Histogram, n: Histogram | None = None) -> EngineMetrics:
+    histograms = {"prompt_tokens": prompt, "generation_tokens": output, **({"params_n": n} if n else {})}
+    return EngineMetrics(model_name="m", engine="0", histograms=histograms)
+
+
+SHORT = Histogram(buckets=((100.0, 10.0), (INF, 10.0)), sum=500.0, count=10.0)  # ten requests of 50 tokens
+
+
+@pytest.mark.parametrize(("engine", "says"), [
+    # 10 requests summing 2e8 tokens: a mean of 2e7, twice the 1e7 a Workload takes
+    (lengths(Histogram(buckets=((1e9, 10.0), (INF, 10.0)), sum=2e8, count=10.0), SHORT),
+     "a mean prompt of 2e+07, more than the planner takes (prompt_tokens_mean is at most 10,000,000)"),
+    # the 95th of 10 requests lies in the (100, 1e308] bucket: 100 + (1e308 - 100) x (9.5 - 5) / 5 = 9e307
+    (lengths(Histogram(buckets=((100.0, 5.0), (1e308, 10.0), (INF, 10.0)), sum=500.0, count=10.0), SHORT),
+     "a p95 prompt of 9e+307, more than the planner takes (prompt_tokens_p95 is at most 10,000,000)"),
+    # n: 2 requests, n summing to 4,000: a mean of 2,000 samples per request, above the 1,024 a Workload takes
+    (lengths(SHORT, SHORT, Histogram(buckets=((1.0, 1.0), (INF, 2.0)), sum=4000.0, count=2.0)),
+     "a mean n (parallel samples) of 2,000, more than the planner takes (parallel_samples is at most 1,024)"),
+])
+def test_a_workload_beyond_the_planners_bounds_is_a_sentence(engine, says):
+    with pytest.raises(UnusableReading) as caught:
+        workload_from_server(engine, None)
+    assert str(caught.value) == f"the server's request histograms give {says}: its real workload is not used"

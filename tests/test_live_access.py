@@ -202,3 +202,29 @@ def test_the_container_starts_closed_and_make_dashboard_is_local_to_this_machine
     assert "VLLM_PLANNER_DEPLOYMENT=local" in recipe and "--server.address localhost" in recipe
     image_policy = policy_from_environment({"VLLM_PLANNER_DEPLOYMENT": "shared"}, dashboard=True)
     assert image_policy.mode == "closed" and not image_policy.rules
+
+
+@pytest.mark.parametrize("name", ["/" + "a" * 5000, "~no-such-user-here/model", "./x\x00y", "a/" * 3000,
+                                  "/models/" + "b" * 300 + "/x"])
+@pytest.mark.parametrize("mode", ["open", "local", "closed"])
+def test_a_folder_name_the_file_system_refuses_is_one_sentence_without_the_models_folder(name, mode, tmp_path):
+    """Issue 28: names raising OSError (too long), RuntimeError (unknown ~user) or ValueError (NUL) escaped, and
+    their messages named the models folder."""
+    environ = {"open": {}, "local": {"VLLM_PLANNER_DEPLOYMENT": "local"},
+               "closed": {"VLLM_PLANNER_DEPLOYMENT": "shared", "VLLM_PLANNER_MODELS_DIR": str(tmp_path)}}[mode]
+    policy = policy_from_environment(environ)
+    try:
+        assert policy.local_folder(name) is None
+    except LocalPathRefused as exc:
+        assert str(tmp_path) not in str(exc) and "\n" not in str(exc)
+        assert str(exc).startswith("this shared dashboard reads local model folders only by their name" if mode ==
+                                   "closed" else "this is not a model folder this dashboard can read")
+
+
+def test_a_loop_of_links_in_the_models_folder_is_not_followed_and_not_named(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    policy = policy_from_environment({"VLLM_PLANNER_DEPLOYMENT": "shared", "VLLM_PLANNER_MODELS_DIR": str(tmp_path)})
+    assert policy.local_folder("loop") is None
+    with pytest.raises(LocalPathRefused) as caught:
+        policy.local_folder("loop/a/b")
+    assert str(tmp_path) not in str(caught.value)

@@ -195,3 +195,44 @@ def test_what_arrived_is_kept_and_the_slow_endpoint_is_named(serve):
     assert report.models == () and report.version is None
     assert sorted(report.slow_endpoints) == ["/v1/models", "/version"]
     assert all("did not answer completely within" in p.message for p in report.problems)
+
+
+# --- issue 28: hostile JSON in every JSON endpoint ----------------------------------------------------------------
+
+HOSTILE_JSON = {
+    "nested 100,000 deep": b"[" * 100_000 + b"]" * 100_000,
+    "nested 40 deep": b'{"a": ' * 40 + b"1" + b"}" * 40,
+    "a 5,000-digit integer": b'{"version": ' + b"9" * 5000 + b', "data": [{"id": "x", "max_model_len": '
+                             + b"9" * 5000 + b"}]}",
+    "a list of a million": b"[" + b"0," * 1_000_000 + b"0]",
+}
+
+
+@pytest.mark.parametrize("body", HOSTILE_JSON.values(), ids=HOSTILE_JSON.keys())
+def test_hostile_json_in_server_info_alone_leaves_the_rest_of_the_read(serve, body):
+    """Issue 28: deep JSON in the optional /server_info raised RecursionError and lost the whole read."""
+    server = serve(vllm_routes(**{"/server_info": (200, {}, body)}))
+    with LiveClient(server.url) as client:
+        report = client.read()
+    assert report.server_info is None and report.version == "0.32.0" and report.models[0].id == "tiny"
+    assert report.metrics is not None and report.metrics.engine("tiny") is not None
+
+
+@pytest.mark.parametrize("body", HOSTILE_JSON.values(), ids=HOSTILE_JSON.keys())
+def test_hostile_json_in_models_and_version_is_one_of_our_errors(serve, body):
+    server = serve(vllm_routes(**{"/v1/models": (200, {}, body), "/version": (200, {}, body)}))
+    with LiveClient(server.url) as client:
+        report = client.read()
+        with pytest.raises(NotAVllmServer, match="/v1/models"):
+            client.models()
+    assert report.models == () and report.version is None
+    assert "/v1/models" in {p.path for p in report.problems}  # /version: a list is no version, nothing wrong
+    assert all("\n" not in p.message and len(p.message) < 300 for p in report.problems)
+
+
+def test_a_max_model_len_that_is_not_a_whole_number_is_not_read(serve):
+    cards = {"object": "list", "data": [{"id": "a", "max_model_len": 2e8}, {"id": "b", "max_model_len": True},
+                                        {"id": "c", "max_model_len": 4096}]}
+    server = serve(vllm_routes(**{"/v1/models": (200, {}, json.dumps(cards).encode())}))
+    with LiveClient(server.url) as client:
+        assert [(m.id, m.max_model_len) for m in client.models()] == [("a", None), ("b", None), ("c", 4096)]

@@ -103,3 +103,47 @@ def test_rates_and_restarts():
     assert change.prefix_cache_hit_rate == 0.5 and not change.restarted
     restarted = rates(after, before, interval_s=5.0)
     assert restarted.restarted and restarted.preemptions_per_s is None
+
+
+# --- issue 28: histograms with NaN, repeated or -Inf bounds; a /metrics of 8 MiB of buckets ----------------------
+
+HISTOGRAM = """# TYPE vllm:request_prompt_tokens histogram
+vllm:request_prompt_tokens_bucket{{engine="0",le="1.0",model_name="m"}} 1.0
+vllm:request_prompt_tokens_bucket{{engine="0",le="{bound}",model_name="m"}} 2.0
+vllm:request_prompt_tokens_bucket{{engine="0",le="+Inf",model_name="m"}} 3.0
+vllm:request_prompt_tokens_count{{engine="0",model_name="m"}} 3.0
+vllm:request_prompt_tokens_sum{{engine="0",model_name="m"}} 30.0
+vllm:num_requests_running{{engine="0",model_name="m"}} 1.0
+"""
+
+
+@pytest.mark.parametrize("bound", ["NaN", "nan", "1.0", "-Inf"])
+def test_a_histogram_with_a_nan_repeated_or_minus_infinite_bound_is_ignored_with_a_warning(bound):
+    snapshot = parse_metrics(HISTOGRAM.format(bound=bound))
+    assert snapshot.engine("m").histograms == {} and snapshot.engine("m").running == 1.0
+    assert "the prompt_tokens histogram of m (engine 0) is not a valid histogram" in snapshot.warnings[0]
+
+
+def test_a_histogram_with_a_1e308_bound_is_kept_as_sent():
+    """A huge but ordered bound is a histogram; what it implies is checked where it becomes a workload."""
+    histogram = parse_metrics(HISTOGRAM.format(bound="1e308")).engine("m").histograms["prompt_tokens"]
+    assert histogram.buckets == ((1.0, 1.0), (1e308, 2.0), (float("inf"), 3.0))
+
+
+def test_eight_mebibytes_of_buckets_are_parsed_within_a_line_budget():
+    """Issue 28: 8 MiB of histogram buckets took ~6 s of CPU to parse after the deadline, on every refresh."""
+    import time
+
+    from calculator.observe.metrics import MAX_PARSED_LINES
+
+    lines = [f'vllm:request_prompt_tokens_bucket{{engine="0",le="{i}.0",model_name="m"}} {i}' for i in range(120_000)]
+    text = SATURATED + "\n".join(lines) + "\n"
+    assert len(text) > 8 << 20
+    started = time.process_time()
+    snapshot = parse_metrics(text)
+    assert time.process_time() - started < 3  # ~8,000 lines; the whole text took ~15 s of CPU on the same machine
+    left_out = int(snapshot.warnings[0].split(" ")[0].replace(",", ""))
+    assert 120_000 - MAX_PARSED_LINES < left_out < 120_000  # the capture's own lines come first and are read
+    assert snapshot.warnings[0] == (f"{left_out:,} more lines of vLLM metrics than this page reads "
+                                    f"({MAX_PARSED_LINES:,}); the rest were not read")
+    assert snapshot.engine("tiny").preemptions_total == 8.0

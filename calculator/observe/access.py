@@ -301,14 +301,24 @@ class AccessPolicy(BaseModel):
         is not a local path (a Hub id). Raises ``LocalPathRefused`` — one message for every refusal, so the
         answer never tells what exists on the host."""
         value = text.strip()
-        if self.mode != "closed":
-            path = Path(value).expanduser()
-            return path if path.exists() else None
-        if self.models_dir is not None and not value.startswith("~"):
-            root = Path(self.models_dir).resolve()
-            candidate = (root / value).resolve()  # an absolute value replaces root; resolve() follows symlinks
-            if candidate.is_relative_to(root) and candidate != root and (candidate / "config.json").is_file():
-                return candidate
+        try:
+            if self.mode != "closed":
+                path = Path(value).expanduser()
+                return path if path.exists() else None
+            if self.models_dir is not None and not value.startswith("~"):
+                root = Path(self.models_dir).resolve()
+                candidate = (root / value).resolve()  # an absolute value replaces root; resolve() follows symlinks
+                if candidate.is_relative_to(root) and candidate != root and (candidate / "config.json").is_file():
+                    return candidate
+        # NOTE: a name too long for the file system (OSError), a loop of links or an unknown ~user (RuntimeError),
+        # a NUL byte (ValueError): not a folder this page can read. Their own messages name the models folder.
+        except (OSError, RuntimeError, ValueError):
+            if not _looks_like_a_path(value):
+                return None  # not a usable path: a Hub id, perhaps
+            raise LocalPathRefused(self.local_refusal() if self.mode == "closed" else
+                                   "this is not a model folder this dashboard can read (the name is too long, "
+                                   "loops, or holds a character no path has); give a folder, a Hugging Face model "
+                                   "id, or upload config.json") from None
         if _looks_like_a_path(value):
             raise LocalPathRefused(self.local_refusal())
         return None

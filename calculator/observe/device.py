@@ -48,7 +48,7 @@ def _from_server_info(info: dict[str, Any] | None) -> DeviceEvidence | None:
     if not isinstance(info, dict):
         return None
     config = _get(info, "vllm_config", "device_config")
-    device_type = next((str(_get(config, key)) for key in ("device_type", "device") if _get(config, key)), None)
+    device_type = next((str(_get(config, key))[:40] for key in ("device_type", "device") if _get(config, key)), None)
     models = _get(info, "system_env", "nvidia_gpu_models")
     if device_type == "cpu":
         return DeviceEvidence(device="cpu", certain=True, reasons=("/server_info says its device is cpu",))

@@ -31,6 +31,8 @@ DEFAULT_PROMETHEUS = "http://localhost:9090"
 CONNECT_TIMEOUT_S = 3.0
 QUERY_TIMEOUT_S = 15.0  # sent to Prometheus as ?timeout=, so it stops evaluating when we stop waiting
 MAX_RESPONSE_BYTES = 32 << 20  # ~100 replicas x 60 series x 1,000 points is about 20 MB of JSON
+MAX_WARNINGS = 20  # Prometheus's own warnings kept from one answer
+MAX_ERROR_TYPE_CHARS = 40  # Prometheus's error types are single words: bad_data, execution, timeout
 _T = TypeVar("_T")
 
 
@@ -135,7 +137,7 @@ class PrometheusClient:
         if not isinstance(data, dict) or data.get("resultType") != "vector":
             raise PrometheusQueryError(f"expected an instant vector, Prometheus returned {_kind(data)}")
         samples = []
-        for item in data.get("result", []):
+        for item in self._result(data, "/api/v1/query"):
             labels, value = _labels(item), _value(item.get("value"))
             if value is None:
                 self.warnings.append(f"{_describe(labels)} is not a finite number; ignored")
@@ -151,21 +153,36 @@ class PrometheusClient:
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise PrometheusQueryError(f"expected a range matrix, Prometheus returned {_kind(data)}")
         series = []
-        for item in data.get("result", []):
+        for item in self._result(data, "/api/v1/query_range"):
+            values = item.get("values", [])
+            # NOTE: Prometheus answers at most one point per step; a longer series is not its answer, and reading
+            # a million points would hold the page for a minute and more.
+            if not isinstance(values, list) or len(values) > window.points:
+                raise NotPrometheus(f"{self.base_url}/api/v1/query_range answered a series of "
+                                    f"{f'{len(values):,}' if isinstance(values, list) else 'no list of'} points for a range "
+                                    f"of {window.points:,} steps: not Prometheus's answer")
             points = []
-            for pair in item.get("values", []):
-                value = _value(pair)
-                if value is not None:
-                    points.append((float(pair[0]), value))
+            for pair in values:
+                at, value = _time(pair), _value(pair)
+                if at is not None and value is not None:
+                    points.append((at, value))
             series.append(Series(labels=_labels(item), points=tuple(points)))
         return tuple(series)
+
+    def _result(self, data: dict[str, Any], path: str) -> list[dict[str, Any]]:
+        """The answer's ``result``: a list of objects, or ``NotPrometheus``."""
+        result = data.get("result", [])
+        if not isinstance(result, list) or not all(isinstance(item, dict) for item in result):
+            raise NotPrometheus(f"{self.base_url}{path} answered a result that is not a list of series: not "
+                                "Prometheus's API response")
+        return result
 
     def series(self, match: str, start_s: float, end_s: float) -> tuple[dict[str, str], ...]:
         """Label sets of the series matching ``match`` between two times (``/api/v1/series``)."""
         data = self._api("/api/v1/series", {"match[]": match, "start": f"{start_s:.3f}", "end": f"{end_s:.3f}"})
         if not isinstance(data, list):
             raise NotPrometheus(f"{self.base_url}/api/v1/series did not return a list of series")
-        return tuple({str(k): str(v) for k, v in item.items()} for item in data if isinstance(item, dict))
+        return tuple(_labels({"metric": item}) for item in data if isinstance(item, dict))
 
     def _api(self, path: str, params: dict[str, str]) -> Any:
         if path != "/api/v1/series":
@@ -174,7 +191,7 @@ class PrometheusClient:
         where = f"{self.base_url}{path}"
         try:
             payload = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep, a 5,000-digit number
             if status >= 400:
                 raise _http_error(where, status) from exc
             raise NotPrometheus(f"{where} did not return JSON (HTML from a login page or another app?): give "
@@ -184,8 +201,11 @@ class PrometheusClient:
                 raise _http_error(where, status)
             raise NotPrometheus(f"{where} answered JSON that is not Prometheus's API response")
         if payload["status"] == "error":
-            raise _api_error(str(payload.get("errorType", "")), str(payload.get("error", ""))[:500], status)
-        self.warnings.extend(str(w)[:300] for w in payload.get("warnings") or [])
+            raise _api_error(str(payload.get("errorType", ""))[:MAX_ERROR_TYPE_CHARS],
+                             str(payload.get("error", ""))[:500], status)
+        warnings = payload.get("warnings") or []
+        warnings = warnings if isinstance(warnings, list) else [warnings]
+        self.warnings.extend(str(w)[:300] for w in warnings[:MAX_WARNINGS])
         return payload.get("data")
 
     def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
@@ -278,15 +298,26 @@ def _kind(data: Any) -> str:
 
 
 def _labels(item: Any) -> dict[str, str]:
+    """A series' labels; Prometheus's are text, so anything else (a number, a nested object) is left out."""
     metric = item.get("metric") if isinstance(item, dict) else None
-    return {str(k): str(v) for k, v in metric.items()} if isinstance(metric, dict) else {}
+    return {k: v for k, v in metric.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(metric, dict) else {}
+
+
+def _time(pair: Any) -> float | None:
+    """A point's Unix time in seconds, when it is one (finite, within the years a float date can show)."""
+    try:
+        at = float(pair[0])
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError):
+        return None
+    return at if 0 <= at < 1e11 else None
 
 
 def _value(pair: Any) -> float | None:
     """Prometheus sends ``[unix time, "value"]``; NaN and ±Inf are not numbers we can plan with."""
     try:
         value = float(pair[1])
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError):
         return None
     return value if math.isfinite(value) else None
 

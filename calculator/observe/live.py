@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
 
 from ..engine.estimate import Estimate
 from ..engine.kv_cache import capacity_figures, in_flight_tokens
 from ..engine.vllm_versions import LATEST_VERSION, VllmVersion
 from ..engine.workload import Workload
-from ..errors import CalculatorError
+from ..errors import CalculatorError, one_line_validation_error
+from ..limits import field_bounds
 from ..scenario import Scenario
 from ..units import GIB
 from .live_client import ServerModel
@@ -22,6 +23,10 @@ from .metrics import EngineMetrics, Rates
 # KV cache (not the scheduler's max_num_seqs) is what holds them back.
 NEARLY_FULL_USAGE = 0.8
 RESTART_NOTE = "A counter went down: the server restarted between two reads; rates restart from here."
+
+
+class UnusableReading(CalculatorError):
+    """A server reports a setting or a workload that no estimate can take (outside the planner's bounds)."""
 
 
 def scenario_from_server(engine: EngineMetrics, model: ServerModel | None, version: str | None,
@@ -45,7 +50,11 @@ def scenario_from_server(engine: EngineMetrics, model: ServerModel | None, versi
         changes["num_gpu_blocks_override"] = override
     if model is not None and model.max_model_len:
         changes["max_model_len"] = model.max_model_len
-    return base.replace(**changes)
+    try:
+        return base.replace(**changes)
+    except ValidationError as exc:
+        raise UnusableReading(f"the server reports {one_line_validation_error(exc)}: no estimate can take that "
+                              "setting") from exc
 
 
 class ComparisonRow(BaseModel):
@@ -134,16 +143,22 @@ def live_usage(engine: EngineMetrics, result: Estimate) -> LiveUsage | None:
 
 
 def workload_from_server(engine: EngineMetrics, rates_now: Rates | None, target: int = 1) -> Workload | None:
-    """The workload the server really sees: length histograms (mean, p95), prefix hits, parallel samples."""
+    """The workload the server really sees: length histograms (mean, p95), prefix hits, parallel samples;
+    ``UnusableReading`` when they describe lengths or samples beyond any Workload (a hostile or broken server)."""
     histograms = engine.histograms
     prompt, output = histograms.get("prompt_tokens"), histograms.get("generation_tokens")
     if prompt is None or output is None or not prompt.count or not output.count:
         return None
+    samples = histograms.get("params_n")
+    _check_lengths({"a mean prompt": (prompt.mean, "prompt_tokens_mean"),
+                    "a p95 prompt": (prompt.quantile(0.95), "prompt_tokens_p95"),
+                    "a mean output": (output.mean, "output_tokens_mean"),
+                    "a p95 output": (output.quantile(0.95), "output_tokens_p95"),
+                    "a mean n (parallel samples)": (samples.mean if samples else None, "parallel_samples")})
     prompt_mean = max(1, round(prompt.mean or 1))
     hit_rate = rates_now.prefix_cache_hit_rate if rates_now and rates_now.prefix_cache_hit_rate is not None else (
         (engine.prefix_cache_hits_total or 0) / engine.prefix_cache_queries_total
         if engine.prefix_cache_queries_total else 0.0)
-    samples = histograms.get("params_n")
     return Workload(
         prompt_tokens_mean=prompt_mean,
         output_tokens_mean=max(0, round(output.mean or 0)),
@@ -152,6 +167,15 @@ def workload_from_server(engine: EngineMetrics, rates_now: Rates | None, target:
         shared_prefix_tokens=min(prompt_mean, round(hit_rate * prompt_mean)),
         parallel_samples=max(1, round(samples.mean)) if samples and samples.mean else 1,
         target_concurrent_requests=target)
+
+
+def _check_lengths(figures: dict[str, tuple[float | None, str]]) -> None:
+    """Each figure a histogram gives within the Workload field it becomes, else ``UnusableReading``."""
+    for name, (value, field) in figures.items():
+        _, high = field_bounds(Workload, field)
+        if value is not None and not (math.isfinite(value) and (high is None or value <= high)):
+            raise UnusableReading(f"the server's request histograms give {name} of {value:,.6g}, more than the "
+                                  f"planner takes ({field} is at most {high:,}): its real workload is not used")
 
 
 def advice(engine: EngineMetrics, rates_now: Rates | None, preemptions_rising: bool) -> list[str]:

@@ -31,6 +31,7 @@ MAX_METRICS_BYTES = 8 << 20  # a large multi-engine /metrics is a few hundred KB
 MAX_JSON_BYTES = 2 << 20
 MAX_MODELS = 256  # served models (LoRA adapters included) read from /v1/models
 MAX_VERSION_CHARS = 100
+MAX_JSON_DEPTH = 32  # vLLM's /server_info nests 5 deep; st.json and the browser draw every level
 ENDPOINTS = ("/metrics", "/health", "/version", "/v1/models", "/server_info")
 _T = TypeVar("_T")
 
@@ -164,9 +165,14 @@ class LiveClient:
         if status == 404:
             return None
         try:
-            return json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise NotAVllmServer(f"{self.base_url}{path} did not return JSON: this does not look like vLLM") from exc
+            payload = json.loads(body)
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep, a 5,000-digit number
+            raise NotAVllmServer(f"{self.base_url}{path.split('?')[0]} did not return JSON this page can read: "
+                                 "this does not look like vLLM") from exc
+        if _depth_beyond(payload, MAX_JSON_DEPTH):
+            raise NotAVllmServer(f"{self.base_url}{path.split('?')[0]} returned JSON nested deeper than "
+                                 f"{MAX_JSON_DEPTH} levels: this does not look like vLLM")
+        return payload
 
     def metrics(self) -> MetricsSnapshot:
         _, body = self._get("/metrics", MAX_METRICS_BYTES)
@@ -181,7 +187,7 @@ class LiveClient:
             if isinstance(card, dict) and isinstance(card.get("id"), str):
                 length = card.get("max_model_len")
                 cards.append(ServerModel(id=card["id"], root=card.get("root") if isinstance(card.get("root"), str) else None,
-                                         max_model_len=length if isinstance(length, int) and length > 0 else None,
+                                         max_model_len=length if type(length) is int and length > 0 else None,
                                          parent=card.get("parent") if isinstance(card.get("parent"), str) else None))
         return tuple(cards)
 
@@ -242,6 +248,18 @@ def _outcome(result: Callable[[], _T]) -> tuple[_T | None, CalculatorError | Non
         return result(), None
     except CalculatorError as exc:
         return None, exc
+
+
+def _depth_beyond(payload: Any, limit: int) -> bool:
+    """Whether the JSON value nests deeper than ``limit`` (walked without recursion)."""
+    stack = [(payload, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    return False
 
 
 def _reason(exc: Exception) -> str:

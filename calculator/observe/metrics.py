@@ -25,6 +25,10 @@ _GAUGES = {
 }
 MAX_ENGINES = 64  # data-parallel servers run a handful of engines; beyond this a /metrics is not one server's
 MAX_WARNINGS = 20
+# NOTE: prometheus_client's parser is pure Python (some 15,000 lines a second): an 8 MiB /metrics of histogram
+# buckets held every refresh ~6 s past its deadline. One engine exposes ~280 lines of the families read here, so
+# this leaves room for some 28 engines (a data-parallel server runs a handful) and keeps a parse near half a second.
+MAX_PARSED_LINES = 8_000
 MAX_REQUESTS = 10**7  # running, waiting, swapped: far above any one server's max_num_seqs
 MAX_COUNTER = 1e18  # tokens served by one server's lifetime stay far below this
 MAX_CONFIG_INT = 2**53  # cache_config_info integers (blocks, bytes, tokens) must be exact in a float
@@ -164,23 +168,28 @@ _WANTED_FAMILIES = ("vllm:cache_config_info", *USAGE_METRICS, *_GAUGES, _FINISHE
                     *(name.removesuffix("_total") for name in _COUNTERS), *_HISTOGRAMS)
 
 
-def _wanted_lines(text: str) -> str:
+def _wanted_lines(text: str) -> tuple[str, int]:
     """Only the families we read (latency histograms and HTTP metrics are most of the text), so the parser —
-    pure Python — has a fraction of the work: a 60 KB /metrics parses several times faster."""
-    kept = []
+    pure Python — has a fraction of the work: a 60 KB /metrics parses several times faster. At most
+    ``MAX_PARSED_LINES`` lines are kept; the second value counts the wanted lines left out."""
+    kept, left_out = [], 0
     for line in text.splitlines():
         name = line[7:] if line.startswith("# TYPE ") else line
         if name.startswith(_WANTED_FAMILIES):
-            kept.append(line)
-    return "\n".join(kept) + "\n"
+            if len(kept) < MAX_PARSED_LINES:
+                kept.append(line)
+            else:
+                left_out += 1
+    return "\n".join(kept) + "\n", left_out
 
 
 def parse_metrics(text: str, scraped_at: float = 0.0) -> MetricsSnapshot:
     """Parse ``/metrics`` text; raises ``NotVllmMetrics`` for anything that is not vLLM's exposition."""
     if "vllm:" not in text:
         raise NotVllmMetrics("the response has no vllm:* metrics: this does not look like a vLLM server")
+    wanted, lines_left_out = _wanted_lines(text)
     try:
-        families = list(text_string_to_metric_families(_wanted_lines(text)))
+        families = list(text_string_to_metric_families(wanted))
     except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:  # what the text parser raises
         raise NotVllmMetrics(f"the response is not Prometheus metrics text ({str(exc)[:200]})") from exc
     if not any(family.name.startswith("vllm:") for family in families):
@@ -188,7 +197,8 @@ def parse_metrics(text: str, scraped_at: float = 0.0) -> MetricsSnapshot:
     fields: dict[tuple[str, str], dict] = {}
     cache_configs: dict[str, dict[str, str]] = {}  # by engine: cache_config_info carries no model_name
     buckets: dict[tuple[tuple[str, str], str], dict[str, object]] = {}
-    warnings: list[str] = []
+    warnings: list[str] = [f"{lines_left_out:,} more lines of vLLM metrics than this page reads "
+                           f"({MAX_PARSED_LINES:,}); the rest were not read"] if lines_left_out else []
     left_out: set[tuple[str, str]] = set()
 
     def wanted(labels: dict[str, str]) -> bool:
@@ -281,12 +291,15 @@ def admit(name: str, labels: dict[str, str], value: float, warnings: list[str]) 
 
 
 def histogram_from_parts(buckets: list[tuple[str, float]], total: float, summed: float) -> Histogram | None:
-    """Cumulative counts by ``le`` label text, or None when they cannot be a histogram (a bad bound, a NaN, a
-    negative or decreasing count, an +Inf bucket that disagrees with the count)."""
+    """Cumulative counts by ``le`` label text, or None when they cannot be a histogram (a bad, NaN or repeated
+    bound, a NaN, a negative or decreasing count, an +Inf bucket that disagrees with the count)."""
     try:
         pairs = sorted((float(le), count) for le, count in buckets)
     except ValueError:
         return None
+    bounds = [le for le, _ in pairs]
+    if any(math.isnan(le) or le == -math.inf for le in bounds) or len(set(bounds)) < len(bounds):
+        return None  # NOTE: a NaN bound sorts anywhere and breaks every quantile; a repeated one is two series
     counts = [count for _, count in pairs]
     if (not all(math.isfinite(c) for c in counts) or not math.isfinite(total) or not math.isfinite(summed)
             or any(b < a for a, b in zip(counts, counts[1:])) or (counts and counts[0] < 0) or total < 0

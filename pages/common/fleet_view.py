@@ -28,6 +28,7 @@ from calculator.observe.fleet_latency import QUANTILES, latency_of
 from calculator.observe.latency import LATENCY_HISTOGRAMS
 from calculator.url_state import to_query_params
 
+from . import sentence
 from .inputs import cached_model_spec
 from .live_view import access_policy, resolve_spec
 from .outputs import CHART_CONFIG
@@ -198,7 +199,10 @@ def group_panel(group: ReplicaGroup, spec: ModelSpec | None, base: Scenario, tar
             estimated[replica.name] = result.capacity.num_gpu_blocks
         except CalculatorError as exc:
             st.caption(f"Estimate for {replica.name}: {exc}")
-    workload = observed_workload(group.replicas)
+    try:
+        workload, unusable = observed_workload(group.replicas), None
+    except CalculatorError as exc:
+        workload, unusable = None, sentence(exc)
     rows = replica_rows(group, workload, labels)
     st.dataframe(rows[:TABLE_ROWS], hide_index=True, key=f"replicas_{group.title}")
     if len(rows) > TABLE_ROWS:
@@ -216,7 +220,10 @@ def group_panel(group: ReplicaGroup, spec: ModelSpec | None, base: Scenario, tar
         st.plotly_chart(live_history_figure(group.times, group.used_tokens, group.kv_cache_tokens, group.running,
                                             group.waiting), config=CHART_CONFIG, key=f"load_{group.title}")
     if workload is None:
-        st.info("No request finished within the range: there are no lengths to plan with.")
+        if unusable:
+            st.warning(unusable, icon="⚠️")
+        else:
+            st.info("No request finished within the range: there are no lengths to plan with.")
         return
     plan = fleet_plan(group, workload, target, headroom)
     plan_panel(plan, group)

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import streamlit as st
 
-from calculator import CalculatorError, ModelSpec, Scenario, estimate, gpu_catalog, preset_ids, workload_capacity
+from calculator import (
+    CalculatorError,
+    ModelSpec,
+    Scenario,
+    Workload,
+    estimate,
+    gpu_catalog,
+    preset_ids,
+    workload_capacity,
+)
 from calculator.charts import histogram_figure, live_history_figure, memory_stack_figure
 from calculator.engine.estimate import Estimate
 from calculator.model.model_source import load_model_spec
@@ -33,6 +42,7 @@ from calculator.observe.metrics import EngineMetrics, rates
 from calculator.scenario import DEFAULT_GPU
 from calculator.units import GIB
 
+from . import sentence
 from .live_latency import latency_section
 from .outputs import CHART_CONFIG
 from .state import plan_link
@@ -162,9 +172,14 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
     usage_section(engine, change)
     activity_section(points, key)
     usage = estimate_section(report, engine, spec, base, gpu_choice, points, key)
-    if usage is not None:
-        workload_section(engine, change, usage, key)
-    latency_section(points, engine, change, usage, workload_from_server(engine, change), key,
+    try:
+        workload = workload_from_server(engine, change)
+    except CalculatorError as exc:
+        st.warning(sentence(exc), icon="⚠️")
+        workload = None
+    if usage is not None and workload is not None:
+        workload_section(engine, workload, usage, key)
+    latency_section(points, engine, change, usage, workload, key,
                     advice(engine, change, preemptions_rising([(t, e) for t, e, _ in points])))
 
 
@@ -311,10 +326,7 @@ def gpu_options() -> dict[str, str]:
 
 # --- the workload it really sees -----------------------------------------------------------------------------
 
-def workload_section(engine: EngineMetrics, change, actual: Estimate, key: str) -> None:
-    workload = workload_from_server(engine, change)
-    if workload is None:
-        return
+def workload_section(engine: EngineMetrics, workload: Workload, actual: Estimate, key: str) -> None:
     capacity = workload_capacity(actual, workload)
     st.markdown(f"#### This server's real workload\nPrompts {workload.prompt_tokens_mean:,} tokens on average "
                 f"(p95 {workload.prompt_tokens_p95:,}), outputs {workload.output_tokens_mean:,} "
