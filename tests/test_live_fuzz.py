@@ -4,6 +4,7 @@ one of our errors (a clear line) — never another exception, never past the dea
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from pathlib import Path
@@ -195,3 +196,109 @@ def test_hostile_prometheus_behaviours_end_by_the_deadline_in_a_value_or_our_err
         except CalculatorError as exc:
             assert "\n" not in str(exc)
     assert time.monotonic() - started < client.deadline_s + 0.7
+
+
+# --- issue 28: impossible readings through the Live and Fleet pages: sentences, never a traceback ------------------
+
+PAGES = Path(__file__).resolve().parents[1] / "pages"
+TINY_CONFIG = Path(__file__).parent / "data" / "tiny-configs" / "tiny-llama.config.json"
+
+
+def shown_text(app) -> str:
+    return " ".join(str(e.value) for kind in ("error", "warning", "info", "caption", "markdown")
+                    for e in getattr(app, kind))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_live_page_turns_impossible_readings_into_sentences(serve, local_dashboard, seed):
+    from streamlit.testing.v1 import AppTest
+
+    rng = random.Random(5000 + seed)
+
+    def json_or(good: object):
+        return answer(200, rng.choice(hostile.HOSTILE_JSON_BODIES)) if rng.random() < 0.4 else answer(200, good)
+
+    length = rng.choice([1024, 200_000_000, 10**30, 0, "4096"])
+    routes = {"/metrics": answer(200, hostile.impossible_metrics(rng, CAPTURE).encode(), "text/plain"),
+              "/health": answer(200, b""), "/version": json_or({"version": "0.32.0"}),
+              "/v1/models": json_or({"object": "list", "data": [{"id": "tiny", "max_model_len": length}]}),
+              "/server_info": json_or({"vllm_config": {"device_config": {"device": "cpu"}}})}
+    server = serve(routes)
+    app = AppTest.from_file(str(PAGES / "live.py"), default_timeout=60)
+    app.session_state["live_url"] = server.url
+    app.session_state["live_interval"] = "off"
+    app.session_state["live_model_id"] = str(TINY_CONFIG)
+    for _ in range(2):  # the second read has a previous one: rates, activity, history
+        app.run()
+        assert not app.exception, [e.value for e in app.exception]
+    assert "Traceback" not in shown_text(app)
+
+
+def prometheus_answer(rng: random.Random, result_type: str, items: list[dict]) -> bytes:
+    """A Prometheus answer of ``items``, or one of the wrong shape, or hostile JSON."""
+    roll = rng.random()
+    if roll < 0.15:
+        return rng.choice(hostile.HOSTILE_JSON_BODIES)
+    if roll < 0.3:
+        result = rng.choice([5, "x", {"a": 1}, [1, "two"], [{"metric": "m", "value": {}}],
+                             [{"metric": {"__name__": {"deep": [1]}}, "values": "none"}]])
+        return json.dumps({"status": "success", "data": {"resultType": result_type, "result": result}}).encode()
+    if roll < 0.4:
+        return json.dumps({"status": "error", "errorType": "x" * 100_000, "error": "y" * 100_000}).encode()
+    return json.dumps({"status": "success", "warnings": rng.choice([None, "w", ["w"] * 1000]),
+                       "data": {"resultType": result_type, "result": items}}).encode()
+
+
+def hostile_sample(rng: random.Random, sample) -> dict:
+    labels = dict(sample.labels)
+    if "le" in labels and rng.random() < 0.3:
+        labels["le"] = rng.choice(["NaN", "1e308", "-Inf", labels["le"]])
+    for key in ("block_size", "num_gpu_blocks", "kv_cache_size_tokens"):
+        if key in labels and rng.random() < 0.5:
+            labels[key] = rng.choice(["0", "5000", "1e400", "-1", "99999999999999999999"])
+    value = sample.value
+    if rng.random() < 0.2:
+        value = rng.choice([1e308, -1e308, 4e7, 2000.0, -3.0])
+    return {"metric": labels, "value": [END_S, repr(value) if rng.random() < 0.9 else rng.choice(["NaN", "+Inf"])]}
+
+
+END_S = 1100.0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_fleet_page_turns_prometheus_answers_of_any_shape_into_sentences(local_dashboard, seed):
+    from urllib.parse import parse_qs, urlsplit
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+    from support.fleet_reading import AT_END, AT_START, OVER_RANGE
+    from support.http_server import RouteServer, send
+
+    rng = random.Random(6000 + seed)
+
+    def route(build):
+        def reply(handler):
+            send(handler, (200, {"Content-Type": "application/json"}, build(parse_qs(urlsplit(handler.path).query))))
+        return reply
+
+    def instant(params):
+        samples = AT_END if abs(float(params["time"][0]) - END_S) < 1e-3 else AT_START
+        return prometheus_answer(rng, "vector", [hostile_sample(rng, s) for s in samples])
+
+    def over_range(params):
+        return prometheus_answer(rng, "matrix", [{"metric": s.labels, "values": [[t, repr(v)] for t, v in s.points]}
+                                                 for s in OVER_RANGE])
+
+    server = RouteServer({"/api/v1/query": route(instant), "/api/v1/query_range": route(over_range),
+                          "/api/v1/series": route(lambda params: b'{"status": "success", "data": []}')})
+    st.cache_data.clear()
+    try:
+        app = AppTest.from_file(str(PAGES / "fleet.py"), default_timeout=60)
+        app.session_state["fleet_url"] = server.url
+        app.session_state["fleet_freeze"] = True
+        app.session_state["fleet_end_s"] = END_S
+        app.run()
+    finally:
+        server.close()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "Traceback" not in shown_text(app)

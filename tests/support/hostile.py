@@ -117,3 +117,42 @@ def endless_chunks(chunk: bytes = b"vllm:num_requests_running 1\n", every_s: flo
             if every_s:
                 time.sleep(every_s)
     return route
+
+
+# --- readings that parse but say impossible things (issue 28) -------------------------------------------------------
+
+HOSTILE_JSON_BODIES = (
+    b"[" * 100_000 + b"]" * 100_000,  # deeper than any parser's recursion limit
+    b'{"a": ' * 40 + b"1" + b"}" * 40,  # deeper than a page draws
+    b'{"version": ' + b"9" * 5000 + b"}",  # more digits than int() takes
+    b"[" + b"0," * 300_000 + b"0]",  # long
+    b'{"data": [{"id": {"x": [1]}, "max_model_len": "4096"}], "version": ["0.32"]}',  # the wrong types
+    b"\xff\xfe{}",  # not UTF-8
+)
+
+
+def impossible_metrics(rng, capture: str) -> str:
+    """The capture with impossible settings in ``vllm:cache_config_info`` and impossible histograms: block sizes of
+    0 or 5,000, overrides past any bound, NaN and 1e308 bucket bounds, a mean prompt above 1e7 tokens, n above 1,024."""
+    text = capture
+    for key, values in (("block_size", ("0", "5000", "-16", "1e400", "16")),
+                        ("num_gpu_blocks", ("0", "99999999999999999999", "16")),
+                        ("num_gpu_blocks_override", (str(2**50), "0", "16")),
+                        ("kv_cache_memory_bytes", (str(2**60), "1073741824")),
+                        ("gpu_memory_utilization", ("NaN", "5", "0.92"))):
+        text = text.replace(f',{key}="{_label(capture, key)}"', f',{key}="{rng.choice(values)}"', 1)
+    family = rng.choice(("request_prompt_tokens", "request_generation_tokens", "request_params_n"))
+    bound, total = rng.choice((('"NaN"', None), ('"1e308"', None), ('"nan"', None), (None, "1e12"), (None, "4000000")))
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(f"vllm:{family}_bucket") and bound and 'le="5.0"' in line:
+            line = line.replace('le="5.0"', f"le={bound}")
+        if line.startswith(f"vllm:{family}_sum") and total:
+            line = line.rsplit(" ", 1)[0] + " " + total
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _label(text: str, key: str) -> str:
+    start = text.index(f',{key}="') + len(key) + 3
+    return text[start:text.index('"', start)]
