@@ -199,6 +199,8 @@ def _validated(model_type: type[BaseModel], values: dict[str, Any], keys: Mappin
                     _drop(values, field, keys, _reason(exc, field, values[field]), warnings)
                 continue
             rule = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors() if not e["loc"])
+            for field, key in keys.items():  # the rule names the fields as the link does: "(gpu_memory_gib)" -> "(mem)"
+                rule = rule.replace(f"({field})", f"({key})")
             for field in _fewest_to_drop(model_type, values):
                 _drop(values, field, keys, rule or "inconsistent with the other values", warnings)
     return model_type()

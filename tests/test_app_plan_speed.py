@@ -110,7 +110,8 @@ def test_bad_link_values_get_one_clear_line_each() -> None:
     warnings = [w.value for w in app.warning]
     assert ("Share link: ignored link value rate='fast': input should be a valid number, unable to parse string "
             "as a number; using the default") in warnings
-    assert "Share link: ignored link value price='-3': input should be greater than or equal to 0.01; using the default" in warnings
+    assert ("Share link: ignored link value price='-3': input should be greater than or equal to 0.01; using the "
+            "default") in warnings
     assert "Tokens/s per user" in metrics(app)
 
 
@@ -128,8 +129,8 @@ def test_a_bad_speed_input_is_one_clear_line_and_the_memory_plan_stays() -> None
     app.number_input(key="plan_speed_usd_per_gpu_hour").set_value(10_000.0).run()
     assert not app.exception
     assert [e.value for e in app.error] == [
-        "**Speed inputs: usd_per_gpu_hour: input should be less than 10000.** Fix the highlighted value in the "
-        "sidebar."]
+        "**Speed inputs: Price ($ per GPU-hour): input should be less than 10000.** Fix the highlighted value in "
+        "the sidebar."]
     assert "KV cache tokens" in metrics(app) and "Tokens/s per user" not in metrics(app)
 
 
@@ -211,7 +212,7 @@ def test_a_failed_cross_field_check_keeps_the_valid_model() -> None:
     app = run_app({"m": "Qwen/Qwen2.5-7B-Instruct", "g": "none", "mem": "nan"})
     assert [w.value for w in app.warning] == [
         "Share link: ignored link value mem='nan': not a finite number; using the default",
-        "Share link: ignored link value g='none': give a GPU from the catalog or its memory (gpu_memory_gib); using "
+        "Share link: ignored link value g='none': give a GPU from the catalog or its memory (mem); using "
         "the default"]
     assert app.selectbox(key="plan_preset").value == "Qwen/Qwen2.5-7B-Instruct"  # a bundled preset
     assert not app.error

@@ -125,7 +125,7 @@ def test_a_cross_field_failure_keeps_the_valid_model_and_names_what_it_dropped()
     assert link.scenario == Scenario(model="Qwen/Qwen2.5-7B-Instruct")
     assert link.warnings == (
         "ignored link value mem='nan': not a finite number; using the default",
-        "ignored link value g='none': give a GPU from the catalog or its memory (gpu_memory_gib); using the default")
+        "ignored link value g='none': give a GPU from the catalog or its memory (mem); using the default")
 
 
 def test_a_rule_across_workload_fields_drops_the_dependent_field_only():

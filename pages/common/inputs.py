@@ -205,7 +205,8 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
     default_util = 1.0 if rules_for(version).memory_formula == "v1_extensible" else \
         rules_for(version).default_gpu_memory_utilization
     st.session_state.setdefault(f"{prefix}_util", default_util)
-    util = st.slider("gpu_memory_utilization", *UTILIZATION_SLIDER, step=0.01, key=f"{prefix}_util", disabled=use_default,
+    util = st.slider("gpu_memory_utilization", *UTILIZATION_SLIDER, step=0.01, key=f"{prefix}_util",
+                     disabled=use_default,
                      help=f"vLLM {version} default: {default_util}; vLLM accepts 0 < value ≤ 1")
     util_note = st.empty()
     context = spec.derived_max_model_len if spec else None

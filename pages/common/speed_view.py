@@ -31,6 +31,17 @@ MEASURED_FIELDS = (
 )
 
 
+LABELS = {"usd_per_gpu_hour": "Price ($ per GPU-hour)", "gpu_memory_bandwidth_gb_s": "GPU bandwidth (GB/s)",
+          "gpu_bf16_tflops": "GPU BF16 TFLOPS", "request_rate": "Request rate (requests/s)",
+          **{field: label for field, label, _, _ in (*SLO_FIELDS, *MEASURED_FIELDS)}}
+
+
+def _named(problem: str) -> str:
+    """``usd_per_gpu_hour: input should ...`` as the sidebar labels the input: ``Price ($ per GPU-hour): ...``."""
+    field, _, rest = problem.partition(": ")
+    return f"{LABELS[field]}: {rest}" if field in LABELS else problem
+
+
 def _number(prefix: str, field: str, label: str, placeholder: str, step: float, column=st) -> float | None:
     """An optional number within what SpeedInputs accepts for ``field`` (the same range as a link's)."""
     low, high = field_bounds(SpeedInputs, field)
@@ -71,7 +82,7 @@ def inputs_section(prefix: str) -> SpeedInputs | str:
     try:
         return SpeedInputs(**values)
     except ValidationError as exc:
-        return first_error(exc)
+        return _named(first_error(exc))
 
 
 def _rate_placeholder(catalog_value: float | None) -> str:
