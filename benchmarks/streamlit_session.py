@@ -44,9 +44,10 @@ class StreamlitSession:
     """
 
     def __init__(self, base_url: str, *, query_string: str = "", source_address: str | None = None,
-                 run_timeout_s: float = 120.0) -> None:
+                 run_timeout_s: float = 120.0, page: str = "") -> None:
         self._url = base_url.replace("http://", "ws://").rstrip("/") + "/_stcore/stream"
         self._query_string = query_string
+        self._page = page  # the page's URL path ("learn"); "" is the default page
         self._source_address = source_address
         self._timeout_s = run_timeout_s
         self._socket: ClientConnection | None = None
@@ -77,6 +78,7 @@ class StreamlitSession:
         message = BackMsg()
         message.rerun_script.query_string = self._query_string
         message.rerun_script.page_script_hash = ""
+        message.rerun_script.page_name = self._page
         message.rerun_script.widget_states.widgets.extend(self._held.values())
         assert self._socket is not None, "use `async with StreamlitSession(...)`"
         started = time.perf_counter()
@@ -162,6 +164,9 @@ def _drawn_state(kind: str, body: Any) -> WidgetState | None:
     state = WidgetState(id=body.id)
     if kind == "checkbox":
         state.bool_value = body.value if body.set_value else body.default
+    elif kind == "slider" and body.options:  # a select_slider: the browser sends its options' labels
+        state.string_array_value.data.extend(body.options[int(i)] for i in (body.value if body.set_value
+                                                                            else body.default))
     elif kind == "slider":
         state.double_array_value.data.extend(body.value if body.set_value else body.default)
     elif kind in ("number_input", "text_area", "text_input"):

@@ -175,3 +175,25 @@ def test_a_short_request_is_drawn_block_by_block_as_before():
     assert list(heatmap.text[0]) == ["shared prefix block 0: 16/16", "shared prefix block 1: 16/16",
                                      "block 2: 16/16 tokens", "block 3: 16/16 tokens", "block 4: 6/16 tokens"]
     assert "each cell" not in figure.layout.title.text
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_block_figures_of_any_size_stay_within_their_cells_and_count_every_block(seed):
+    """Seeded: requests up to 1e8 tokens in blocks of 1 to 128; each row has at most MAX_BLOCK_COLUMNS cells and
+    the cells' labels together count exactly the request's blocks."""
+    import random
+    import re
+
+    rng = random.Random(seed)
+    block = rng.choice([1, 2, 16, 128])
+    prompt, output = rng.randrange(1, 10**rng.randrange(1, 8)), rng.randrange(0, 10**rng.randrange(1, 8))
+    samples = rng.randrange(1, 17)
+    figure = samples_block_figure(prompt, output, samples, block, shared_prefix_tokens=rng.randrange(0, prompt + 1))
+    blocks = -(-(prompt + output) // block)
+    heatmap = figure.data[0]
+    step = -(-blocks // MAX_BLOCK_COLUMNS)  # blocks per cell: the fewest that keep a row within the limit
+    assert len(heatmap.z) == samples and all(len(row) == -(-blocks // step) <= MAX_BLOCK_COLUMNS for row in heatmap.z)
+    if blocks > MAX_BLOCK_COLUMNS:
+        counted = sum(int(n.replace(",", "")) for label in heatmap.text[0]
+                      for n in re.findall(r"(?:: |, )([\d,]+) ", label))
+        assert counted == blocks
