@@ -195,33 +195,32 @@ def test_the_speed_campaign_reaches_tiny_floats_in_every_rate_flag():
     assert sum(1 for args in SPEED_CASES if run_in_process(args)[0] == 0) >= 20  # the model answers, not argparse
 
 
-@pytest.mark.parametrize("args", SPEED_CASES, ids=[f"{i:03d}" for i in range(len(SPEED_CASES))])
-def test_every_speed_argument_set_ends_in_real_numbers_or_one_line(args):
+def json_or_one_line(args: list[str]) -> dict | None:
+    """The command's JSON (exit 0, only warnings on stderr), or None after checking its one error line (exit 2)."""
     code, stdout, stderr = run_in_process(args)
     assert "Traceback" not in stderr, (args, stderr)
     if code == 2:
         lines = stderr.strip().splitlines()
         assert stdout == "" and len(lines) == 1 and lines[0].startswith("error: "), (args, stderr)
         assert "unexpected" not in lines[0] and "--value" not in lines[0], (args, lines[0])
-        return
+        return None
     assert code == 0, (args, code, stderr)
-    result = json.loads(stdout)
-    if not result["saturated"]:
-        assert all(result[key] is not None and result[key] > 0 for key in TIMINGS), (args, result)
     assert all(line.startswith("warning: ") for line in stderr.splitlines()), (args, stderr)
+    return json.loads(stdout)
+
+
+@pytest.mark.parametrize("args", SPEED_CASES, ids=[f"{i:03d}" for i in range(len(SPEED_CASES))])
+def test_every_speed_argument_set_ends_in_real_numbers_or_one_line(args):
+    result = json_or_one_line(args)
+    if result is not None and not result["saturated"]:
+        assert all(result[key] is not None and result[key] > 0 for key in TIMINGS), (args, result)
 
 
 @pytest.mark.parametrize("args", RECOMMEND_CASES, ids=[f"{i:03d}" for i in range(len(RECOMMEND_CASES))])
 def test_every_recommend_argument_set_ends_in_a_ranking_or_one_line(args):
-    code, stdout, stderr = run_in_process(args)
-    assert "Traceback" not in stderr, (args, stderr)
-    if code == 2:
-        lines = stderr.strip().splitlines()
-        assert stdout == "" and len(lines) == 1 and lines[0].startswith("error: "), (args, stderr)
-        assert "unexpected" not in lines[0], (args, lines[0])
+    result = json_or_one_line(args)
+    if result is None:
         return
-    assert code == 0, (args, code, stderr)
-    result = json.loads(stdout)
     # Input no deployment could serve is refused up front, never repeated as every row's reason.
     reasons = {row["reason"] for row in result["rejected"]}
     assert not any("not a vLLM version" in r or "exceed max_model_len" in r or "derived max_model_len" in r
