@@ -250,3 +250,22 @@ def test_a_series_of_a_million_points_is_refused_before_it_is_read(serve):
         client.query_range("vllm:num_requests_running", window)
     assert time.monotonic() - started < 5
     assert window.points == 361  # 3,600 s in 10 s steps, both ends included
+
+
+def test_an_answer_of_more_series_or_points_than_a_page_reads_is_refused(serve):
+    from calculator.observe.fleet_client import MAX_RANGE_POINTS, MAX_SAMPLES
+
+    vector = b'{"status":"success","data":{"resultType":"vector","result":[' + b",".join(
+        [b'{"metric":{},"value":[1,"1"]}'] * (MAX_SAMPLES + 1)) + b"]}}"
+    window = time_range(end_s=1_000_000.0, duration_s=9990, max_points=1000)  # 1,000 points per series
+    series = b'{"metric":{},"values":[' + b",".join(b'[%d,"1"]' % (990_010 + 10 * i) for i in range(1000)) + b"]}"
+    matrix = (b'{"status":"success","data":{"resultType":"matrix","result":['
+              + b",".join([series] * (MAX_RANGE_POINTS // 1000 + 1)) + b"]}}")
+    server = serve({"/api/v1/query": answer(200, vector), "/api/v1/query_range": answer(200, matrix)})
+    with PrometheusClient(server.url) as client:
+        with pytest.raises(PrometheusQueryError, match=r"answered 100,001 series, more than this page reads "
+                                                       r"\(100,000\): narrow the filter"):
+            client.query("up")
+        with pytest.raises(PrometheusQueryError, match=r"answered 1,001,000 points, more than this page reads "
+                                                       r"\(1,000,000\)"):
+            client.query_range("up", window)

@@ -32,6 +32,10 @@ CONNECT_TIMEOUT_S = 3.0
 QUERY_TIMEOUT_S = 15.0  # sent to Prometheus as ?timeout=, so it stops evaluating when we stop waiting
 MAX_RESPONSE_BYTES = 32 << 20  # ~100 replicas x 60 series x 1,000 points is about 20 MB of JSON
 MAX_WARNINGS = 20  # Prometheus's own warnings kept from one answer
+# NOTE: what one answer may hold, checked before any of it is turned into samples: 100 replicas expose some 300 vLLM
+# series each (30,000 samples), and the range query reads 3 gauges per replica at up to 1,000 points each.
+MAX_SAMPLES = 100_000
+MAX_RANGE_POINTS = 1_000_000
 MAX_ERROR_TYPE_CHARS = 40  # Prometheus's error types are single words: bad_data, execution, timeout
 _T = TypeVar("_T")
 
@@ -137,7 +141,11 @@ class PrometheusClient:
         if not isinstance(data, dict) or data.get("resultType") != "vector":
             raise PrometheusQueryError(f"expected an instant vector, Prometheus returned {_kind(data)}")
         samples = []
-        for item in self._result(data, "/api/v1/query"):
+        result = self._result(data, "/api/v1/query")
+        if len(result) > MAX_SAMPLES:
+            raise PrometheusQueryError(f"{self.base_url}/api/v1/query answered {len(result):,} series, more than "
+                                       f"this page reads ({MAX_SAMPLES:,}): narrow the filter")
+        for item in result:
             labels, value = _labels(item), _value(item.get("value"))
             if value is None:
                 self.warnings.append(f"{_describe(labels)} is not a finite number; ignored")
@@ -153,7 +161,13 @@ class PrometheusClient:
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise PrometheusQueryError(f"expected a range matrix, Prometheus returned {_kind(data)}")
         series = []
-        for item in self._result(data, "/api/v1/query_range"):
+        result = self._result(data, "/api/v1/query_range")
+        total = sum(len(item["values"]) for item in result if isinstance(item.get("values"), list))
+        if total > MAX_RANGE_POINTS:
+            raise PrometheusQueryError(f"{self.base_url}/api/v1/query_range answered {total:,} points, more than "
+                                       f"this page reads ({MAX_RANGE_POINTS:,}): narrow the filter or shorten the "
+                                       "time range")
+        for item in result:
             values = item.get("values", [])
             # NOTE: Prometheus answers at most one point per step; a longer series is not its answer, and reading
             # a million points would hold the page for a minute and more.
