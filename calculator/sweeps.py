@@ -67,7 +67,10 @@ def default_values(field: str, scenario: Scenario, spec: ModelSpec, points: int 
     if field == "max_model_len":
         top = spec.derived_max_model_len
         step = max(1, top // points)
-        return sorted({*range(step, top + 1, step), top})
+        # NOTE: the headline's "largest max_model_len" is a point of its own, so the sweep's fit boundary is that
+        # exact value rather than the last fitting point of the coarse grid.
+        largest = _largest_max_model_len(scenario, spec)
+        return sorted({*range(step, top + 1, step), top, *([largest] if 0 < largest <= top else [])})
     if field == "gpu_memory_utilization":
         return [round(0.50 + i * 0.01, 2) for i in range(51)]
     if field == "tensor_parallel_size":
@@ -79,6 +82,13 @@ def default_values(field: str, scenario: Scenario, spec: ModelSpec, points: int 
     if field == "block_size":
         return [16, 32, 64, 128]
     raise CalculatorError(f"cannot sweep {field!r}")
+
+
+def _largest_max_model_len(scenario: Scenario, spec: ModelSpec) -> int:
+    try:
+        return estimate(scenario, spec).max_fitting_model_len
+    except CalculatorError:
+        return 0
 
 
 def fit_boundary(points: Sequence[SweepPoint]) -> Any | None:

@@ -37,3 +37,29 @@ def test_default_ranges_and_csv():
     csv_text = points_to_csv(sweep(SCENARIO, "max_model_len", [1024]), "max_model_len")
     assert csv_text.splitlines()[0].startswith("max_model_len,fits,num_gpus")
     assert csv_text.splitlines()[1].startswith("1024,True,1,4096,")
+
+
+def test_the_max_model_len_sweeps_boundary_is_the_headlines_largest_max_model_len():
+    # Issue 26 item 3: a 40-point grid (steps of 3,276) put the boundary at 19,656 for a headline of 21,248.
+    # Here: 8 GiB of KV cache in 2 MiB blocks of 16 tokens, minus the null block, hold 4,095 x 16 = 65,520 tokens,
+    # the longest request vLLM starts with; the grid's own points around it are 62,244 and 65,535.
+    spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    values = default_values("max_model_len", SCENARIO, spec)
+    assert 65520 in values
+    assert fit_boundary(sweep(SCENARIO, "max_model_len", values, spec)) == 65520
+    assert estimate(SCENARIO, spec).max_fitting_model_len == 65520
+
+
+def test_no_max_model_len_above_the_models_own_fits():
+    # Issue 26 item 2: vLLM refuses 65,536 for Qwen3-30B-A3B (40,960 in its config.json), however much KV cache is
+    # free, so the largest max_model_len is 40,960 and the fix says so, with VLLM_ALLOW_LONG_MAX_MODEL_LEN as the other.
+    from calculator.engine.advice import fixes
+
+    scenario = Scenario(model="Qwen/Qwen3-30B-A3B", gpu="h100-sxm-80gb", tensor_parallel_size=2, quantization="fp8",
+                        max_model_len=65536)
+    result = estimate(scenario, load_model_spec(scenario.model))
+    assert not result.fits and result.max_fitting_model_len == 40960
+    options = {fix.description.split(" (")[0]: fix for fix in fixes(result)}
+    assert options["lower max_model_len to 40,960"].changes == {"max_model_len": 40960}
+    allow = options["set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to keep max_model_len 65,536"]
+    assert allow.environment == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} and allow.changes == {}

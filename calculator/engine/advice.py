@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import CalculatorError
 from ..model.spec import ModelSpec, QuantizationSpec
@@ -27,6 +27,7 @@ class Fix(BaseModel):
     max_concurrency: float
     kv_cache_tokens: int
     checkpoint: str | None = None  # the fix needs another checkpoint of the model (e.g. a 4-bit one)
+    environment: dict[str, str] = Field(default_factory=dict)  # variables the command must set (e.g. VLLM_ALLOW_...)
 
 
 # A typical 4-bit checkpoint of a 16-bit model: AWQ, 128-input groups, fp16 scales and zero points (GPTQ with
@@ -104,8 +105,11 @@ def fixes(result: Estimate) -> list[Fix]:
         return []
     scenario, spec, settings = result.scenario, result.model, result.settings
     candidates: list[tuple[str, dict[str, object]]] = []
+    too_long = settings.max_model_len > spec.derived_max_model_len
     if result.max_fitting_model_len > 0 and result.max_fitting_model_len < settings.max_model_len:
-        candidates.append((f"lower max_model_len to {result.max_fitting_model_len:,} (the largest that fits)",
+        why = ("the model's own limit, from its config.json" if too_long
+               and result.max_fitting_model_len == spec.derived_max_model_len else "the largest that fits")
+        candidates.append((f"lower max_model_len to {result.max_fitting_model_len:,} ({why})",
                            {"max_model_len": result.max_fitting_model_len}))
     for seqs in (128, 64, 32):
         if seqs < settings.max_num_seqs:
@@ -145,6 +149,13 @@ def fixes(result: Estimate) -> list[Fix]:
         if fixed is not None:
             found.append(Fix(description=description, changes=changes, max_concurrency=fixed.capacity.max_concurrency,
                              kv_cache_tokens=fixed.capacity.kv_cache_tokens))
+    if too_long and result.settings.error and _fits_but_for_length(result):
+        found.append(Fix(description=f"set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to keep max_model_len "
+                                     f"{settings.max_model_len:,} (risk: past the {spec.derived_max_model_len:,} "
+                                     "tokens the model was trained for, outputs may be wrong or CUDA may fail)",
+                         changes={}, environment={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
+                         max_concurrency=result.capacity.max_concurrency,
+                         kv_cache_tokens=result.capacity.kv_cache_tokens))
     if spec.quantization is None or spec.quantization.weight_bits > 4:
         variant, plain = four_bit_spec(spec), scenario.replace(quantization=None)
         four_bit, changes = _try(plain, variant), {}
@@ -160,6 +171,12 @@ def fixes(result: Estimate) -> list[Fix]:
                              max_concurrency=four_bit.capacity.max_concurrency,
                              kv_cache_tokens=four_bit.capacity.kv_cache_tokens))
     return found
+
+
+def _fits_but_for_length(result: Estimate) -> bool:
+    """Whether memory alone would start ``result`` (its only refusal being max_model_len above the model's)."""
+    return (result.refusal is None and result.kv_cache_bytes > 0 and weights_exceed(result) is None
+            and result.capacity.max_concurrency >= 1)
 
 
 class LadderRow(BaseModel):

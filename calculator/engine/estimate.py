@@ -193,7 +193,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     capacity = capacity_figures(layout, rules, num_gpu_blocks=num_blocks, max_model_len=settings.max_model_len,
                                 in_flight=in_flight)
     usable = _usable_for_one_request(rules, layout, budgets, scenario.num_gpu_blocks_override)
-    upper = max(settings.max_model_len, spec.derived_max_model_len)
+    # NOTE: above the model's own length vLLM refuses to start (without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1), so no
+    # longer max_model_len is one that "fits", however much KV cache is free.
+    upper = spec.derived_max_model_len
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
     refusal = settings.refusal or kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None)
