@@ -7,6 +7,8 @@ server. Each bound sits one to two orders of magnitude above the largest publish
 
 from __future__ import annotations
 
+from annotated_types import Ge, Gt, Le, Lt
+
 MAX_LAYERS = 10_000  # Llama-3.1-405B has 126 decoder layers
 MAX_WIDTH = 1 << 20  # hidden and intermediate sizes, LoRA ranks; Llama-3.1-405B: hidden 16,384, MLP 53,248
 MAX_HEADS = 1 << 16  # attention, KV and state heads; the largest models use 128
@@ -36,8 +38,6 @@ MAX_MODEL_REFERENCE_CHARS = 1024  # a Hub id (96 chars at most), a path or a fol
 def field_bounds(model: type, field: str) -> tuple[float | None, float | None]:
     """(lowest, highest) value a pydantic model accepts for ``field``: widgets, links and CLI flags check the
     same range the model does."""
-    from annotated_types import Ge, Gt, Le, Lt
-
     low = high = None
     for rule in model.model_fields[field].metadata:
         if isinstance(rule, Ge):
