@@ -136,7 +136,7 @@ def impossible_metrics(rng, capture: str) -> str:
     0 or 5,000, overrides past any bound, NaN and 1e308 bucket bounds, a mean prompt above 1e7 tokens, n above 1,024."""
     text = capture
     for key, values in (("block_size", ("0", "5000", "-16", "1e400", "16")),
-                        ("num_gpu_blocks", ("0", "99999999999999999999", "16")),
+                        ("num_gpu_blocks", ("0", str(2**52), "99999999999999999999", "16")),
                         ("num_gpu_blocks_override", (str(2**50), "0", "16")),
                         ("kv_cache_memory_bytes", (str(2**60), "1073741824")),
                         ("gpu_memory_utilization", ("NaN", "5", "0.92"))):
