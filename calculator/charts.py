@@ -246,7 +246,8 @@ def _block_row(runs: Sequence[_Run], width: int, step: int) -> tuple[list[int | 
 
 
 def _drawn_per_cell(step: int) -> str:
-    return "" if step == 1 else f" — each cell is {step:,} blocks (more than {MAX_BLOCK_COLUMNS} are not drawn one by one)"
+    return "" if step == 1 else (f" — each cell is {step:,} blocks (more than {MAX_BLOCK_COLUMNS} are not drawn one "
+                                 "by one)")
 
 
 def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_prefix_tokens: int = 0) -> go.Figure:

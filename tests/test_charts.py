@@ -149,7 +149,8 @@ def test_a_request_of_twenty_million_one_token_blocks_draws_two_hundred_cells_pe
     # prefix fills cells 0-49, the rest of the 10,000,000-token prompt cells 50-99, the output cells 100-199.
     assert len(heatmap.z) == 16 and all(len(row) == MAX_BLOCK_COLUMNS == 200 for row in heatmap.z)
     assert list(heatmap.z[15]) == [3] * 50 + [2] * 50 + [1] * 100
-    assert heatmap.text[0][49] == "blocks 4,900,000–4,999,999: 100,000 system prompt blocks (one copy for every request)"
+    assert heatmap.text[0][49] == ("blocks 4,900,000–4,999,999: 100,000 system prompt blocks (one copy for every "
+                                   "request)")
     assert heatmap.text[15][199] == "blocks 19,900,000–19,999,999: 100,000 blocks of sample 16 alone"
     assert figure.layout.title.text.endswith("— each cell is 100,000 blocks (more than 200 are not drawn one by one)")
     assert peak < 8 << 20

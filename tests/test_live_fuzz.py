@@ -105,7 +105,8 @@ def mutate(rng: random.Random, text: str) -> str:
         elif action == 1:
             lines.insert(index, line.replace('engine="0"', f'engine="{rng.randrange(10**6)}"'))
         elif action == 2:
-            lines[index] = line.replace('le="', rng.choice(['le="x', 'le="-', 'le="NaN', 'le="1e308', 'le="-Inf"#']))
+            lines[index] = line.replace('le="', rng.choice(['le="x', 'le="-', 'le="NaN', 'le="1e308',
+                                                             'le="-Inf"#']))
         elif action == 3:
             del lines[index]
         elif action == 4:

@@ -172,9 +172,9 @@ class PrometheusClient:
             # NOTE: Prometheus answers at most one point per step; a longer series is not its answer, and reading
             # a million points would hold the page for a minute and more.
             if not isinstance(values, list) or len(values) > window.points:
-                raise NotPrometheus(f"{self.base_url}/api/v1/query_range answered a series of "
-                                    f"{f'{len(values):,}' if isinstance(values, list) else 'no list of'} points for a range "
-                                    f"of {window.points:,} steps: not Prometheus's answer")
+                count = f"{len(values):,}" if isinstance(values, list) else "no list of"
+                raise NotPrometheus(f"{self.base_url}/api/v1/query_range answered a series of {count} points for a "
+                                    f"range of {window.points:,} steps: not Prometheus's answer")
             points = []
             for pair in values:
                 at, value = _time(pair), _value(pair)

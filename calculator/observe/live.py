@@ -173,7 +173,7 @@ def _check_lengths(figures: dict[str, tuple[float | None, str]]) -> None:
     """Each figure a histogram gives within the Workload field it becomes, else ``UnusableReading``."""
     for name, (value, field) in figures.items():
         _, high = field_bounds(Workload, field)
-        if value is not None and not (math.isfinite(value) and (high is None or value <= high)):
+        if value is not None and not (math.isfinite(value) and value <= high):  # every one of them has a bound
             raise UnusableReading(f"the server's request histograms give {name} of {value:,.6g}, more than the "
                                   f"planner takes ({field} is at most {high:,}): its real workload is not used")
 

@@ -25,7 +25,7 @@ _GAUGES = {
 }
 MAX_ENGINES = 64  # data-parallel servers run a handful of engines; beyond this a /metrics is not one server's
 MAX_WARNINGS = 20
-# NOTE: prometheus_client's parser is pure Python (some 15,000 lines a second): an 8 MiB /metrics of histogram
+# NOTE: prometheus_client's parser is pure Python (5,000-15,000 lines a second): an 8 MiB /metrics of histogram
 # buckets held every refresh ~6 s past its deadline. One engine exposes ~280 lines of the families read here, so
 # this leaves room for some 28 engines (a data-parallel server runs a handful) and keeps a parse near half a second.
 MAX_PARSED_LINES = 8_000
