@@ -59,10 +59,10 @@ _NONE = "none"
 # Where a page's widget is narrower than the model, a link may ask only for what the widget can show (the widget
 # would refuse the value and the page would stop).
 UTILIZATION_SLIDER = (0.01, 1.0)  # the Plan page's gpu_memory_utilization slider moves in hundredths
-PLAN_WIDGET_BOUNDS = {"gpu_memory_utilization": UTILIZATION_SLIDER}
+PLAN_WIDGET_BOUNDS = {"gpu_memory_utilization": (*UTILIZATION_SLIDER, "the Plan page's slider")}
 # The speed model predicts generated tokens: the Recommend page asks for at least one per request.
-RECOMMEND_WIDGET_BOUNDS = {"output_tokens_mean": field_bounds(Traffic, "output_tokens"),
-                           "output_tokens_p95": field_bounds(Traffic, "output_tokens_p95")}
+RECOMMEND_WIDGET_BOUNDS = {"output_tokens_mean": (*field_bounds(Traffic, "output_tokens"), "the Recommend page"),
+                           "output_tokens_p95": (*field_bounds(Traffic, "output_tokens_p95"), "the Recommend page")}
 # Keys a page may add for its own view (e.g. which sweep is shown); they pass through untouched.
 VIEW_KEYS = frozenset({"view", "sweep"})
 # Never written to a link, whatever a caller passes.
@@ -180,13 +180,13 @@ def _check_choices(values: dict[str, Any], warnings: list[str]) -> dict[str, str
 
 
 def _validated(model_type: type[BaseModel], values: dict[str, Any], keys: Mapping[str, str], warnings: list[str],
-               widget_bounds: Mapping[str, tuple[float | None, float | None]] | None = None) -> Any:
+               widget_bounds: Mapping[str, tuple[float | None, float | None, str]] | None = None) -> Any:
     """Validate all values at once; drop each offending field (and, when a rule across fields fails, the fewest
     fields that satisfy it), with a warning that names it and why, and keep the rest."""
     values = dict(values)
-    for field, (low, high) in (widget_bounds or {}).items():
+    for field, (low, high, widget) in (widget_bounds or {}).items():
         if field in values and values[field] is not None:
-            reason = _outside(values[field], low, high)
+            reason = _outside(values[field], low, high, widget)
             if reason:
                 _drop(values, field, keys, reason, warnings)
     for _ in range(len(values) + 1):
@@ -224,16 +224,16 @@ def _fewest_to_drop(model_type: type[BaseModel], values: dict[str, Any]) -> list
     return sorted(values)
 
 
-def _outside(value: Any, low: float | None, high: float | None) -> str | None:
+def _outside(value: Any, low: float | None, high: float | None, widget: str) -> str | None:
     """Why ``value`` lies outside a page widget's range (None: inside it, or not a number, which pydantic says)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
     if low is not None and number < low:
-        return f"below {low:g}, the least this page's input takes"
+        return f"below {low:g}, the least {widget} takes"
     if high is not None and number > high:
-        return f"above {high:g}, the most this page's input takes"
+        return f"above {high:g}, the most {widget} takes"
     return None
 
 

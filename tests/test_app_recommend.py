@@ -119,7 +119,7 @@ def test_a_tiny_rate_is_named_instead_of_dividing_to_zero() -> None:
 def test_a_zero_output_length_is_named_not_shown_as_one(key) -> None:
     app = run_page({key: "0", **SMALL_CASE})
     assert [w.value for w in app.warning] == [
-        f"Share link: ignored link value {key}='0': below 1, the least this page's input takes; using the default"]
+        f"Share link: ignored link value {key}='0': below 1, the least the Recommend page takes; using the default"]
     assert not app.error  # no "p95 below the mean" after a silent change
     assert app.number_input(key="rec_output_tokens_mean").value == 256  # the default, as the warning says
 

@@ -144,7 +144,7 @@ def test_none_is_read_in_any_case():
 def test_a_utilization_below_the_slider_is_named_not_a_crash():
     link = read_link({"u": "0.005"})
     assert link.scenario.gpu_memory_utilization is None
-    assert link.warnings == ("ignored link value u='0.005': below 0.01, the least this page's input takes; using "
+    assert link.warnings == ("ignored link value u='0.005': below 0.01, the least the Plan page's slider takes; using "
                              "the default",)
 
 
@@ -168,8 +168,8 @@ def test_recommend_says_it_dropped_a_zero_output_length():
     link = read_recommend_link({"out": "0", "out95": "0"})
     assert link.workload == Workload()
     assert link.warnings == (
-        "ignored link value out='0': below 1, the least this page's input takes; using the default",
-        "ignored link value out95='0': below 1, the least this page's input takes; using the default")
+        "ignored link value out='0': below 1, the least the Recommend page takes; using the default",
+        "ignored link value out95='0': below 1, the least the Recommend page takes; using the default")
 
 
 def test_prices_round_trip_exactly():
