@@ -101,13 +101,23 @@ def deployment_line(result: Estimate) -> str:
             f"vLLM {result.rules.version}")
 
 
+VERDICT_WORDS = {"fits with margin": "Fits", "borderline": "Borderline", "does not fit": "Does not fit",
+                 "does not run": "Does not run"}
+
+
+def verdict_word(verdict: str) -> str:
+    """The word every page uses for an uncertainty verdict (the one the Plan page's sentence starts with)."""
+    return VERDICT_WORDS.get(verdict, verdict.capitalize())
+
+
 def lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) -> str:
     """One plain sentence: fits / does not / borderline, and why, before any band or quote."""
     s, cap = result.settings, result.capacity
     running = min(int(cap.max_concurrency), s.max_num_seqs)
     bound = "max_num_seqs" if s.max_num_seqs < int(cap.max_concurrency) else "the KV cache"
     room = (f"{_g(result.kv_cache_bytes)} of KV cache per GPU holds {cap.kv_cache_tokens:,} tokens: "
-            f"{running:,} requests of the full {s.max_model_len:,} tokens run at once (limited by {bound})")
+            f"{running:,} request{'' if running == 1 else 's'} of the full {s.max_model_len:,} tokens "
+            f"{'runs' if running == 1 else 'run'} at once (limited by {bound})")
     if verdict == "fits with margin":
         return f"Fits: vLLM {result.rules.version} starts, and {room}."
     if verdict == "borderline":
@@ -126,6 +136,7 @@ def lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) -
     if result.kv_cache_bytes <= 0:
         return ("Does not fit: nothing is left for the KV cache after the weights, the activation peak and the "
                 "overheads.")
-    return (f"Does not fit: one request of {s.max_model_len:,} tokens needs more KV cache than the "
-            f"{_g(result.kv_cache_bytes)} left per GPU; the largest max_model_len that fits is "
-            f"{result.max_fitting_model_len:,}.")
+    # NOTE: the memory left is in vLLM's message below, as vLLM rounds it; repeating ours beside it (with or
+    # without the null block) would print one figure twice, rounded two ways.
+    return (f"Does not fit: one request of {s.max_model_len:,} tokens needs more KV cache than is left per GPU "
+            f"(vLLM's message below); the largest max_model_len that fits is {result.max_fitting_model_len:,}.")

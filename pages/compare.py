@@ -12,6 +12,7 @@ from calculator import (
     CalculatorError,
     Estimate,
     Scenario,
+    Workload,
     estimate,
     find_gpu,
     gpu_catalog,
@@ -21,13 +22,16 @@ from calculator.charts import compare_memory_figure
 from calculator.engine import uncertainty
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.engine.vllm_versions import known_versions
-from calculator.explain import deployment_line
+from calculator.explain import deployment_line, verdict_word
+from calculator.speed.inputs import SpeedInputs, speed_plan
+from calculator.units import format_ms
 from calculator.summary import requests_at_once
 from calculator.units import GIB
 from calculator.url_state import read_link, to_query_params
 from pages.common import import_box, outcomes, page_setup, sentence
 from pages.common.inputs import cached_model_spec, valid_quantizations
 from pages.common.outputs import CHART_CONFIG
+from pages.common.speed_view import usd
 from pages.common.state import CUSTOM_GPU, FROM_CHECKPOINT, MODEL_SOURCES, plan_link, share_link
 
 PREFIX = "cmp"
@@ -144,14 +148,39 @@ def scenario_editor(letter: str, column) -> Scenario | str:
         return str(exc).splitlines()[-1]
 
 
-def table(results: list[tuple[str, Estimate]]) -> None:
-    """One row per figure, one column per scenario: the same verdicts as Plan, vLLM's effective batch limits."""
+def speed_rows(result: Estimate, workload: Workload) -> dict[str, str]:
+    """Plan's capacity plan for the same scenario, load and (default) SLOs: GPUs, speed, cost and the SLO verdict."""
+    if not result.fits:
+        return dict.fromkeys(SPEED_ROWS, "— (does not start)")
+    try:
+        ceilings = speed_plan(result, workload, SpeedInputs()).ceilings
+    except CalculatorError as exc:
+        return {**dict.fromkeys(SPEED_ROWS, "—"), "SLO verdict": sentence(exc)}
+    plan = ceilings.plan
+    per = plan.per_replica
+    return {"plan: replicas × GPUs": f"{plan.replicas:,} × {plan.gpus_per_replica} = {plan.gpus:,} GPUs "
+                                     f"({ceilings.binding} binds)",
+            "TTFT p95": format_ms(per.ttft_p95_ms), "ITL": format_ms(per.tpot_ms),
+            "throughput (output)": f"{plan.output_throughput_tok_s:,.0f} tok/s",
+            "$/hour": "no price" if plan.cost_per_hour is None else usd(plan.cost_per_hour),
+            "$/M output tokens": "no price" if plan.cost_per_hour is None else usd(plan.cost_per_million_output_tokens),
+            "SLO verdict": "meets the SLOs" if plan.meets_slo else "misses: " + "; ".join(plan.violations)}
+
+
+SPEED_ROWS = ("plan: replicas × GPUs", "TTFT p95", "ITL", "throughput (output)", "$/hour", "$/M output tokens",
+              "SLO verdict")
+
+
+def table(results: list[tuple[str, Estimate]], workload: Workload) -> None:
+    """One row per figure, one column per scenario: the same verdicts, plan, speed and cost as Plan, and vLLM's
+    effective batch limits."""
     rows: dict[str, list[str]] = {}
     for _, result in results:
         s, b = result.settings, result.budget
         running, limit = requests_at_once(result)
         figures = {
-            "verdict": uncertainty.verdict(result),
+            "verdict": verdict_word(uncertainty.verdict(result)),
+            **speed_rows(result, workload),
             "GPUs (TP × PP)": f"{result.num_gpus} × {result.gpu.name if result.gpu else 'custom'}",
             "weights / GPU": f"{b.weights_bytes / GIB:,.2f} GiB",
             "max_num_seqs (effective)": f"{s.max_num_seqs:,}",
@@ -175,6 +204,20 @@ def table(results: list[tuple[str, Estimate]]) -> None:
         st.caption("ℹ️ vLLM's defaults for max_num_seqs and max_num_batched_tokens differ by GPU memory tier (e.g. "
                    "1,024 seqs and 8,192 tokens on ≥ 70 GiB GPUs other than the A100 since 0.11), which moves the "
                    "activation peak and so the KV cache; set them to compare like with like.")
+
+
+def load_input() -> Workload:
+    """The concurrent requests every scenario is planned for (Plan's default lengths and SLOs; ``u`` in the link)."""
+    key = f"{PREFIX}_users"
+    if key not in st.session_state:
+        asked = st.query_params.get("u", "")
+        st.session_state[key] = int(asked) if asked.isdigit() and 1 <= int(asked) <= 10_000_000 else (
+            Workload().target_concurrent_requests)
+    users = st.number_input("Concurrent requests to plan for", 1, 10_000_000, key=key,
+                            help="Speed, cost and the SLO verdict below use Plan's default request lengths and SLOs "
+                                 f"(TTFT p95 ≤ {SpeedInputs().ttft_p95_ms / 1e3:g} s, ITL ≤ "
+                                 f"{SpeedInputs().tpot_ms:g} ms); open a scenario in Plan to change them.")
+    return Workload(target_concurrent_requests=users)
 
 
 def import_target() -> str:
@@ -203,8 +246,11 @@ report_place = import_box.import_box(PREFIX, import_base, apply_import, label="P
                                      target=import_target, chosen_target=chosen_target)
 link_warnings_place = st.container()
 count = st.segmented_control("Scenarios", (2, 3, 4), key=f"{PREFIX}_count") or 2
+load = load_input()
 columns = st.columns(count)
 results, params = [], {"k": str(count)} if count != 2 else {}
+if load.target_concurrent_requests != Workload().target_concurrent_requests:
+    params["u"] = str(load.target_concurrent_requests)
 asked_by_letter = {letter: scenario_editor(letter, column) for letter, column in zip(LETTERS[:count], columns)}
 import_box.show_report(PREFIX, report_place, asked_by_letter.get)
 for warning in outcomes.while_inputs_are(LINK_WARNINGS, asked_by_letter) or ():
@@ -225,10 +271,10 @@ for (letter, scenario), column in zip(asked_by_letter.items(), columns):
     call = uncertainty.verdict(result)
     with column:
         st.caption(f"**{deployment_line(result)}**")
-        VERDICT_BOX[call]((f"Substituted for {asked}: " if asked else "") + call.capitalize(),
+        VERDICT_BOX[call]((f"Substituted for {asked}: " if asked else "") + verdict_word(call),
                           icon="✅" if call == "fits with margin" else "⚖️" if call == "borderline" else "🛑")
         if not asked:
-            st.link_button("Open in Plan", plan_link(scenario))
+            st.link_button("Open in Plan", plan_link(scenario, load))
     gpu = find_gpu(scenario.gpu).name if scenario.gpu else f"custom {scenario.gpu_memory_gib:g} GiB GPU"
     results.append((f"{letter.upper()}: {scenario.model.split('/')[-1]} on {result.num_gpus}× {gpu}", result))
 
@@ -236,6 +282,6 @@ if results:
     # NOTE: the chart names scenarios by letter (long names would slant over the legend); the table has them in full.
     st.plotly_chart(compare_memory_figure([(name.split(":")[0], result) for name, result in results]),
                     config=CHART_CONFIG, key="compare_chart")
-    table(results)
+    table(results, load)
 st.markdown("#### Share this comparison")
 st.code(share_link(params), language=None, wrap_lines=True)

@@ -58,15 +58,30 @@ st.link_button("Change the scenario on the Plan page", plan_link(scenario, workl
 
 st.header("1. Where the memory goes")
 extensible = budget.formula == "v1_extensible"
+# NOTE: every part of the GPU is named from the budget's own segments (the chart's), so the parts and "everything
+# left" add up to the GPU's memory in the text too, not only in the chart's legend.
+GIB_TEXT = "{:,.2f} GiB"
+PART_WORDS = {
+    "weights": "the weights take **{}**",
+    "activation": (f"a dummy forward pass over `max_num_batched_tokens` = {settings.max_num_batched_tokens:,} and the "
+                   "sampler reserve an activation peak of **{}**"),
+    "non_torch": "NCCL/cuBLAS (memory outside PyTorch) take **{}**",
+    "cudagraph": "CUDA graphs take **{}**" + ("" if budget.cudagraph_in_budget else " (captured in the headroom)"),
+    "extensible_reserve": "the extensible-cache margin keeps **{}** free (so the cache can grow without running out)",
+    "calibration": "overhead calibrated on real servers takes **{}**",
+    "context": "the CUDA context (the driver's own, before vLLM allocates anything) takes **{}**",
+    "other": "other processes hold **{}**",
+    "unused": "**{}** stays unused (the 1 − gpu_memory_utilization headroom)",
+}
+parts = [PART_WORDS[seg.key].format(GIB_TEXT.format(seg.bytes / GIB)) for seg in budget.segments()
+         if seg.key in PART_WORDS and seg.bytes > 0]
 st.markdown(
     f"vLLM {result.rules.version} may use `gpu_memory_utilization` × {budget.total_bytes / GIB:.2f} GiB = "
     f"{budget.gpu_memory_utilization:g} × {budget.total_bytes / GIB:.2f} = **{budget.requested_bytes / GIB:.2f} GiB** "
     f"of this GPU{' (with the extensible KV cache it is a cap, and a safety margin is kept free)' if extensible else ''}."
-    f" The weights take **{budget.weights_bytes / GIB:.2f} GiB**; a dummy forward pass over "
-    f"`max_num_batched_tokens` = {settings.max_num_batched_tokens:,} and the sampler reserve an activation peak of "
-    f"**{budget.activation_bytes / GIB:.2f} GiB**; NCCL/cuBLAS and CUDA graphs take "
-    f"{(budget.non_torch_bytes + budget.cudagraph_bytes) / GIB:.2f} GiB. **Everything left — "
-    f"{result.kv_cache_bytes / GIB:.2f} GiB — becomes the KV cache**, and its size sets how many requests run at once.")
+    f" Of its {budget.total_bytes / GIB:.2f} GiB, " + "; ".join(parts) + ". **Everything left — "
+    f"{max(result.kv_cache_bytes, 0) / GIB:.2f} GiB — becomes the KV cache**, and its size sets how many requests "
+    "run at once.")
 st.plotly_chart(memory_stack_figure(result), config=CHART_CONFIG, key="learn_stack")
 
 st.header("2. Why GQA and MLA shrink the KV cache")

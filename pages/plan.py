@@ -9,9 +9,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import streamlit as st
 
 from calculator import CalculatorError, Estimate, Scenario, Workload, estimate, workload_capacity
+from calculator.model.stand_in import preset_stand_in
 from calculator.scenario import DEFAULT_MODEL
 from calculator.speed.inputs import SpeedInputs
 from pages.common import (
+    capacity_view,
     figures_first,
     import_box,
     inputs,
@@ -45,6 +47,22 @@ def apply_import(scenario: Scenario, _target: object = None) -> list[str]:
     return state.apply_scenario(PREFIX, scenario)
 
 
+def offer_stand_in(model: str) -> None:
+    """The Hub cannot give ``model``: offer the bundled preset of the same model, for the user to accept."""
+    preset = preset_stand_in(model)
+    if preset is None:
+        return
+    st.info(f"**{preset}**, a bundled preset, is the same model in another precision. Use it as a stand-in? The "
+            f"page will say that {model} was asked for, and its weights figures are the preset's.", icon="🔁")
+    st.button(f"Use {preset} as a stand-in", key=f"{PREFIX}_stand_in", on_click=use_stand_in, args=(preset, model))
+
+
+def use_stand_in(preset: str, asked: str) -> None:
+    st.session_state[f"{PREFIX}_source"] = state.MODEL_SOURCES[0]
+    st.session_state[f"{PREFIX}_preset"] = preset
+    st.session_state[f"{PREFIX}__substituted"] = {**state.substituted(PREFIX), "model": asked}
+
+
 def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str, str], util_note, live: bool,
             result: Estimate | None = None, speed: SpeedInputs | str = SpeedInputs()) -> Estimate:
     """Everything the page shows for one valid scenario; ``live`` False draws the last valid one, greyed."""
@@ -58,13 +76,17 @@ def results(scenario: Scenario, spec, workload: Workload, substituted: dict[str,
         figures_first.send_the_figures(".st-key-kpis [data-testid=stMetricValue]")
     outputs.memory_chart(result)
     outputs.ladder(result)
-    speed_view.section(result, workload, speed)
+    plan = speed_view.section(result, workload, speed)
+    if plan is None:
+        capacity_view.memory_only(result, capacity, workload, "the speed model has no answer here, see above")
+    else:
+        capacity_view.draw(plan, workload)
     outputs.how_calculated(result)
-    outputs.paged_vs_naive(capacity, result)
+    if result.fits:  # NOTE: a server that does not start holds no requests, paged or not
+        outputs.paged_vs_naive(capacity, result)
     outputs.sweeps(scenario, spec, PREFIX)
-    outputs.plan_for_target(result, workload)
     if live and not substituted:
-        outputs.launch(scenario)
+        outputs.launch(scenario, result)
     return result
 
 
@@ -115,6 +137,8 @@ if problem is None:
         outputs.share_and_export(link, current, workload)
 elif LAST_VALID in st.session_state:
     st.error(f"**{problem}** The inputs are kept; below, greyed, the last settings that gave numbers.", icon="✋")
+    if spec is None:
+        offer_stand_in(model)
     if isinstance(asked, Scenario) and not model.startswith("upload:"):
         state.write_url(asked, workload)  # the address bar keeps what was asked, so the link is not lost
     last_scenario, last_spec, last_workload = st.session_state[LAST_VALID]
@@ -125,6 +149,7 @@ elif spec is None:
     # Nothing valid yet (a link or an import named an unknown model): show the default model, say so, and offer
     # no command or link for it.
     st.error(f"**{problem}** Showing {DEFAULT_MODEL} instead; no command or link is offered for it.", icon="✋")
+    offer_stand_in(model)
     fallback = asked.replace(model=DEFAULT_MODEL) if isinstance(asked, Scenario) else Scenario()
     if isinstance(asked, Scenario) and not model.startswith("upload:"):
         state.write_url(asked, workload)  # the address bar keeps what was asked

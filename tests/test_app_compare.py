@@ -12,6 +12,7 @@ from support.apptest import run_with_link
 
 from calculator import Scenario, estimate, find_gpu
 from calculator.engine.uncertainty import verdict
+from calculator.explain import verdict_word
 
 PAGE = str(Path(__file__).resolve().parents[1] / "pages" / "compare.py")
 
@@ -41,7 +42,7 @@ def test_two_default_scenarios_match_the_engine():
     assert len(rows["KV cache tokens"]) == 2
     assert rows["KV cache tokens"][1] == f"{expected.capacity.kv_cache_tokens:,}"
     assert rows["max concurrency @ max_model_len"][1] == f"{expected.capacity.max_concurrency:,.2f}x"
-    assert rows["verdict"][1] == verdict(expected)
+    assert rows["verdict"][1] == verdict_word(verdict(expected))
 
 
 def test_effective_batch_limits_and_activation_peak_explain_a100_vs_h100():
@@ -54,7 +55,7 @@ def test_effective_batch_limits_and_activation_peak_explain_a100_vs_h100():
     a100 = estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="a100-sxm-80gb", tensor_parallel_size=2,
                              max_model_len=32768))
     h100 = a100.scenario.replace(gpu="h100-sxm-80gb")
-    assert rows["verdict"] == [verdict(a100), verdict(estimate(h100))]
+    assert rows["verdict"] == [verdict_word(verdict(a100)), verdict_word(verdict(estimate(h100)))]
     assert rows["activation peak / GPU"][0] == f"{a100.budget.activation_bytes / 2**30:,.2f} GiB"
     assert "differ by GPU memory tier" in " ".join(c.value for c in run_page(query).caption)
 

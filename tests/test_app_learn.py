@@ -107,3 +107,17 @@ def test_gpu_memory_below_the_engines_floor_is_named_and_the_page_draws():
     assert [w.value for w in app.warning][0] == (
         "ignored link value mem='0.1': input should be greater than or equal to 0.25; using the default")
     assert not app.error and app.get("plotly_chart")
+
+
+def test_section_one_names_every_part_so_they_add_up_to_the_gpu():
+    # Issue 26 item 11 / issue 29 item 9: "Everything left: 36.05 GiB" came after parts that left 38.45 GiB; the
+    # 1.65 GiB extensible-cache margin and the 0.75 GiB CUDA context (4 ranks) were only in the chart's legend.
+    import re
+
+    shown = text(run({"m": "meta-llama/Llama-3.1-70B-Instruct", "g": "h100", "tp": "4", "len": "32768"}))
+    paragraph = shown[shown.index("Of its 79.19 GiB"):shown.index("becomes the KV cache")]
+    assert "the extensible-cache margin keeps **1.65 GiB** free" in paragraph
+    assert "the CUDA context (the driver's own, before vLLM allocates anything) takes **0.75 GiB**" in paragraph
+    parts = [float(x) for x in re.findall(r"\*\*([\d.]+) GiB\*\*", paragraph)]
+    kv = float(re.search(r"Everything left — ([\d.]+) GiB", paragraph).group(1))
+    assert kv == 36.05 and abs(sum(parts) + kv - 79.19) < 0.01 * len(parts)

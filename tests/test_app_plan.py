@@ -154,7 +154,7 @@ def test_workload_concurrency_is_capped_by_max_num_seqs_and_names_the_limit():
     card = next(m for m in app.metric if m.label == "Workload concurrency")
     assert card.value == "64" and card.delta == "cap: max_num_seqs"
     plan = " ".join(md.value for md in app.markdown)
-    assert "each running 64 requests at once at p95 lengths (limited by max_num_seqs)" in plan
+    assert "Memory ceiling: **1 replica** to hold 1 concurrent request (64 per replica at p95 lengths" in plan
     kv_holds = workload_capacity(estimate(Scenario(max_num_seqs=64)), Workload()).kv_concurrency_p95
     assert kv_holds > 64 and f"the KV cache holds {kv_holds:,}" in card.help
 

@@ -71,7 +71,7 @@ def test_tokens_per_user_is_one_over_the_hand_computed_decode_step() -> None:
     shown = metrics(app)
     assert shown["Tokens/s per user"] == f"{1 / tpot_s:,.1f}"
     text = text_of(app)
-    assert "**Plan: 1 replica(s) × 1 GPU(s) = 1 GPU(s)**, **$2.00/hour** ($1,460/month)" in text  # 730 h/month
+    assert "**Plan: 1 replica × 1 GPU(s) = 1 GPU**, **$2.00/hour** ($1,460/month)" in text  # 730 h/month
 
 
 def test_the_plan_counts_the_memory_ceiling_when_it_binds() -> None:
@@ -81,9 +81,10 @@ def test_the_plan_counts_the_memory_ceiling_when_it_binds() -> None:
     assert metrics(app)["KV cache tokens"] == "475,584"
     assert 475_584 // 1280 == 371 and math.ceil(1000 / 371) == 3
     text = text_of(app)
-    assert "**3** replica(s) hold 1,000 concurrent requests (371 per replica at p95 lengths)" in text
-    assert "**1** replica(s) serve the load (no SLO given)" in text
-    assert "**Plan: 3 replica(s) × 1 GPU(s) = 3 GPU(s)**" in text and "the memory ceiling binds" in text
+    assert ("Memory ceiling: **3 replicas** to hold 1,000 concurrent requests (371 per replica at p95 lengths; "
+            "memory only, no SLO)") in text
+    assert "Speed ceiling: **1 replica** to serve the load (no SLO set)" in text
+    assert "**Plan: 3 replicas × 1 GPU(s) = 3 GPUs**" in text and "the memory ceiling binds" in text
 
 
 def test_the_two_ceilings_chart_marks_the_kv_limit_max_num_seqs_and_the_slo() -> None:
@@ -187,9 +188,9 @@ def test_gpu_memory_below_the_engines_floor_is_named_not_raised_silently() -> No
 
 def test_an_slo_no_replica_count_meets_is_not_called_met() -> None:
     app = run_app({"itl": "5"})
-    plan = next(m.value for m in app.markdown if m.value.startswith("- Memory:"))
-    assert "replica(s) meet the SLOs" not in plan
-    assert "- Speed: no replica count meets the SLOs; at **1** replica(s) each serves its smallest share" in plan
+    plan = next(m.value for m in app.markdown if m.value.startswith("**Plan:"))
+    assert "to meet the SLOs" not in plan
+    assert "- Speed ceiling: no replica count meets the SLOs; at **1 replica** each serves its smallest share" in plan
     assert [w.value for w in app.warning] == ["Even at this count the SLOs are missed: ITL 7.25 ms > 5 ms."]
 
 

@@ -1,8 +1,6 @@
-"""What would make a scenario fit, and how many GPUs a target load needs — both asked of the engine itself."""
+"""What would make a scenario fit, and what each weight precision needs — both asked of the engine itself."""
 
 from __future__ import annotations
-
-import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,10 +10,8 @@ from ..scenario import Scenario
 from ..units import GIB
 from .estimate import Estimate, estimate
 from .memory import EXTENSIBLE_MARGIN_FLOOR_BYTES, EXTENSIBLE_MARGIN_FRACTION
-from .workload import Workload, workload_capacity
 
 TP_OPTIONS = (1, 2, 4, 8, 16)
-PP_OPTIONS = (1, 2, 4)
 
 
 class Fix(BaseModel):
@@ -224,41 +220,3 @@ def quantization_ladder(result: Estimate) -> list[LadderRow]:
                               kv_cache_tokens=at_scenario.capacity.kv_cache_tokens if at_scenario else 0,
                               gpus_needed=needed))
     return rows
-
-
-class DeploymentOption(BaseModel):
-    """One way to serve the target load: a parallelism layout and how many replicas of it."""
-
-    model_config = ConfigDict(frozen=True)
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    gpus_per_replica: int
-    concurrency_per_replica: int
-    limited_by: str  # "KV cache" or "max_num_seqs": what caps the requests one replica runs at once
-    replicas: int
-    total_gpus: int
-
-
-def capacity_plan(result: Estimate, workload: Workload) -> list[DeploymentOption]:
-    """Parallelism layouts that fit, each with the replicas needed for the target; fewest GPUs first."""
-    options = []
-    spec, scenario = result.model, result.scenario
-    for tp in TP_OPTIONS:
-        if spec.num_attention_heads % tp:
-            continue
-        for pp in PP_OPTIONS:
-            if pp > spec.num_hidden_layers:
-                continue
-            candidate = _try(scenario, spec, tensor_parallel_size=tp, pipeline_parallel_size=pp)
-            if candidate is None:
-                continue
-            capacity = workload_capacity(candidate, workload)
-            per_replica = capacity.concurrency_p95
-            if per_replica < 1:
-                continue
-            replicas = math.ceil(workload.target_concurrent_requests / per_replica)
-            options.append(DeploymentOption(tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                                            gpus_per_replica=tp * pp, concurrency_per_replica=per_replica,
-                                            limited_by=capacity.limited_by_p95, replicas=replicas,
-                                            total_gpus=replicas * tp * pp))
-    return sorted(options, key=lambda o: (o.total_gpus, o.gpus_per_replica))

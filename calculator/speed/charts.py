@@ -14,6 +14,7 @@ from .recommend import Option, Recommendations
 from .sweep import ConcurrencySweep
 
 THROUGHPUT_COLOR, ITL_COLOR, CEILING_COLOR, SLO_COLOR = "#1d4ed8", "#ea580c", "#16a34a", "#dc2626"
+LABEL_APART_DECADES = 1.0  # ceilings closer than 10x on the log axis get their labels at opposite ends
 LatencyMetric = Literal["ttft_p95_ms", "tpot_ms"]
 LATENCY_LABELS = {"ttft_p95_ms": "TTFT p95 (ms)", "tpot_ms": "inter-token latency (ms)"}
 
@@ -57,6 +58,10 @@ def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.F
         farther = value == max(sweep.kv_cache_concurrency, sweep.max_num_seqs) != min(sweep.kv_cache_concurrency,
                                                                                         sweep.max_num_seqs)
         shape, note = _vertical(value, text, CEILING_COLOR, "right" if farther else "left")
+        if farther and math.log10(value / min(sweep.kv_cache_concurrency, sweep.max_num_seqs)) < LABEL_APART_DECADES:
+            # NOTE: two ceilings close together (KV 371, max_num_seqs 1024) would print one label over the other:
+            # the farther one's goes to the foot of its line.
+            note = {**note, "y": 0, "yanchor": "bottom", "yref": "paper"}
         shapes.append(shape)
         annotations.append(note)
     limit = slo.tpot_limit_ms if slo else None

@@ -21,6 +21,7 @@ from ..model.spec import ModelSpec
 from ..scenario import DEFAULT_MODEL, Scenario
 from .calibration import SpeedConstants, constants_for
 from .ceilings import CeilingsPlan, plan_both_ceilings
+from .layouts import LayoutPlan, layout_plan
 from .plan import Slo
 from .prices import GpuPrice, parse_price_overrides, price_table
 from .recommend import Option, Recommendations, recommend
@@ -137,9 +138,10 @@ class SpeedPlan(BaseModel):
     ceilings: CeilingsPlan
     sweep: ConcurrencySweep
     slo: Slo
+    layouts: LayoutPlan | None = None  # the other TP x PP layouts, each with why it loses (None: not asked)
 
 
-def speed_plan(result: Estimate, workload: Workload, inputs: SpeedInputs) -> SpeedPlan:
+def speed_plan(result: Estimate, workload: Workload, inputs: SpeedInputs, *, layouts: bool = False) -> SpeedPlan:
     """``result`` with the inputs' GPU rates, price and measured efficiencies, planned for the workload's load;
     ``InvalidInput`` (one line) when the speed model cannot answer (a CPU deployment, a GPU without rates)."""
     if not result.on_gpu:
@@ -149,4 +151,6 @@ def speed_plan(result: Estimate, workload: Workload, inputs: SpeedInputs) -> Spe
     prices, constants = inputs.prices(rated.gpu), inputs.constants(rated.gpu.platform)
     ceilings = plan_both_ceilings(rated, workload, traffic, inputs.slo, prices=prices, constants=constants)
     sweep = concurrency_sweep(rated, traffic, prices=prices, constants=constants)
-    return SpeedPlan(ceilings=ceilings, sweep=sweep, slo=inputs.slo)
+    others = layout_plan(rated, workload, traffic, inputs.slo, prices=prices, constants=constants,
+                         chosen=ceilings) if layouts else None
+    return SpeedPlan(ceilings=ceilings, sweep=sweep, slo=inputs.slo, layouts=others)

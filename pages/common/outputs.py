@@ -10,7 +10,6 @@ from calculator import Estimate, ModelSpec, Scenario, Workload, WorkloadCapacity
 from calculator.charts import memory_stack_figure, paged_vs_naive_figure, sweep_figure
 from calculator.engine import uncertainty
 from calculator.engine.advice import (
-    capacity_plan,
     fixes,
     quantization_ladder,
     utilization_effect,
@@ -94,6 +93,11 @@ def _delta(prefix: str, label: str, value: float, unit: str = "", digits: int = 
     return f"{value - previous:+,.{digits}f}{unit}"
 
 
+# The KPIs that describe a running server: struck out when vLLM refuses to start.
+RUNNING_SERVER_FIGURES = frozenset({"KV cache tokens", "Max concurrency", "Workload concurrency", "KV cache per GPU",
+                                    "GPU blocks"})
+
+
 def kpis(result: Estimate, capacity: WorkloadCapacity, prefix: str) -> None:
     """The key figures, each with its change against the previous run."""
     cap, s = result.capacity, result.settings
@@ -102,7 +106,9 @@ def kpis(result: Estimate, capacity: WorkloadCapacity, prefix: str) -> None:
     limit = capacity.limited_by_p95
     figures = [
         ("KV cache tokens", cap.kv_cache_tokens, "", 0, f"{cap.kv_cache_tokens:,}",
-         f"vLLM's 'GPU KV cache size'; calibrated range {low_tokens:,}–{high_tokens:,}"),
+         f"vLLM's 'GPU KV cache size'; calibrated range {low_tokens:,}–{high_tokens:,}"
+         + ("; vLLM prints maximum concurrency × max_model_len here, so it need not be a multiple of the "
+            f"{s.block_size}-token block" if result.rules.token_semantics == "concurrency_times_len" else "")),
         ("Max concurrency", cap.max_concurrency, "x", 2, f"{cap.max_concurrency:,.2f}x",
          f"vLLM's 'Maximum concurrency': KV blocks for requests of the full max_model_len ({s.max_model_len:,})"),
         ("Workload concurrency", capacity.concurrency_p95, "", 0, f"{capacity.concurrency_p95:,}",
@@ -122,9 +128,18 @@ def kpis(result: Estimate, capacity: WorkloadCapacity, prefix: str) -> None:
          f"TP × PP; {result.scenario.data_parallel_size} engine(s) in all" if result.scenario.data_parallel_size > 1
          else "TP × PP"),
     ]
+    if not result.fits:
+        st.caption("🛑 vLLM does not start with these settings: the figures of a running server (KV cache, "
+                   "concurrency, blocks) are struck out; \"What would make it fit\" above lists the fixes.")
     with st.container(key="kpis"):
         for row in (figures[:5], figures[5:]):
             for column, (label, value, unit, digits, shown, help_text) in zip(st.columns(5), row):
+                if not result.fits and label in RUNNING_SERVER_FIGURES:
+                    # NOTE: what vLLM would allocate had it started; it does not, so no figure is shown as one.
+                    column.metric(label, "—", delta="does not start", delta_color="off", delta_arrow="off",
+                                  help=f"{help_text}; with these settings it would be {shown}, but vLLM refuses "
+                                       "to start" if help_text else "vLLM refuses to start")
+                    continue
                 change = _delta(prefix, label, value, unit, digits)
                 if label == "Workload concurrency":  # the binding limit is always named under it (short: no cut)
                     column.metric(label, shown, delta=f"cap: {limit}", delta_color="off", delta_arrow="off",
@@ -208,31 +223,25 @@ def sweeps(scenario: Scenario, spec: ModelSpec, prefix: str) -> None:
                        mime="text/csv", key=f"{prefix}_sweep_csv")
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
-def _plan(scenario_json: str, spec_hash: int, workload_json: str, _result: Estimate) -> list[dict[str, object]]:
-    return [option.model_dump() for option in capacity_plan(_result, Workload.model_validate_json(workload_json))]
-
-
-def plan_for_target(result: Estimate, workload: Workload) -> None:
-    st.markdown(f"#### Capacity plan for {workload.target_concurrent_requests:,} concurrent requests")
-    options = _plan(result.scenario.model_dump_json(), hash(result.model), workload.model_dump_json(), result)[:6]
-    if not options:
-        st.info("No tensor/pipeline layout up to 16 × 4 GPUs fits this model on this GPU.")
-        return
-    best = options[0]
-    st.markdown(f"**{best['total_gpus']:,} GPU(s)**: {best['replicas']:,} replica(s) of "
-                f"TP={best['tensor_parallel_size']} × PP={best['pipeline_parallel_size']}, each running "
-                f"{best['concurrency_per_replica']:,} requests at once at p95 lengths (limited by "
-                f"{best['limited_by']}).")
-    st.dataframe([{"TP": o["tensor_parallel_size"], "PP": o["pipeline_parallel_size"],
-                   "GPUs / replica": o["gpus_per_replica"], "requests / replica": f"{o['concurrency_per_replica']:,}",
-                   "limited by": o["limited_by"], "replicas": f"{o['replicas']:,}", "GPUs": f"{o['total_gpus']:,}"}
-                  for o in options], hide_index=True, key="capacity_plan")
-
-
-def launch(scenario: Scenario) -> None:
+def launch(scenario: Scenario, result: Estimate) -> None:
+    """The command to run; for a deployment vLLM refuses, the command with the fix picked (or marked as refused)."""
     st.markdown("#### Launch it")
-    st.code(serve_command(scenario), language="bash", wrap_lines=True)
+    if result.fits:
+        st.code(serve_command(scenario), language="bash", wrap_lines=True)
+        return
+    options = [fix for fix in _fixes(scenario.model_dump_json(), hash(result.model), result)
+               if fix.checkpoint is None]  # NOTE: another checkpoint is not a flag the command can carry
+    as_set = "as set: will not start"
+    picked = st.radio("This deployment does not start. Command with the fix:", [*options, as_set], index=0,
+                      format_func=lambda fix: fix if isinstance(fix, str) else fix.description, key="launch_fix")
+    if isinstance(picked, str):
+        error = (result.error or "vLLM refuses to start").splitlines()[0]
+        st.error(f"**Will not start.** vLLM's error:\n\n> {error}", icon="🛑")
+        st.code("# will not start (see vLLM's error above)\n" + serve_command(scenario), language="bash",
+                wrap_lines=True)
+        return
+    environment = "".join(f"{name}={value} " for name, value in picked.environment.items())
+    st.code(environment + serve_command(scenario.replace(**picked.changes)), language="bash", wrap_lines=True)
 
 
 def share_and_export(link: str | None, result: Estimate, workload: Workload) -> None:

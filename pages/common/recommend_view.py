@@ -10,6 +10,8 @@ import streamlit as st
 from calculator import Workload
 from calculator.speed.charts import cost_latency_figure
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
+from calculator.gpus import find_gpu
+from calculator.speed.prices import gpu_price, price_table
 from calculator.speed.recommend import Option, Recommendations
 from calculator.units import format_ms
 from calculator.url_state import RECOMMEND_WORKLOAD_FIELDS, price_list_text, read_recommend_link
@@ -18,6 +20,20 @@ from .state import apply_speed, plan_link
 
 PREFIX = "rec"
 SHOWN_ROWS = 25
+# NOTE: a phone shows each ranked row as a card (the 11-column table is 783 px wide in a 390 px screen): every cell
+# on its own line, named by its column, the deployment first.
+CARD_LABELS = ("#", "", "Replicas", "GPUs", "$/hour", "$/month", "$/M output tokens", "TTFT p95", "ITL",
+               "tok/s per user", "")
+CARDS_ON_PHONES = "<style>@media (max-width: 640px) {" + " ".join([
+    ".st-key-ranked table, .st-key-ranked tbody, .st-key-ranked tr, .st-key-ranked td { display: block; "
+    "width: 100% !important; }",
+    ".st-key-ranked thead { display: none; }",
+    ".st-key-ranked tr { border: 1px solid rgba(128,128,128,.35); border-radius: .5rem; margin: 0 0 .6rem; "
+    "padding: .3rem .6rem; }",
+    ".st-key-ranked td { border: none !important; padding: .1rem 0 !important; text-align: left !important; }",
+    ".st-key-ranked td:nth-child(2) { font-weight: 600; }",
+    *(f'.st-key-ranked td:nth-child({i})::before {{ content: "{label}: "; color: #6b7280; }}'
+      for i, label in enumerate(CARD_LABELS, start=1) if label)]) + "}</style>"
 RANKINGS = {"cost per hour": "by_cost_per_hour", "cost per million output tokens": "by_cost_per_million_tokens"}
 LATENCIES = {"TTFT p95": "ttft_p95_ms", "inter-token latency": "tpot_ms"}
 
@@ -75,10 +91,28 @@ def ranked_table(result: Recommendations, ranking: str, request: RecommendReques
                     f"${plan.cost_per_month:,.0f} | ${plan.cost_per_million_output_tokens:,.3f} | "
                     f"{format_ms(per.ttft_p95_ms)} | {format_ms(per.tpot_ms)} | {per.per_user_tok_s:,.1f} | "
                     f"[Open in Plan]({link}) |")
+    st.html(CARDS_ON_PHONES)
     with st.container(key="ranked"):
         st.markdown("\n".join(rows))
     if not show_all and len(options) > SHOWN_ROWS:
         st.caption(f"The {SHOWN_ROWS} cheapest of {len(options):,}; tick \"Show every deployment\" for the rest.")
+    price_sources(options if show_all else options[:SHOWN_ROWS], request)
+
+
+def price_sources(options: tuple[Option, ...], request: RecommendRequest) -> None:
+    """Where each price in the ranking comes from, and when: they decide the order, so they are shown with it."""
+    table = price_table(request.price_overrides())
+    gpus = dict.fromkeys(o.deployment.gpu for o in options)
+    prices = {key: gpu_price(find_gpu(key), table) for key in gpus}
+    estimates = sum(1 for p in prices.values() if p and "ESTIMATE" in p.source)
+    with st.expander(f"Prices behind this ranking: {len(prices)} GPU(s), from different providers and tiers"
+                     + (f", {estimates} estimated" if estimates else ""), expanded=False):
+        st.caption("The ranking follows these prices; they differ 2-5x between providers. Type your own in "
+                   "\"Your prices\" to rank with them.")
+        st.markdown("\n".join(["| GPU | $ per GPU-hour | as of | source |", "|---|---:|---|---|", *(
+            f"| {find_gpu(key).name} | " + (f"${p.usd_per_gpu_hour:,.2f} | {p.as_of or '—'} | "
+                                             f"{p.source.replace('|', '/')} |" if p else "— | — | no price |")
+            for key, p in prices.items())]))
 
 
 def why_not(result: Recommendations) -> None:

@@ -1,5 +1,5 @@
-"""The Plan page's Speed section: load, SLO and price inputs (sidebar), KPIs, the two-ceilings chart and the
-capacity plan that counts both ceilings. The numbers come from ``calculator.speed.ceilings.speed_plan``."""
+"""The Plan page's Speed section: load, SLO and price inputs (sidebar), KPIs and the two-ceilings chart; the
+capacity plan it returns is drawn by ``capacity_view``. The numbers come from ``calculator.speed.inputs.speed_plan``."""
 
 from __future__ import annotations
 
@@ -115,13 +115,17 @@ def usd(value: float | None, decimals: int = 2) -> str:
 
 
 def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> SpeedPlan | None:
-    """KPIs, the two-ceilings chart and the plan for both ceilings (or why the speed model has no answer)."""
+    """KPIs and the two-ceilings chart; returns the plan for both ceilings (None: the speed model has no answer)."""
     st.markdown("### Speed")
+    if not result.fits and result.on_gpu:  # NOTE: on a CPU the speed model's own reason comes first
+        st.info("No speed or cost: vLLM does not start this deployment (see \"What would make it fit\" above).",
+                icon="🛑")
+        return None
     if isinstance(inputs, str):
         st.error(f"**Speed inputs: {inputs}.** Fix the highlighted value in the sidebar.", icon="✋")
         return None
     try:
-        plan = speed_plan(result, workload, inputs)
+        plan = speed_plan(result, workload, inputs, layouts=True)
     except CalculatorError as exc:
         st.info(sentence(exc).rstrip(".") + ".", icon="ℹ️")
         return None
@@ -130,9 +134,11 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
     per = capacity.per_replica
     cost = capacity.cost_per_million_output_tokens
     with st.container(key="speed_kpis"):
-        columns = st.columns(4)
-        columns[0].metric("Tokens/s per user", f"{per.per_user_tok_s:,.1f}",
-                          help=f"1 / ITL ({per.tpot_ms:,.2f} ms); measured spread "
+        columns = st.columns(5)
+        columns[0].metric("ITL", format_ms(per.tpot_ms),
+                          help="Mean inter-token latency (time per output token), as the ITL SLO reads it.")
+        columns[4].metric("Tokens/s per user", f"{per.per_user_tok_s:,.1f}",
+                          help=f"1 / ITL ({format_ms(per.tpot_ms)}); measured spread "
                                f"{per.per_user_band_tok_s.low:,.1f}–{per.per_user_band_tok_s.high:,.1f}.")
         columns[1].metric("TTFT p95", format_ms(per.ttft_p95_ms),
                           help=f"Prefill of the p95 prompt plus the p95 queue wait; spread "
@@ -152,28 +158,5 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                   "No price for this GPU: give one in the sidebar."))
     st.plotly_chart(two_ceilings_figure(plan.sweep, plan.slo), key="two_ceilings",
                     config={"displaylogo": False})
-    _capacity(plan, workload)
     return plan
 
-
-def _capacity(plan: SpeedPlan, workload: Workload) -> None:
-    ceilings, capacity = plan.ceilings, plan.ceilings.plan
-    st.markdown("#### Capacity plan: memory and speed")
-    memory = ("under a request rate the KV cache queues the excess (its wait is in TTFT)"
-              if ceilings.memory_replicas is None else
-              f"**{ceilings.memory_replicas:,}** replica(s) hold {workload.target_concurrent_requests:,} concurrent "
-              f"requests ({ceilings.requests_per_replica:,} per replica at p95 lengths)")
-    slo_words = "meet the SLOs" if plan.slo.model_dump(exclude_none=True) else "serve the load (no SLO given)"
-    speed = f"**{ceilings.speed_replicas:,}** replica(s) {slo_words}"
-    if not capacity.meets_slo and ceilings.binding == "speed":
-        speed = (f"no replica count meets the SLOs; at **{ceilings.speed_replicas:,}** replica(s) each serves its "
-                 "smallest share of the load and still misses them")
-    money = ""
-    if capacity.cost_per_hour is not None:
-        money = (f", **{usd(capacity.cost_per_hour)}/hour** ({usd(capacity.cost_per_month, 0)}/month), "
-                 f"{usd(capacity.cost_per_million_output_tokens)} per million output tokens")
-    st.markdown(f"- Memory: {memory}\n- Speed: {speed}\n\n"
-                f"**Plan: {capacity.replicas:,} replica(s) × {capacity.gpus_per_replica} GPU(s) = "
-                f"{capacity.gpus:,} GPU(s)**{money}; the {ceilings.binding} ceiling binds.")
-    if not capacity.meets_slo:
-        st.warning("Even at this count the SLOs are missed: " + "; ".join(capacity.violations) + ".", icon="⏱️")
