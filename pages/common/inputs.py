@@ -84,14 +84,15 @@ def token_fingerprint(token: str | None) -> str:
     return hmac.new(_FINGERPRINT_KEY, token.encode(), hashlib.sha256).hexdigest() if token else ""
 
 
-def cached_model_spec(source: str, model: str, _token: str | None = None) -> ModelSpec:
+def cached_model_spec(source: str, model: str, token: str | None = None) -> ModelSpec:
     """Presets and files offline; Hub ids through huggingface_hub, cached per token (issue 28: a private or gated
     model read with one visitor's token must not be served to a visitor without it)."""
-    return _cached_model_spec(source, model, token_fingerprint(_token), _token=_token)
+    return _cached_model_spec(source, model, token_fingerprint(token), _token=token)
 
 
 @st.cache_data(ttl="1h", max_entries=256, show_spinner="Reading the model's config.json")
 def _cached_model_spec(source: str, model: str, reader: str, _token: str | None = None) -> ModelSpec:
+    """``reader`` (the token's fingerprint) keys the cache; ``_token`` itself is left out of the key."""
     if source == MODEL_SOURCES[0]:
         return load_model_spec(model)
     return hub_model_spec(model, token=_token or os.environ.get("HF_TOKEN") or None)
@@ -112,7 +113,7 @@ def model_section(prefix: str) -> tuple[str, ModelSpec | None, str | None]:
                                   type="password", key=f"{prefix}_hf_token")
             if not model:
                 return model, None, "Type a Hugging Face model id, e.g. Qwen/Qwen3-8B."
-            return model, cached_model_spec(source, model, _token=token or None), None
+            return model, cached_model_spec(source, model, token=token or None), None
         upload = st.file_uploader("config.json", type=["json"], key=f"{prefix}_upload")
         if upload is None:
             return "upload:", None, "Upload a model's config.json."
