@@ -8,14 +8,18 @@ must see B's request and refuse it, and B's page must say so; nothing A read may
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 from support.apptest import metrics
 from support.local_hub import LocalHub
 
 from calculator import Scenario, estimate
+from calculator.errors import CalculatorError
 from calculator.model.architecture import build_model_spec
+from pages.common.inputs import MODEL_SOURCES, cached_model_spec
 
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4,
           "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 1024,
@@ -78,3 +82,25 @@ def test_the_same_token_in_a_second_session_is_served_from_the_cache(hub):
     reads = len(hub.requests)
     again = visit("acme/private", OWNER)
     assert "KV cache tokens" in metrics(again) and len(hub.requests) == reads
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_seeded_visitors_in_any_order_get_exactly_what_their_token_may_read(hub, seed):
+    """Visitors with the owner's token, another token or none read the private, the gated and a missing model in
+    a random order through the shared cache: a read succeeds exactly when the token has the right, and every read
+    by a token the cache has not seen succeed for that model reaches the Hub."""
+    st.cache_data.clear()
+    rng = random.Random(seed)
+    served: set[tuple[str, str | None]] = set()
+    for _ in range(12):
+        repo, token = rng.choice(["acme/private", "acme/licensed", "acme/missing"]), rng.choice([OWNER, STRANGER, None])
+        before = len(hub.requests)
+        try:
+            spec = cached_model_spec(MODEL_SOURCES[1], repo, token)
+        except CalculatorError as exc:
+            assert (repo, token) not in served and OWNER not in str(exc)
+            assert len(hub.requests) > before  # the Hub decided
+        else:
+            assert token == OWNER and repo != "acme/missing" and spec.model_id == repo
+            assert len(hub.requests) == before if (repo, token) in served else len(hub.requests) > before
+            served.add((repo, token))
