@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from . import diagnose_cli
 from .engine.estimate import Estimate, estimate
 from .engine.vllm_versions import LATEST_VERSION
 from .errors import CalculatorError, one_line_validation_error
@@ -61,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="memory other processes already hold on each GPU")
     est.add_argument("--json", action="store_true", help="one JSON object on stdout")
     speed_cli.register(commands, est)
+    diagnose_cli.register(commands)
     commands.add_parser("presets", help="list the bundled model presets")
     commands.add_parser("gpus", help="list the GPU catalog")
     return parser
@@ -133,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in speed_cli.COMMANDS:
             text = speed_cli.run(args, scenario_from_args)
+        elif args.command in diagnose_cli.COMMANDS:
+            text = diagnose_cli.run(args)
         else:
             result = estimate(scenario_from_args(args))
             text = json.dumps(estimate_summary(result)) if args.json else render_table(result)
