@@ -208,6 +208,9 @@ class PrometheusClient:
         except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep, a 5,000-digit number
             if status >= 400:
                 raise _http_error(where, status) from exc
+            if not isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+                raise NotPrometheus(f"{where} returned JSON nested too deep or with a number too long to read: not "
+                                    "Prometheus's API response") from exc
             raise NotPrometheus(f"{where} did not return JSON (HTML from a login page or another app?): give "
                                 "Prometheus's own base address, e.g. http://prometheus:9090") from exc
         if not isinstance(payload, dict) or payload.get("status") not in ("success", "error"):
