@@ -129,3 +129,19 @@ def test_a_hub_that_trickles_its_headers_is_cut_off_at_the_deadline():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_refused_token_and_a_failing_hub_are_named_as_such(serve):
+    def refuse_token(handler):
+        handler.send_response(401)
+        handler.send_header("X-Error-Message", "Invalid credentials in Authorization header")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    server = serve({"/acme/tiny/resolve/main/config.json": refuse_token,
+                    "/acme/down/resolve/main/config.json": (503, {"Content-Type": "text/html"}, b"<html>down</html>")})
+    with pytest.raises(ModelNotFound, match="the Hub refused the token given for acme/tiny: check it") as caught:
+        fetch_config("acme/tiny", endpoint=server.url, token=SECRET)
+    assert SECRET not in str(caught.value)
+    with pytest.raises(HubUnreachable, match="the Hugging Face Hub answered HTTP 503 for acme/down; try again later"):
+        fetch_config("acme/down", endpoint=server.url)
