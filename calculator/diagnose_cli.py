@@ -58,7 +58,7 @@ def _read(path: str) -> str:
 
 def render(found: Diagnosis) -> str:
     log = found.log
-    lines = [f"vLLM {log.vllm_version or '?'} ({(log.engine or '?').upper()} engine), "
+    lines = [f"vLLM {found.scenario.vllm_version} ({found.result.rules.engine.upper()} engine), "
              f"{found.scenario.model}, {found.result.gpu.name if found.result.gpu else 'CPU'}",
              f"outcome: {log.outcome}"]
     if log.outcome.check:

@@ -257,7 +257,7 @@ def test_a_phone_sees_the_deployment_and_a_compact_kpi_grid(dashboard, browser):
 
 def test_every_route_shows_the_same_menu_and_its_links_work(dashboard, browser):
     # A deep link runs the page as a legacy pages/ app (without app.py); it must look and link the same.
-    menu = ["Plan", "Compare", "Recommend", "Live server", "Fleet", "Learn", "GPUs"]
+    menu = ["Plan", "Compare", "Recommend", "Live server", "Diagnose a log", "Fleet", "Learn", "GPUs"]
     for path in ("/", "/compare", "/learn"):
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(f"{dashboard}{path}", wait_until="networkidle")

@@ -89,7 +89,7 @@ def test_record_log_lines_give_the_records_figures(path: Path):
     text = path.read_text()
     record, log = _record(path.stem), read_startup_log(text)
     observed = dict(record["observed"])
-    if observed.get("startup_outcome", "").startswith("failed"):  # V0's error prints the KV capacity in tokens
+    if observed.get("startup_outcome", "").startswith("failed: max seq len"):  # V0's error prints the KV tokens
         other = observed.get("other") or {}
         observed["kv_cache_tokens"] = other.get("kv_cache_tokens_derived") or other["kv_cache_tokens_capacity_printed"]
     # NOTE: the figures of the record's quoted lines (a record may add figures from lines it did not quote).
@@ -98,8 +98,10 @@ def test_record_log_lines_give_the_records_figures(path: Path):
     assert len(expected) >= 1
     assert {key: getattr(log.printed, key) for key in expected} == expected
     assert log.engine == (record["engine"] if path.stem != "vllm-6156-2xl40-deepseek-coder-v2-lite-tp2" else None)
-    if record["observed"].get("startup_outcome", "").startswith("failed"):
-        assert log.outcome.status == "failed" and log.outcome.kind == "max_len"
+    outcome = record["observed"].get("startup_outcome", "")
+    if outcome.startswith("failed"):
+        assert log.outcome.status == "failed"
+        assert log.outcome.kind == ("no_kv_memory" if "No available memory" in outcome else "max_len")
 
 
 def test_v0_max_len_error_gives_tokens_and_length():

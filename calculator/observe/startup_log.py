@@ -345,6 +345,7 @@ class _Reader:
             self._figure("activation_peak_gib", float(match[2]), "max")
             self._figure("cudagraph_gib", float(match[3]), "max")
         if match := _AVAILABLE_KV.search(line):
+            self.engine = self.engine or "v1"  # NOTE: V1's worker line; V0 says "reserved for KV Cache"
             self._figure("available_kv_cache_gib", float(match[1]), "min")
         if (match := _EXPLICIT_KV.search(line)) or (match := _RESERVED_KV.search(line)):
             self._figure("available_kv_cache_gib", float(match[1]), "min")

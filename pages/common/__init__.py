@@ -11,6 +11,7 @@ PAGES = (
     ("pages/compare.py", "Compare", "⚖️"),
     ("pages/recommend.py", "Recommend", "🧭"),
     ("pages/live.py", "Live server", "📡"),
+    ("pages/diagnose.py", "Diagnose a log", "🩺"),
     ("pages/fleet.py", "Fleet", "🛰️"),
     ("pages/learn.py", "Learn", "🎓"),
     ("pages/gpu.py", "GPUs", "🖥️"),
