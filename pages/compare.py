@@ -206,18 +206,26 @@ def table(results: list[tuple[str, Estimate]], workload: Workload) -> None:
                    "activation peak and so the KV cache; set them to compare like with like.")
 
 
+# The load every scenario is planned for: (link key, Workload field, label); Plan's same-named link keys.
+LOAD_FIELDS = (("users", "target_concurrent_requests", "Concurrent requests"),
+               ("in", "prompt_tokens_mean", "Prompt tokens"), ("out", "output_tokens_mean", "Output tokens"))
+
+
 def load_input() -> Workload:
-    """The concurrent requests every scenario is planned for (Plan's default lengths and SLOs; ``u`` in the link)."""
-    key = f"{PREFIX}_users"
-    if key not in st.session_state:
-        asked = st.query_params.get("u", "")
-        st.session_state[key] = int(asked) if asked.isdigit() and 1 <= int(asked) <= 10_000_000 else (
-            Workload().target_concurrent_requests)
-    users = st.number_input("Concurrent requests to plan for", 1, 10_000_000, key=key,
-                            help="Speed, cost and the SLO verdict below use Plan's default request lengths and SLOs "
-                                 f"(TTFT p95 ≤ {SpeedInputs().ttft_p95_ms / 1e3:g} s, ITL ≤ "
-                                 f"{SpeedInputs().tpot_ms:g} ms); open a scenario in Plan to change them.")
-    return Workload(target_concurrent_requests=users)
+    """The load every scenario is planned for (``users``, ``in``, ``out`` in the link); Plan's default SLOs."""
+    defaults, values = Workload(), {}
+    for column, (link_key, field, label) in zip(st.columns(len(LOAD_FIELDS)), LOAD_FIELDS):
+        key, low = f"{PREFIX}_{field}", 0 if field == "output_tokens_mean" else 1
+        if key not in st.session_state:
+            asked = st.query_params.get(link_key, "")
+            st.session_state[key] = int(asked) if asked.isdigit() and low <= int(asked) <= 10_000_000 else (
+                getattr(defaults, field))
+        values[field] = column.number_input(
+            label, low, 10_000_000, key=key,
+            help="Speed, cost and the SLO verdict below use Plan's default SLOs (TTFT p95 ≤ "
+                 f"{SpeedInputs().ttft_p95_ms / 1e3:g} s, ITL ≤ {SpeedInputs().tpot_ms:g} ms); open a scenario in "
+                 "Plan to change them.")
+    return Workload(**values)
 
 
 def import_target() -> str:
@@ -249,8 +257,8 @@ count = st.segmented_control("Scenarios", (2, 3, 4), key=f"{PREFIX}_count") or 2
 load = load_input()
 columns = st.columns(count)
 results, params = [], {"k": str(count)} if count != 2 else {}
-if load.target_concurrent_requests != Workload().target_concurrent_requests:
-    params["u"] = str(load.target_concurrent_requests)
+params.update({link_key: str(getattr(load, field)) for link_key, field, _ in LOAD_FIELDS
+               if getattr(load, field) != getattr(Workload(), field)})
 asked_by_letter = {letter: scenario_editor(letter, column) for letter, column in zip(LETTERS[:count], columns)}
 import_box.show_report(PREFIX, report_place, asked_by_letter.get)
 for warning in outcomes.while_inputs_are(LINK_WARNINGS, asked_by_letter) or ():

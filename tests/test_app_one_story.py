@@ -94,7 +94,7 @@ def test_a_length_above_the_models_offers_its_limit_or_the_variable_with_its_ris
 
 def test_compare_shows_the_plan_pages_plan_for_the_same_settings() -> None:
     # Issue 26 item 4: Compare had the memory half only.
-    compare = run_with_link(str(PAGES / "compare.py"), {"u": "200"})
+    compare = run_with_link(str(PAGES / "compare.py"), {"users": "200"})
     frame = compare.table[0].value
     column = next(c for c in frame.columns if c.startswith("A:"))
     rows = dict(zip(frame[""], frame[column]))

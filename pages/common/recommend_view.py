@@ -91,7 +91,7 @@ def ranked_table(result: Recommendations, ranking: str, request: RecommendReques
                     f"${plan.cost_per_month:,.0f} | ${plan.cost_per_million_output_tokens:,.3f} | "
                     f"{format_ms(per.ttft_p95_ms)} | {format_ms(per.tpot_ms)} | {per.per_user_tok_s:,.1f} | "
                     f"[Open in Plan]({link}) |")
-    st.html(CARDS_ON_PHONES)
+    st.markdown(CARDS_ON_PHONES, unsafe_allow_html=True)  # NOTE: in the page (st.html sends styles elsewhere)
     with st.container(key="ranked"):
         st.markdown("\n".join(rows))
     if not show_all and len(options) > SHOWN_ROWS:
