@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .engine.vllm_versions import LATEST_VERSION, Device
@@ -20,6 +22,8 @@ from .limits import (
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DEFAULT_GPU = "h100-sxm-80gb"
 _MAX_OPTION_CHARS = 64  # dtype, kv_cache_dtype, quantization and version names are short words
+MAX_CAPTURE_SIZES = 1024  # vLLM's default list has 67 sizes at most; a longer one is not a launch line
+CaptureSize = Annotated[int, Field(ge=1, le=MAX_CONTEXT_TOKENS)]
 
 
 class Scenario(BaseModel):
@@ -53,6 +57,8 @@ class Scenario(BaseModel):
     enable_expert_parallel: bool = False  # whole experts per rank instead of a slice of every expert
     cpu_offload_gb: float = Field(0.0, ge=0, le=100_000)  # weights per GPU kept in pinned CPU memory (UVA)
     enable_prefix_caching: bool | None = None  # None: the version's default (on in V1)
+    # The batch sizes vLLM captures CUDA graphs for (--cudagraph-capture-sizes); None: the version's default list.
+    cudagraph_capture_sizes: tuple[CaptureSize, ...] | None = Field(None, min_length=1, max_length=MAX_CAPTURE_SIZES)
     # Overhead the estimate missed, back-solved from a running server (live page "Calibrate"); may be negative.
     overhead_adjustment_gib: float = Field(0.0, ge=-1000, le=1000)
 

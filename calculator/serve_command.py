@@ -8,19 +8,17 @@ does not have (vLLM itself refuses to start with those).
 
 from __future__ import annotations
 
-import difflib
 import json
 import shlex
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .engine.vllm_versions import VllmVersion, version_notice
 from .errors import CalculatorError, InvalidInput
-from .launch_line import find_launch_line
+from .launch_line import LaunchLine, find_launch_line
 from .scenario import Scenario
+from .serve_parser import Refused, parse_arguments, table_for
 from .units import parse_size
 
 # Scenario field -> vllm serve flag, for the flags that take a value.
@@ -41,6 +39,8 @@ VALUE_FLAGS: dict[str, str] = {
     "cpu_offload_gb": "--cpu-offload-gb",
 }
 _FLAG_TO_FIELD = {flag: field for field, flag in VALUE_FLAGS.items()}
+# A launch line is a few hundred characters; a longer paste is not one, and reading it costs time (issue 28).
+MAX_LINE_CHARS = 16_384
 # Flags whose presence sets a field (the --no- forms come from the option table).
 _BOOLEAN_FLAGS: dict[str, str] = {
     "--enforce-eager": "enforce_eager",
@@ -73,6 +73,46 @@ _NO_MEMORY_EFFECT = frozenset({
 })
 
 
+# Flags that change the memory a deployment uses in ways the plan does not model: the import says so and which way
+# the plan is off, instead of "no effect" (issue 25 item 4). Keys are canonical spellings.
+_LORA = ("LoRA adapters' weights and their buffers take GPU memory: the deployment has less KV cache than the plan "
+         "shows (LoRA is not modelled yet)")
+_SPECULATIVE = ("speculative decoding loads a draft model or heads and their KV cache: the deployment uses more "
+                "memory than the plan shows (not modelled yet)")
+_MULTIMODAL = ("the multimodal encoder's cache and profiling take memory the plan does not count: the deployment "
+               "uses more memory than the plan shows")
+PLAN_IS_OFF: dict[str, str] = {
+    "--enable-lora": _LORA, "--max-loras": _LORA, "--max-lora-rank": _LORA, "--max-cpu-loras": _LORA,
+    "--lora-extra-vocab-size": _LORA, "--fully-sharded-loras": _LORA, "--lora-dtype": _LORA,
+    "--speculative-config": _SPECULATIVE, "--num-speculative-tokens": _SPECULATIVE,
+    "--speculative-model": _SPECULATIVE, "--speculative-draft-tensor-parallel-size": _SPECULATIVE,
+    "--ngram-prompt-lookup-max": _SPECULATIVE,
+    "--hf-overrides": ("changes the model's config.json (layers, heads, lengths ...): the plan reads the checkpoint's "
+                       "config as published, so its memory may be off either way"),
+    "--max-seq-len-to-capture": ("sets the longest sequence V0 runs in CUDA graphs: the plan assumes vLLM's "
+                                 "default, so the graph memory may be more or less than it shows"),
+    "--compilation-config": ("sets CUDA-graph sizes and modes and the compiler's options: the plan assumes vLLM's "
+                             "default graphs, so the graph memory may be more or less than it shows"),
+    "--optimization-level": ("changes the compilation and CUDA-graph defaults: the graph memory may be more or less "
+                             "than the plan shows"),
+    "--rope-scaling": ("stretches the context the model accepts: the plan's length limits and KV sizes follow the "
+                       "config's own rope settings, so a longer --max-model-len may be allowed than it says"),
+    "--rope-theta": "changes the model's rope settings: the plan reads the config's own",
+    "--kv-transfer-config": ("a KV-transfer connector allocates its own buffers (and may offload KV): the "
+                             "deployment uses more GPU memory than the plan shows"),
+    "--limit-mm-per-prompt": _MULTIMODAL, "--mm-processor-cache-gb": _MULTIMODAL,
+    "--disable-mm-preprocessor-cache": _MULTIMODAL, "--mm-encoder-tp-mode": _MULTIMODAL,
+    "--mamba-ssm-cache-dtype": "changes the Mamba state's bytes: the plan uses the model's dtype for it",
+    "--enable-eplb": "redundant experts take more memory than the plan shows",
+    "--num-redundant-experts": "redundant experts take more memory than the plan shows",
+    "--eplb-config": "redundant experts take more memory than the plan shows",
+    "--decode-context-parallel-size": ("shards the KV cache across the decode ranks: the deployment holds more "
+                                       "tokens than the plan shows"),
+    "--config": ("a config file can set any flag, and the plan has not read it: open it and paste its settings as "
+                 "flags"),
+}
+
+
 def _reason(flag: str, base: Scenario) -> str:
     """Why a known flag leaves the plan unchanged (or what it would need)."""
     v0 = base.vllm_version.startswith(("0.4.", "0.5.", "0.6.", "0.7."))
@@ -100,38 +140,33 @@ class ImportReport(BaseModel):
     imported: tuple[str, ...]  # "--tensor-parallel-size 2"
     assumed: tuple[str, ...]  # what the command cannot say (the GPU, the vLLM version)
     ignored: tuple[str, ...]  # known flags that change nothing here, each with the reason
-    unknown: tuple[str, ...]  # flags vLLM does not have, with "did you mean"
+    unknown: tuple[str, ...]  # what vLLM refuses flag by flag: unknown flags ("did you mean"), `--flag=false`
+    incomplete: tuple[str, ...] = ()  # flags that change memory the plan does not model, and which way it is off
 
     def notes(self) -> list[str]:
         """Everything a user should read, assumptions and problems first."""
-        return [*self.unknown, *(f"assumed {a}" for a in self.assumed), *(f"ignored {i}" for i in self.ignored)]
-
-
-@cache
-def _option_table() -> tuple[dict[str, tuple[str, bool]], tuple[str, ...]]:
-    """Every vLLM flag spelling -> (canonical flag, takes a value); and the canonical long flags."""
-    text = (resources.files("calculator") / "data" / "vllm_serve_flags.json").read_text(encoding="utf-8")
-    table: dict[str, tuple[str, bool]] = {}
-    for names, takes_value in json.loads(text)["options"]:
-        canonical = names[0]
-        for name in names:
-            negated = name.startswith("--no-")
-            table[name] = (name if negated else canonical, takes_value)
-    return table, tuple(sorted(name for name in table if name.startswith("--")))
+        return [*self.unknown, *(f"incomplete: {i}" for i in self.incomplete), *(f"assumed {a}" for a in self.assumed),
+                *(f"ignored {i}" for i in self.ignored)]
 
 
 def serve_command(scenario: Scenario, *, multiline: bool = True) -> str:
     """The ``vllm serve`` command for a scenario; only settings that differ from vLLM's defaults are written."""
     parts = ["vllm", "serve", shlex.quote(scenario.model)]
+    # NOTE: a flag the version does not have is left out: vLLM would refuse it, and the setting is its behaviour.
+    table = table_for(scenario.vllm_version).by_spelling
     for field, flag in VALUE_FLAGS.items():
         value = getattr(scenario, field)
         default = Scenario.model_fields[field].default
-        if value is not None and value != default:
+        if value is not None and value != default and flag in table:
             parts.append(f"{flag} {shlex.quote(f'{value:g}' if isinstance(value, float) else str(value))}")
     for flag, field in _BOOLEAN_FLAGS.items():
         value = getattr(scenario, field)
-        if value is not None and value != Scenario.model_fields[field].default:
-            parts.append(flag if value else flag.replace("--", "--no-", 1))
+        written = flag if value else flag.replace("--", "--no-", 1)
+        if value is not None and value != Scenario.model_fields[field].default and written in table:
+            parts.append(written)
+    if scenario.cudagraph_capture_sizes:
+        flag = "--cudagraph-capture-sizes" if "--cudagraph-capture-sizes" in table else "--cuda-graph-sizes"
+        parts.append(f"{flag} {' '.join(map(str, scenario.cudagraph_capture_sizes))}")
     if not multiline:
         return " ".join(parts)
     head = " ".join(parts[:3])
@@ -147,72 +182,64 @@ def parse_serve_command(text: str, base: Scenario | None = None) -> tuple[Scenar
 def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scenario, ImportReport]:
     """A Scenario from a pasted launch command, and the report of what was imported, assumed and ignored.
 
-    Settings the command does not give are vLLM's defaults; the GPU, its memory, the platform, other processes'
-    memory and the vLLM version come from ``base`` (a launch line does not say them; a container tag names the
-    version). Bad values raise ``InvalidInput`` naming the flag.
+    The arguments are read as the parser of the vLLM version does (the container tag's, else ``base``'s): its
+    flags, their arity, its boolean forms and abbreviations (``serve_parser``). Settings the command does not give
+    are vLLM's defaults; the GPU, its memory, the platform, other processes' memory and the vLLM version come from
+    ``base``. Bad values, and lines vLLM refuses as a whole, raise ``InvalidInput`` with a sentence.
     """
     base = base or Scenario()
+    if len(text) > MAX_LINE_CHARS:
+        raise InvalidInput(f"the pasted text is {len(text):,} characters long; a launch command is read up to "
+                           f"{MAX_LINE_CHARS:,}: paste the command alone")
     line = find_launch_line(text)
-    table, canonical_flags = _option_table()
-    fields: dict[str, Any] = {}
-    imported: list[str] = []
-    ignored: list[str] = []
-    unknown: list[str] = []
-    tokens = list(line.arguments)
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        index += 1
-        if not token.startswith("-"):
-            if "model" in fields:
-                ignored.append(f"{token!r}: an extra word after the model")
-            else:
-                fields["model"] = token
-            continue
-        written, has_inline, inline = token.partition("=")
-        flag = written if not written.startswith("--") else "--" + written[2:].replace("_", "-")
-        known = table.get(flag)
-        if known is None:
-            index = _report_unknown(flag, token, has_inline, tokens, index, table, canonical_flags, unknown)
-            continue
-        canonical, takes_value = known
-        value = inline if has_inline else None
-        if takes_value and not has_inline:
-            if index >= len(tokens):
-                raise InvalidInput(f"{canonical} needs a value")
-            value, index = tokens[index], index + 1
-        shown = f"{canonical} {value}" if value is not None else canonical
+    version, imported, assumed, ignored = _version(line, base)
+    serve = not (line.entrypoint.startswith("python -m ") and not line.entrypoint.endswith(" serve"))
+    if line.entrypoint.startswith("docker image"):
+        # NOTE: vllm/vllm-openai started `python3 -m vllm.entrypoints.openai.api_server` (the issue tracker shows it
+        # in May 2025) and starts `vllm serve` now; a release whose `vllm serve` takes `--model` (moving it to the
+        # front, 0.11+) reads the same arguments either way, an older one is read as the module.
+        serve = table_for(version).model_option == "moved"
+        assumed.append(f"the image runs {'`vllm serve`' if serve else '`python3 -m vllm.entrypoints.openai.api_server`'}"
+                       " with the arguments after it")
+    elif " in docker image " in line.entrypoint:
+        assumed.append("the command after the image runs as written: an image whose entrypoint is `vllm serve` (as "
+                       "vllm/vllm-openai's is) would run `vllm serve vllm serve ...` and refuse it unless "
+                       "--entrypoint is set")
+    try:
+        parsed = parse_arguments(list(line.arguments), version, serve=serve)
+    except Refused as exc:
+        raise InvalidInput(f"vLLM {version} refuses this command: {' '.join(str(exc).split())[:300]}") from exc
+    if parsed.release.split(".")[:2] != version.split(".")[:2]:
+        assumed.append(f"flags read as vLLM {parsed.release}'s parser reads them (the nearest release whose flags "
+                       "are stored)")
+    fields: dict[str, Any] = {"model": parsed.model} if parsed.model else {}
+    incomplete: list[str] = []
+    for option in parsed.options:
+        canonical = option.spec.canonical
+        value = " ".join(option.value) if isinstance(option.value, tuple) else option.value
+        shown = f"{canonical} {value}" if option.spec.takes_value and value is not None else option.written
         if canonical == "--model":
-            fields["model"] = value
             imported.append(shown)
+        elif canonical in _CAPTURE_FLAGS or (canonical == "--compilation-config" and _graph_keys(str(value))):
+            fields["cudagraph_capture_sizes"] = _capture_sizes(canonical, option.value, version)
+            imported.append(shown)
+            rest = _graph_keys(str(value))[1] if canonical == "--compilation-config" else ()
+            if rest:
+                incomplete.append(f"--compilation-config {', '.join(rest)}: {PLAN_IS_OFF[canonical]}")
+        elif canonical in PLAN_IS_OFF:
+            incomplete.append(f"{shown}: {PLAN_IS_OFF[canonical]}")
         elif canonical == "--max-model-len" and str(value).lower() in ("auto", "-1"):
             ignored.append(f"{shown}: the plan shows the config's length and the largest that fits")
         elif canonical in _FLAG_TO_FIELD:
             fields[_FLAG_TO_FIELD[canonical]] = _coerce(_FLAG_TO_FIELD[canonical], str(value))
             imported.append(shown)
-        elif "--" + canonical.removeprefix("--no-").removeprefix("--") in _BOOLEAN_FLAGS:
-            positive = "--" + canonical.removeprefix("--no-").removeprefix("--")
-            fields[_BOOLEAN_FLAGS[positive]] = not canonical.startswith("--no-")
+        elif canonical in _BOOLEAN_FLAGS and isinstance(option.value, bool):
+            fields[_BOOLEAN_FLAGS[canonical]] = option.value
             imported.append(shown)
         else:
-            ignored.append(f"{shown}: {_reason(canonical, base)}")
+            ignored.append(f"{shown}: {_reason(shown if option.value is False else canonical, base)}")
     if not fields.get("model"):
         raise InvalidInput("the command names no model (expected `vllm serve MODEL ...` or `--model MODEL`)")
-    version = base.vllm_version
-    assumed = [f"GPU {base.gpu or 'custom'}" + (f" ({base.gpu_memory_gib:g} GiB)" if base.gpu_memory_gib else "")
-               + ": a launch line does not name it; pick yours under Hardware"]
-    from_tag = False
-    if line.image_version:
-        try:
-            version, from_tag = str(VllmVersion.parse(line.image_version)), True
-            imported.append(f"vLLM {version} (the container tag)")
-        except CalculatorError as exc:
-            ignored.append(f"the container tag's version {line.image_version}: {exc}")
-    if not from_tag:
-        assumed.append(f"vLLM {version}: the command does not say which version; pick it under vLLM settings")
-    note = version_notice(version)
-    if note:
-        assumed.append(note)
     ignored += [f"environment variable {name}: not modelled" for name in line.environment
                 if name.startswith(("VLLM_", "CUDA_", "PYTORCH_"))]
     kept = {"gpu": base.gpu, "gpu_memory_gib": base.gpu_memory_gib, "device": base.device,
@@ -224,20 +251,74 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
         field = str(first["loc"][0]) if first["loc"] else "command"
         raise InvalidInput(f"{VALUE_FLAGS.get(field, field)}: {first['msg']}") from exc
     return scenario, ImportReport(entrypoint=line.entrypoint, imported=tuple(imported), assumed=tuple(assumed),
-                                  ignored=tuple(ignored), unknown=tuple(unknown))
+                                  ignored=tuple(ignored), unknown=parsed.refused, incomplete=tuple(incomplete))
 
 
-def _report_unknown(flag: str, token: str, has_inline: bool, tokens: list[str], index: int,
-                    table: dict[str, tuple[str, bool]], canonical_flags: tuple[str, ...], unknown: list[str]) -> int:
-    """Note a flag vLLM does not know (with the closest one it does); returns the index after its value."""
-    close = difflib.get_close_matches(flag, canonical_flags, n=1, cutoff=0.75)
-    takes_value = table[close[0]][1] if close else (index < len(tokens) and not tokens[index].startswith("-"))
-    shown = token
-    if takes_value and not has_inline and index < len(tokens):
-        shown, index = f"{token} {tokens[index]}", index + 1
-    hint = f"; did you mean {close[0]}?" if close else ""
-    unknown.append(f"{shown!r} is not a vllm serve flag (vLLM would refuse to start){hint}")
-    return index
+def _version(line: LaunchLine, base: Scenario) -> tuple[str, list[str], list[str], list[str]]:
+    """The vLLM version to read the line with (a container tag names it), and what the report says about it:
+    (version, imported, assumed, ignored)."""
+    imported: list[str] = []
+    ignored: list[str] = []
+    assumed = [f"GPU {base.gpu or 'custom'}" + (f" ({base.gpu_memory_gib:g} GiB)" if base.gpu_memory_gib else "")
+               + ": a launch line does not name it; pick yours under Hardware"]
+    version = base.vllm_version
+    tag = line.image_version
+    if tag:
+        try:
+            version = str(VllmVersion.parse(tag))
+        except CalculatorError as exc:
+            ignored.append(f"the container tag's version {tag}: {exc}")
+            tag = None
+    if tag and tag.lower().lstrip("v") != version:
+        imported.append(f"vLLM {version} (the container tag {tag}, a pre-release or build of {version}: planned "
+                        f"with {version}'s rules)")
+    elif tag:
+        imported.append(f"vLLM {version} (the container tag)")
+    else:
+        assumed.append(f"vLLM {version}: the command does not say which version; pick it under vLLM settings")
+    note = version_notice(version)
+    if note:
+        assumed.append(note)
+    return version, imported, assumed, ignored
+
+
+_CAPTURE_FLAGS = frozenset({"--cudagraph-capture-sizes", "--cuda-graph-sizes", "--max-cudagraph-capture-size"})
+
+
+def _graph_keys(text: str) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+    """The CUDA-graph sizes a --compilation-config JSON sets, and its other keys; None when it sets none."""
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(config, dict):
+        return None
+    graphs = {k: config[k] for k in ("cudagraph_capture_sizes", "max_cudagraph_capture_size") if k in config}
+    return (graphs, tuple(k for k in config if k not in graphs)) if graphs else None
+
+
+def _capture_sizes(flag: str, value: Any, version: str) -> tuple[int, ...]:
+    """The batch sizes vLLM captures for a capture-size flag (vllm/config/vllm.py _set_cudagraph_sizes)."""
+    if flag == "--compilation-config":
+        graphs = _graph_keys(str(value))[0]  # type: ignore[index]
+        sizes = graphs.get("cudagraph_capture_sizes")
+        flag, value = (("--cudagraph-capture-sizes", sizes) if sizes is not None else
+                       ("--max-cudagraph-capture-size", graphs["max_cudagraph_capture_size"]))
+    words = value if isinstance(value, (tuple, list)) else (value,)
+    try:
+        numbers = [int(str(word)) for word in words]
+    except ValueError as exc:
+        raise InvalidInput(f"{flag}: not a list of batch sizes: {' '.join(map(str, words))!r}") from exc
+    if not numbers or min(numbers) < 1:
+        raise InvalidInput(f"{flag}: capture sizes are positive batch sizes")
+    largest = numbers[0]
+    if flag == "--max-cudagraph-capture-size":
+        # NOTE: vLLM's default list, up to the given size: [1, 2, 4], steps of 8 below 256, of 16 from 256.
+        return tuple([s for s in (1, 2, 4) if s <= largest] + list(range(8, min(largest + 1, 256), 8))
+                     + list(range(256, largest + 1, 16)))
+    if flag == "--cuda-graph-sizes" and len(numbers) == 1 and not VllmVersion.parse(version).at_least(11):
+        return (1, 2, 4, *range(8, largest + 1, 8))  # 0.10: one value is the largest of [1, 2, 4] + steps of 8
+    return tuple(sorted(set(numbers)))
 
 
 def _coerce(field: str, value: str) -> Any:

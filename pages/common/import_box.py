@@ -75,7 +75,8 @@ def draw_report(report: ImportReport) -> None:
     """The import's outcome, by name: one box, problems first."""
     lines = [f"**Imported** ({report.entrypoint}): " + (", ".join(f"`{i}`" for i in report.imported) or "the model")]
     lines += [f"**Assumed**: {a}" for a in report.assumed]
-    lines += [f"**Not a vLLM flag**: {u}" for u in report.unknown]
+    lines += [f"**vLLM refuses**: {u}" for u in report.unknown]
+    lines += [f"**Incomplete**: `{i.split(': ', 1)[0]}`: {i.split(': ', 1)[1]}" for i in report.incomplete]
     lines += [f"**Ignored** `{i.split(':', 1)[0]}`:{i.split(':', 1)[1]}" for i in report.ignored]
-    box = st.warning if report.unknown else st.success
+    box = st.warning if report.unknown or report.incomplete else st.success
     box("\n\n".join(lines), icon="📋")
