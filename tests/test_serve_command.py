@@ -223,6 +223,14 @@ def test_multi_value_flags_take_all_their_values_and_graph_sizes_are_modelled():
     assert parsed.cudagraph_capture_sizes == (1, 2, 4)  # vLLM de-duplicates and sorts them
 
 
+def test_a_multi_value_flag_the_version_dropped_is_refused_with_all_its_values():
+    # the line on the newest release: --cuda-graph-sizes is gone (0.13), its four values go with it
+    parsed, report = import_serve_command("vllm serve Qwen/Qwen2.5-7B-Instruct --cuda-graph-sizes 1 2 4 512")
+    assert parsed.model == "Qwen/Qwen2.5-7B-Instruct" and report.ignored == ()
+    assert report.unknown == ("'--cuda-graph-sizes 1 2 4 512' is not a vllm serve flag (vLLM would refuse to start); "
+                              "did you mean --cudagraph-capture-sizes?",)
+
+
 def test_graph_size_shorthands_expand_as_vllm_expands_them():
     # 0.10 (SchedulerConfig.cuda_graph_sizes): one value N is [1, 2, 4] + range(8, N + 1, 8)
     parsed, _ = import_serve_command("vllm serve m --cuda-graph-sizes 32", base=V0102)
@@ -280,6 +288,8 @@ def test_an_explicit_command_after_the_image_keeps_the_tag():
     parsed, report = import_serve_command("docker run --gpus all vllm/vllm-openai:v0.12.0 vllm serve Qwen/Qwen3-8B")
     assert (parsed.model, parsed.vllm_version) == ("Qwen/Qwen3-8B", "0.12.0")
     assert report.entrypoint == "vllm serve in docker image vllm/vllm-openai:v0.12.0"
+    assert report.assumed[1].startswith("the command after the image runs as written: an image whose entrypoint is "
+                                        "`vllm serve` (as vllm/vllm-openai's is) would run `vllm serve vllm serve")
 
 
 def test_docker_options_are_read_with_their_arity():
