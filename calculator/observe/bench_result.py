@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -30,7 +31,8 @@ _LABELS = {  # printed label -> the --save-result key
     "Maximum request concurrency:": "max_concurrency", "Request rate configured (RPS):": "request_rate",
     "Benchmark duration (s):": "duration", "Total input tokens:": "total_input_tokens",
     "Total generated tokens:": "total_output_tokens", "Request throughput (req/s):": "request_throughput",
-    "Output token throughput (tok/s):": "output_throughput", "Total token throughput (tok/s):": "total_token_throughput",
+    "Output token throughput (tok/s):": "output_throughput",
+    "Total token throughput (tok/s):": "total_token_throughput",
     "Mean TTFT (ms):": "mean_ttft_ms", "Median TTFT (ms):": "median_ttft_ms", "P99 TTFT (ms):": "p99_ttft_ms",
     "Mean TPOT (ms):": "mean_tpot_ms", "Median TPOT (ms):": "median_tpot_ms", "P99 TPOT (ms):": "p99_tpot_ms",
     "Mean ITL (ms):": "mean_itl_ms", "Median ITL (ms):": "median_itl_ms", "P99 ITL (ms):": "p99_itl_ms",
@@ -158,8 +160,9 @@ def diagnose_bench(text: str, *, gpu: str | None, model: str | None = None,
     result = estimate(scenario, load_model_spec(scenario.model))
     if not result.on_gpu:
         raise InvalidInput("the speed model covers GPUs; give the GPU the benchmark ran on (--gpu)")
-    load = {"concurrency": bench.max_concurrency} if bench.max_concurrency else (
-        {"request_rate": bench.request_rate} if bench.request_rate else {"concurrency": int(bench.figures["completed"])})
+    everyone = {"concurrency": int(bench.figures["completed"])}
+    load = ({"concurrency": bench.max_concurrency} if bench.max_concurrency
+            else {"request_rate": bench.request_rate} if bench.request_rate else everyone)
     traffic = Traffic(input_tokens=bench.input_tokens, output_tokens=bench.output_tokens, **load)
     notes = [] if bench.max_concurrency or bench.request_rate else [
         "no --max-concurrency or --request-rate: every request was sent at once, modelled as that many in flight"]
@@ -197,7 +200,8 @@ def _scenario(text: str, bench: BenchResult, *, gpu: str | None, model: str | No
     return Scenario(**fields)
 
 
-def _solve(result: Estimate, traffic: Traffic, field: str, measured_ms: float, figure, fixed: dict[str, float]) -> float:
+def _solve(result: Estimate, traffic: Traffic, field: str, measured_ms: float,
+           figure: Callable[[SpeedEstimate], float], fixed: dict[str, float]) -> float:
     """The efficiency at which the predicted figure equals the measured one (bisection; faster with more)."""
     base = constants_for(result.gpu.platform).model_copy(update=fixed)
     low, high = MIN_EFFICIENCY, 1.0

@@ -13,7 +13,8 @@ from .diagnose import Diagnosis
 PRINTED, PREDICTED = "vLLM printed", "Estimate"
 # Printed term -> (segment colour key, label), bottom first.
 _STACK = (("weights_gib", "weights", "Weights"), ("activation_peak_gib", "activation", "Activation peak"),
-          ("non_torch_memory_gib", "non_torch", "Non-torch (NCCL, cuBLAS)"), ("cudagraph_gib", "cudagraph", "CUDA graphs"),
+          ("non_torch_memory_gib", "non_torch", "Non-torch (NCCL, cuBLAS)"),
+          ("cudagraph_gib", "cudagraph", "CUDA graphs"),
           ("available_kv_cache_gib", "kv_cache", "KV cache"))
 
 

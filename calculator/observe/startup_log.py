@@ -33,7 +33,8 @@ _PREFIX = re.compile(r"^\s{0,40}(?:\((?P<role>[A-Za-z][A-Za-z0-9_]{0,40})(?: pid
 # A command that starts vLLM, as the launch-line importer reads it: env assignments, sudo/env/nohup, then vllm,
 # python -m vllm..., or a container run.
 _LAUNCH = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]{0,60}=\S{0,200}\s+|(?:sudo|env|nohup|time|exec)\s+){0,12}"
-                     r"(?:\S{0,200}/)?(?:vllm\s+serve\b|python[\d.]{0,5}\s+-m\s+vllm|(?:docker|podman|nerdctl)\s+run\b)")
+                     r"(?:\S{0,200}/)?"
+                     r"(?:vllm\s+serve\b|python[\d.]{0,5}\s+-m\s+vllm|(?:docker|podman|nerdctl)\s+run\b)")
 _LOG_HEAD = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s{1,4}\d\d-\d\d \d\d:\d\d:\d\d")
 
 
@@ -167,7 +168,8 @@ _CONCURRENCY = re.compile(r"Maximum concurrency for " + _INT + r" tokens per req
 # Settings lines.
 _API_VERSION = re.compile(r"vLLM API server version v?(\d{1,4}\.\d{1,4}[0-9A-Za-z.+\-]{0,60})")
 _BANNER_VERSION = re.compile(r"\u2588.{0,40}\bversion v?(\d{1,4}\.\d{1,4}[0-9A-Za-z.+\-]{0,60})")  # 0.11+ banner
-_ENGINE_CONFIG = re.compile(r"Initializing an? (?:(V0|V1) )?LLM engine \(v?([0-9A-Za-z.+\-]{1,60})\)(?: with config: )?")
+_ENGINE_CONFIG = re.compile(r"Initializing an? (?:(V0|V1) )?LLM engine \(v?([0-9A-Za-z.+\-]{1,60})\)"
+                            r"(?: with config: )?")
 _NON_DEFAULT = re.compile(r"non-default args: \{")
 _USING_LEN = re.compile(r"Using max model len (\d{1,12})")
 _CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d{1,12})")

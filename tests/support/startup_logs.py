@@ -17,7 +17,12 @@ if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support.tiny_models import TinyModelFactory  # noqa: E402
-from support.vllm_server import VllmCpuServer, VllmServerError, provisioned_venv  # noqa: E402
+from support.vllm_server import (  # noqa: E402
+    VllmCpuServer,
+    VllmServerError,
+    cache_config_info,
+    provisioned_venv,
+)
 
 LOGS_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm-startup-logs"
 
@@ -50,18 +55,18 @@ class _ServerWithoutKvSpaceVariable(VllmCpuServer):
         return env
 
 
-def capture(case: LogCase, models: TinyModelFactory, scratch_dir: Path) -> tuple[str, bool]:
-    """Start a real server for ``case``: (its whole log, whether /health answered)."""
+def capture(case: LogCase, models: TinyModelFactory, scratch_dir: Path) -> tuple[str, dict[str, str] | None]:
+    """Start a real server for ``case``: its whole log, and its ``vllm:cache_config_info`` labels (None: refused)."""
     kind = VllmCpuServer if case.kv_cache_space_gib is not None else _ServerWithoutKvSpaceVariable
     server = kind(models(case.model), venv=provisioned_venv(case.version), extra_args=case.args,
                   kv_cache_space_gib=case.kv_cache_space_gib or 1, scratch_dir=scratch_dir)
-    started = False
+    labels = None
     try:
         with server:
-            started = True
+            labels = cache_config_info(server.base_url)
     except VllmServerError:
         pass  # a refused start: its log holds the error
-    return server.log_path.read_text(errors="replace"), started
+    return server.log_path.read_text(errors="replace"), labels
 
 
 def main() -> None:
@@ -71,9 +76,9 @@ def main() -> None:
     models = TinyModelFactory(provisioned_venv(), root / "models")
     LOGS_DIR.mkdir(parents=True, exist_ok=True)
     for case in LOG_CASES if len(sys.argv) < 2 else [CASES_BY_NAME[name] for name in sys.argv[1:]]:
-        log, started = capture(case, models, root / case.name)
+        log, labels = capture(case, models, root / case.name)
         (LOGS_DIR / f"{case.name}.log").write_text(log)
-        print(f"{case.name}: {'started' if started else 'refused'}, {len(log.splitlines())} lines")
+        print(f"{case.name}: {'started' if labels else 'refused'}, {len(log.splitlines())} lines")
 
 
 if __name__ == "__main__":
