@@ -78,11 +78,6 @@ def _tables() -> tuple[ReleaseTable, ...]:
     return tuple(sorted(tables, key=lambda t: VllmVersion.parse(t.release).key))
 
 
-def releases() -> tuple[str, ...]:
-    """The releases whose parser is stored, oldest first."""
-    return tuple(t.release for t in _tables())
-
-
 def table_for(version: str) -> ReleaseTable:
     """The parser of ``version``'s minor release (its newest stored patch), else of the newest stored release before
     it (the oldest stored one for anything older)."""
@@ -112,7 +107,6 @@ class ParsedLine(BaseModel):
     model: str | None
     options: tuple[SeenOption, ...]  # in the order of the line
     refused: tuple[str, ...]  # per-flag refusals, each a sentence (unknown flags, `--flag=false` ...)
-    config_file: str | None = None  # --config FILE: vLLM reads more flags from it
 
 
 class _Raising(argparse.ArgumentParser):
@@ -160,7 +154,6 @@ def parse_arguments(arguments: list[str], version: str, *, serve: bool) -> Parse
     """
     table = table_for(version)
     arguments = _pre_pass(list(arguments), table, serve)
-    config_file = _config_file(arguments)
     kept, refused = _screen(arguments, table)
     namespace = argparse.Namespace(seen=[])
     parser = _argparse_of(table.release, serve)
@@ -175,8 +168,7 @@ def parse_arguments(arguments: list[str], version: str, *, serve: bool) -> Parse
     if model is None:
         models = [o.value for o in seen if o.spec.canonical == "--model"]
         model = str(models[-1]) if models else None
-    return ParsedLine(release=table.release, model=model, options=tuple(seen), refused=tuple(refused),
-                      config_file=config_file)
+    return ParsedLine(release=table.release, model=model, options=tuple(seen), refused=tuple(refused))
 
 
 def _pre_pass(arguments: list[str], table: ReleaseTable, serve: bool) -> list[str]:
@@ -240,15 +232,6 @@ def _fold_dotted(arguments: list[str]) -> list[str]:
     for key, value in folded.items():
         kept += [key, json.dumps(value)]
     return kept
-
-
-def _config_file(arguments: list[str]) -> str | None:
-    for index, argument in enumerate(arguments):
-        if argument == "--config" and index + 1 < len(arguments):
-            return arguments[index + 1]
-        if argument.startswith("--config="):
-            return argument.split("=", 1)[1]
-    return None
 
 
 def _screen(arguments: list[str], table: ReleaseTable) -> tuple[list[str], list[str]]:
