@@ -161,12 +161,12 @@ def test_workload_concurrency_is_capped_by_max_num_seqs_and_names_the_limit():
 
 def test_import_sits_at_the_top_and_says_what_it_imported_assumed_and_ignored():
     app = import_command(run_app(), "sudo docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest "
-                                    "--model Qwen/Qwen3-8B --gpu-memory-utilisation 0.8 --swap-space 16 -tp 2")
+                                    "--model Qwen/Qwen3-8B --gpu-memory-utilisation 0.8 --kv-offloading-size 64 -tp 2")
     report = next(s.value for s in app.warning if "Imported" in s.value)
     assert "`--tensor-parallel-size 2`" in report
     assert "Assumed**: GPU h100-sxm-80gb: a launch line does not name it" in report
     assert "did you mean --gpu-memory-utilization?" in report
-    assert "Ignored** `--swap-space 16`" in report
+    assert "Ignored** `--kv-offloading-size 64`" in report
     assert app.selectbox(key="plan_preset").value == "Qwen/Qwen3-8B"
     assert app.selectbox(key="plan_tensor_parallel_size").value == 2
 
