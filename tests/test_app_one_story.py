@@ -69,6 +69,11 @@ def test_a_deployment_vllm_refuses_shows_no_running_figures_and_a_command_with_t
     assert shown["Largest max_model_len"] == "21,248"
     assert not [text for text in markdown(app) if text.startswith("**Plan")]
     assert any("No capacity plan: vLLM does not start" in i.value for i in app.info)
+    # 333 blocks of 64 tokens, less the null block, hold 21,248 tokens; at that length a request needs 332 blocks:
+    # the pool is unchanged, so the fix says so rather than a token figure that moves with max_model_len
+    fixes = next(text for text in markdown(app) if text.startswith("**What would make it fit:**"))
+    assert ("- lower max_model_len to 21,248 (the largest that fits) → the same 333-block KV cache, 1.00x"
+            in fixes) and 333 * 64 - 64 == 21248 and f"{333 / 332:.2f}" == "1.00"
     assert "--max-model-len 21248" in app.code[0].value  # the first fix, picked by default
     app.radio(key="launch_fix").set_value("as set: will not start").run()
     assert app.code[0].value.startswith("# will not start")

@@ -22,6 +22,7 @@ class Fix(BaseModel):
     changes: dict[str, object]
     max_concurrency: float
     kv_cache_tokens: int
+    num_gpu_blocks: int = 0  # the KV pool the fix gives (the same as now: only the per-request figures change)
     checkpoint: str | None = None  # the fix needs another checkpoint of the model (e.g. a 4-bit one)
     environment: dict[str, str] = Field(default_factory=dict)  # variables the command must set (e.g. VLLM_ALLOW_...)
 
@@ -144,14 +145,16 @@ def fixes(result: Estimate) -> list[Fix]:
         fixed = _try(scenario, spec, **changes)
         if fixed is not None:
             found.append(Fix(description=description, changes=changes, max_concurrency=fixed.capacity.max_concurrency,
-                             kv_cache_tokens=fixed.capacity.kv_cache_tokens))
+                             kv_cache_tokens=fixed.capacity.kv_cache_tokens,
+                             num_gpu_blocks=fixed.capacity.num_gpu_blocks))
     if too_long and result.settings.error and _fits_but_for_length(result):
         found.append(Fix(description=f"set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to keep max_model_len "
                                      f"{settings.max_model_len:,} (risk: past the {spec.derived_max_model_len:,} "
                                      "tokens the model was trained for, outputs may be wrong or CUDA may fail)",
                          changes={}, environment={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
                          max_concurrency=result.capacity.max_concurrency,
-                         kv_cache_tokens=result.capacity.kv_cache_tokens))
+                         kv_cache_tokens=result.capacity.kv_cache_tokens,
+                         num_gpu_blocks=result.capacity.num_gpu_blocks))
     if spec.quantization is None or spec.quantization.weight_bits > 4:
         variant, plain = four_bit_spec(spec), scenario.replace(quantization=None)
         four_bit, changes = _try(plain, variant), {}
@@ -165,7 +168,8 @@ def fixes(result: Estimate) -> list[Fix]:
             found.append(Fix(description=f"serve {FOUR_BIT_NAME}{length} (about a quarter of the 16-bit weights)",
                              changes=changes, checkpoint=FOUR_BIT_NAME,
                              max_concurrency=four_bit.capacity.max_concurrency,
-                             kv_cache_tokens=four_bit.capacity.kv_cache_tokens))
+                             kv_cache_tokens=four_bit.capacity.kv_cache_tokens,
+                             num_gpu_blocks=four_bit.capacity.num_gpu_blocks))
     return found
 
 

@@ -16,6 +16,11 @@ def plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
+def gpu_count(replicas: int, gpus_per_replica: int) -> str:
+    """"3 replicas × 2 GPU(s) = 6 GPUs": the page's one way to say a GPU count."""
+    return f"{plural(replicas, 'replica')} × {gpus_per_replica} GPU(s) = {plural(replicas * gpus_per_replica, 'GPU')}"
+
+
 def draw(plan: SpeedPlan, workload: Workload) -> None:
     """The plan for the deployment as set, then the other layouts (the numbers of ``calculator.speed.layouts``)."""
     ceilings, capacity = plan.ceilings, plan.ceilings.plan
@@ -36,11 +41,9 @@ def draw(plan: SpeedPlan, workload: Workload) -> None:
         money = (f", **{usd(capacity.cost_per_hour)}/hour** ({usd(capacity.cost_per_month, 0)}/month), "
                  f"{usd(capacity.cost_per_million_output_tokens)} per million output tokens")
     per = capacity.per_replica
-    with st.container(key="the_plan"):
-        st.markdown(f"**Plan: {plural(capacity.replicas, 'replica')} × {capacity.gpus_per_replica} GPU(s) = "
-                    f"{plural(capacity.gpus, 'GPU')}**{money}; TTFT p95 {format_ms(per.ttft_p95_ms)}, ITL "
-                    f"{format_ms(per.tpot_ms)}; the {ceilings.binding} ceiling binds.\n\n"
-                    f"- Memory ceiling: {memory}\n- Speed ceiling: {speed}")
+    st.markdown(f"**Plan: {gpu_count(capacity.replicas, capacity.gpus_per_replica)}**{money}; TTFT p95 "
+                f"{format_ms(per.ttft_p95_ms)}, ITL {format_ms(per.tpot_ms)}; the {ceilings.binding} ceiling binds.\n\n"
+                f"- Memory ceiling: {memory}\n- Speed ceiling: {speed}")
     if not capacity.meets_slo:
         st.warning("Even at this count the SLOs are missed: " + "; ".join(capacity.violations) + ".", icon="⏱️")
     layouts = plan.layouts
@@ -73,9 +76,6 @@ def memory_only(result: Estimate, capacity: WorkloadCapacity, workload: Workload
         st.info("No capacity plan: vLLM does not start this deployment (see \"What would make it fit\" above).",
                 icon="🛑")
         return
-    replicas = capacity.replicas_for_target
-    with st.container(key="the_plan"):
-        st.markdown(f"**Plan (memory ceiling only: {why}): {plural(replicas, 'replica')} × {result.num_gpus} GPU(s) "
-                    f"= {plural(replicas * result.num_gpus, 'GPU')}**, each holding "
-                    f"{plural(capacity.concurrency_p95, 'request')} of "
-                    f"{workload.target_concurrent_requests:,} at p95 lengths (limited by {capacity.limited_by_p95}).")
+    st.markdown(f"**Plan (memory ceiling only: {why}): {gpu_count(capacity.replicas_for_target, result.num_gpus)}**, "
+                f"each holding {plural(capacity.concurrency_p95, 'request')} of "
+                f"{workload.target_concurrent_requests:,} at p95 lengths (limited by {capacity.limited_by_p95}).")

@@ -73,10 +73,17 @@ def verdict(result: Estimate, substituted: dict[str, str]) -> None:
         options = _fixes(result.scenario.model_dump_json(), hash(result.model), result)
         if options:
             st.markdown("**What would make it fit:**\n" + "\n".join(
-                f"- {fix.description} → {fix.kv_cache_tokens:,} KV tokens, {fix.max_concurrency:,.2f}x"
-                for fix in options))
+                f"- {fix.description} → {_gives(fix, result)}" for fix in options))
     for warning in result.warnings:
         st.warning(warning, icon="⚠️")
+
+
+def _gives(fix, result: Estimate) -> str:
+    """What a fix gives; a pool of the same blocks is said as such, not as a token figure one off the headline's
+    (vLLM's "GPU KV cache size" is concurrency × max_model_len in some versions, so it moves with max_model_len)."""
+    if fix.num_gpu_blocks == result.capacity.num_gpu_blocks:
+        return f"the same {fix.num_gpu_blocks:,}-block KV cache, {fix.max_concurrency:,.2f}x"
+    return f"{fix.kv_cache_tokens:,} KV tokens, {fix.max_concurrency:,.2f}x"
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
