@@ -234,7 +234,7 @@ def test_weights_that_exceed_the_gpu_say_so_and_quantization_is_offered():
     assert "4-bit AWQ/GPTQ checkpoint" in fixes
     ladder = app.dataframe[0].value.to_dict("records")
     assert [row["precision"] for row in ladder] == ["bf16 (16-bit) ← now", "fp8", "4-bit (AWQ/GPTQ)"]
-    assert [row["here"] for row in ladder][0] == "does not fit" and ladder[1]["GPUs needed (TP)"] == "1"
+    assert [row["here"] for row in ladder][0] == "Does not fit" and ladder[1]["GPUs needed (TP)"] == "1"
 
 
 def test_the_slider_says_when_utilization_changes_nothing():

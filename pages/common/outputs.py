@@ -15,7 +15,7 @@ from calculator.engine.advice import (
     utilization_effect,
     weights_exceed,
 )
-from calculator.explain import deployment_line, explanation, lead_sentence
+from calculator.explain import deployment_line, explanation, lead_sentence, verdict_word
 from calculator.serve_command import serve_command
 from calculator.summary import estimate_summary
 from calculator.sweeps import SWEEPABLE, default_values, points_to_csv, sweep
@@ -179,7 +179,7 @@ def ladder(result: Estimate) -> None:
     with st.expander("Quantization ladder: what each precision needs"):
         rows = _ladder(result.scenario.model_dump_json(), hash(result.model), result)
         st.dataframe([{"precision": r["precision"] + (" ← now" if r["current"] else ""), "how": r["how"],
-                       "weights / GPU": f"{r['weights_gib_per_gpu']:,.2f} GiB", "here": r["verdict"],
+                       "weights / GPU": f"{r['weights_gib_per_gpu']:,.2f} GiB", "here": verdict_word(r["verdict"]),
                        "KV tokens here": f"{r['kv_cache_tokens']:,}",
                        "GPUs needed (TP)": "more than 64" if r["gpus_needed"] is None else f"{r['gpus_needed']}"}
                       for r in rows], hide_index=True, key="ladder_table")
