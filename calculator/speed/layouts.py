@@ -23,10 +23,10 @@ from .calibration import SpeedConstants
 from .ceilings import CeilingsPlan, plan_both_ceilings
 from .plan import Slo
 from .prices import GpuPrice
+from .recommend import TENSOR_PARALLEL_SIZES
 from .traffic import Traffic
 
-TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
-PIPELINE_PARALLEL_SIZES = (1, 2, 4)
+PIPELINE_PARALLEL_SIZES = (1, 2, 4)  # every one with every TP size: the page asks about its own GPU, not the catalog
 
 
 class Layout(BaseModel):
@@ -38,10 +38,6 @@ class Layout(BaseModel):
     ceilings: CeilingsPlan | None
     reason: str  # why it loses to the deployment as set, or why it would win ("fewer GPUs: ...")
     better: bool = False  # meets what the deployment as set meets, with fewer GPUs or at a lower cost
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
 class LayoutPlan(BaseModel):
