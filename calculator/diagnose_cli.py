@@ -34,7 +34,10 @@ def run(args: argparse.Namespace) -> str:
     text = _read(args.log)
     if any(marker in text for marker in BENCH_MARKERS):
         bench = diagnose_bench(text, gpu=args.gpu, model=args.model, vllm_version=args.vllm_version)
-        return json.dumps(bench.as_json()) if args.json else bench.render()
+        if args.json:
+            return json.dumps(bench.as_json())
+        link = urlencode(to_query_params(bench.scenario, speed=bench.measured))
+        return f"{bench.render()}\nPlan link with the measured efficiencies: ?{link}"
     found = diagnose_text(text, gpu=args.gpu, model=args.model, vllm_version=args.vllm_version)
     return json.dumps(found.as_json()) if args.json else render(found)
 

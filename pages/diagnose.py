@@ -22,17 +22,11 @@ CHART_CONFIG = {"displaylogo": False}
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _diagnosed(text: str, gpu: str | None, model: str | None, version: str | None) -> Diagnosis | str:
+def _diagnosed(text: str, gpu: str | None, model: str | None, version: str | None) -> Diagnosis | BenchDiagnosis | str:
+    """The log (or benchmark result) explained, or the sentence saying why it cannot be."""
+    explain = diagnose_bench if any(marker in text for marker in BENCH_MARKERS) else diagnose_text
     try:
-        return diagnose_text(text, gpu=gpu, model=model, vllm_version=version)
-    except CalculatorError as exc:
-        return sentence(exc)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _bench(text: str, gpu: str | None, model: str | None, version: str | None) -> BenchDiagnosis | str:
-    try:
-        return diagnose_bench(text, gpu=gpu, model=model, vllm_version=version)
+        return explain(text, gpu=gpu, model=model, vllm_version=version)
     except CalculatorError as exc:
         return sentence(exc)
 
@@ -58,13 +52,13 @@ def deployment_header(found: Diagnosis) -> None:
     st.markdown(f"**vLLM {found.scenario.vllm_version}** ({found.result.rules.engine.upper()} engine) · "
                 f"`{found.scenario.model}` · "
                 f"{found.result.gpu.name if found.result.gpu else 'CPU'}")
-    cells = st.columns(6)
+    cells = [*st.columns(4), *st.columns(4)]
     for cell, (label, value) in zip(cells, (
             ("TP × PP × DP", f"{s.tensor_parallel_size} × {s.pipeline_parallel_size} × "
                              f"{found.scenario.data_parallel_size}"),
             ("max_model_len", f"{s.max_model_len:,}"), ("gpu_memory_utilization", f"{s.gpu_memory_utilization:g}"),
-            ("dtype / KV dtype", f"{s.dtype} / {s.kv_cache_dtype}"), ("block size", f"{s.block_size}"),
-            ("max_num_seqs / batched", f"{s.max_num_seqs} / {s.max_num_batched_tokens:,}"))):
+            ("block size", f"{s.block_size}"), ("dtype", s.dtype), ("KV cache dtype", s.kv_cache_dtype),
+            ("max_num_seqs", f"{s.max_num_seqs:,}"), ("max_num_batched_tokens", f"{s.max_num_batched_tokens:,}"))):
         cell.metric(label, value)
     read = ", ".join(f"{key} ({where})" for key, where in log.sources.items())
     st.caption(f"Read from the log: {read or 'nothing'}. Everything else is vLLM's default for this version, as the "
@@ -83,6 +77,9 @@ def explanation(found: Diagnosis) -> None:
         st.markdown(f"**What differs most:** {found.largest}")
     left, right = st.columns([3, 2])
     left.plotly_chart(printed_vs_predicted_figure(found), config=CHART_CONFIG, key="diagnose_stacks")
+    unprinted = [row.label for row in found.rows if row.printed is None and row.key.endswith("_gib")]
+    if unprinted:
+        left.caption(f"Not printed by this log, so missing from its bar: {', '.join(unprinted)}.")
     right.dataframe([{"figure": row.label, "vLLM printed": row.printed, "estimate": round(row.predicted, 4),
                       "difference": None if row.difference is None else round(row.difference, 4)}
                      for row in found.rows], hide_index=True, key="diagnose_rows")
@@ -131,19 +128,14 @@ with st.sidebar:
     model = st.text_input("Model (when the log's path cannot be read here)", key="diagnose_model").strip() or None
     version = st.text_input("vLLM version (when the log does not print it)", key="diagnose_version").strip() or None
 
-if not text:
+found = _diagnosed(text, gpu, model, version) if text else None
+if found is None:
     st.info("Paste a log above to begin.", icon="📋")
-elif any(marker in text for marker in BENCH_MARKERS):
-    found = _bench(text, gpu, model, version)
-    if isinstance(found, str):
-        st.error(found)
-    else:
-        bench_view(found)
+elif isinstance(found, str):
+    st.error(found)
+elif isinstance(found, BenchDiagnosis):
+    bench_view(found)
 else:
-    found = _diagnosed(text, gpu, model, version)
-    if isinstance(found, str):
-        st.error(found)
-    else:
-        deployment_header(found)
-        explanation(found)
-        fixes_and_calibration(found)
+    deployment_header(found)
+    explanation(found)
+    fixes_and_calibration(found)

@@ -15,7 +15,7 @@ OOM = (Path(__file__).parent / "data" / "vllm-startup-logs" / "records"
 
 def test_a_pasted_oom_is_diagnosed_and_its_link_opens_the_calibrated_plan(dashboard, browser):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1440, "height": 1500})
+    page = browser.new_page(viewport={"width": 1440, "height": 2000})
     page.goto(f"{dashboard}/diagnose", wait_until="networkidle")
     choose(page, "GPU it ran on", "H100 SXM 80GB")
     version = page.get_by_label("vLLM version (when the log does not print it)")
@@ -29,11 +29,17 @@ def test_a_pasted_oom_is_diagnosed_and_its_link_opens_the_calibrated_plan(dashbo
     failed.wait_for(timeout=120_000)
     assert "No available memory for the cache blocks" in failed.inner_text()
     page.locator(".js-plotly-plot").filter(has_text="what vLLM printed vs the estimate").wait_for(timeout=60_000)
-    page.get_by_text("Changes that make it start").wait_for(timeout=60_000)
+    page.get_by_text("Changes that make it start", exact=True).wait_for(timeout=60_000)
     wait_idle(page)
     page.screenshot(path=str(SCREENSHOTS / "diagnose-oom.png"), full_page=True)
     link = page.get_by_role("link", name="Open the Plan page calibrated to this machine")
     query = parse_qs(urlsplit(link.get_attribute("href")).query)
     assert query["m"] == ["RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"] and query["len"] == ["16000"]
     assert "adj" in query
+    plan = browser.new_page(viewport={"width": 1440, "height": 1000})
+    plan.goto(link.get_attribute("href"), wait_until="networkidle")
+    plan.locator("h1", has_text="Plan").wait_for(timeout=60_000)
+    wait_idle(plan)
+    assert parse_qs(urlsplit(plan.url).query)["adj"] == query["adj"]  # the Plan page kept the calibration
+    plan.close()
     page.close()

@@ -163,23 +163,25 @@ def test_ansi_colours_and_timestamps_do_not_hide_lines():
     assert read_startup_log(coloured).printed.kv_cache_tokens == 1234
 
 
-def test_cuda_oom_names_the_stage():
-    text = ("INFO Model loading took 70.10 GiB memory and 20.0 seconds\n"
-            "ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
-            "capacity of 79.19 GiB of which 1.02 GiB is free.\n")
-    log = read_startup_log(text)
-    assert log.outcome.kind == "cuda_oom"
-    assert log.outcome.error.startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB")
-    assert "while profiling memory" in log.outcome.check
+FAILURES = {
+    "cuda_oom": ("INFO Model loading took 70.10 GiB memory and 20.0 seconds\n"
+                 "ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
+                 "capacity of 79.19 GiB of which 1.02 GiB is free.\n",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB", "while profiling memory"),
+    "no_kv_memory": ("(EngineCore_DP0 pid=7) INFO Model loading took 67.72 GiB memory and 45.09 seconds\n"
+                     "(EngineCore_DP0 pid=7) ERROR ValueError: No available memory for the cache blocks. Try "
+                     "increasing `gpu_memory_utilization` when initializing the engine.\n",
+                     "ValueError: No available memory for the cache blocks.", "the KV-cache budget check"),
+}
 
 
-def test_no_available_memory_for_the_cache_blocks():
-    text = ("(EngineCore_DP0 pid=7) INFO Model loading took 67.72 GiB memory and 45.09 seconds\n"
-            "(EngineCore_DP0 pid=7) ERROR ValueError: No available memory for the cache blocks. Try increasing "
-            "`gpu_memory_utilization` when initializing the engine.\n")
+@pytest.mark.parametrize("kind", FAILURES)
+def test_a_failure_names_its_error_and_check(kind: str):
+    text, error, check = FAILURES[kind]
     log = read_startup_log(text)
-    assert log.outcome.kind == "no_kv_memory"
-    assert log.outcome.error.startswith("ValueError: No available memory for the cache blocks.")
+    assert log.outcome.kind == kind
+    assert log.outcome.error.startswith(error)
+    assert check in log.outcome.check
 
 
 # -- hostile input: a clear sentence, quickly -------------------------------------------------------------------
