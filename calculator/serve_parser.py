@@ -172,7 +172,8 @@ def parse_arguments(arguments: list[str], version: str, *, serve: bool) -> Parse
 
 
 def _pre_pass(arguments: list[str], table: ReleaseTable, serve: bool) -> list[str]:
-    """FlexibleArgumentParser.parse_args before argparse: ``--model`` in serve, underscores, dotted JSON keys."""
+    """FlexibleArgumentParser.parse_args before argparse: ``--model`` in serve, underscores, ``-O3`` (the
+    optimization level; before it existed, the compilation config's level), dotted JSON keys."""
     if serve:
         model_index = next((i for i, a in enumerate(arguments) if re.match(r"^--model(=.+|$)", a)), None)
         if model_index is not None and table.model_option == "refused" and "--model" in arguments:
@@ -191,12 +192,18 @@ def _pre_pass(arguments: list[str], table: ReleaseTable, serve: bool) -> list[st
                 and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", a) for a in arguments)):
             raise Refused("`model` should be provided as the first positional argument when using `vllm serve`. "
                           "i.e. `vllm serve <model> --<arg> <value>`.")
-    processed = []
-    for argument in arguments:
+    processed: list[str] = []
+    level_flag = "--optimization-level" in table.by_spelling
+    for index, argument in enumerate(arguments):
         if argument.startswith("--"):
             key, has_value, value = argument.partition("=")
             key = _UNDERSCORES.sub(lambda m: m.group(0).replace("_", "-"), key, count=1)
             processed.append(f"{key}={value}" if has_value else key)
+        elif argument.startswith("-O") and argument != "-O" and argument[2] != ".":
+            level = argument[3:] if argument[2] == "=" else argument[2:]  # -O3, -O=3
+            processed += ["--optimization-level", level] if level_flag else [f"-O.level={level}"]
+        elif argument == "-O" and index + 1 < len(arguments) and arguments[index + 1] in ("0", "1", "2", "3"):
+            processed.append("--optimization-level" if level_flag else "-O.level")
         else:
             processed.append(argument)
     return _fold_dotted(processed) if table.dotted_json else processed

@@ -165,6 +165,9 @@ def vllm_line(rng: random.Random, table: ReleaseTable) -> list[str]:
             parts += [rng.choice(["--max_num_seqs", "--gpu_memory_utilization"]), "32" if "seqs" in parts else "0.8"]
         elif roll < 0.85:
             parts += rng.choice([["--gpu-memory-utilisation", "0.8"], ["--max-model-length", "4096"]])
+        elif roll < 0.88:
+            parts += rng.choice([["-O3"], ["-O", "2"], ["--compilation-config.cudagraph_capture_sizes", "[1, 2, 4]"],
+                                 ["-cc.max_cudagraph_capture_size", "16"]])
         elif roll < 0.93:
             parts += rng.choice([["--model", "org/other"], ["--model=org/other"]])
         else:

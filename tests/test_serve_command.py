@@ -337,3 +337,19 @@ def test_near_miss_flags_up_to_the_cap_are_read_quickly():
     assert time.perf_counter() - started < 2.0
     assert report.unknown[0] == "'--max-num-seqx 0' is not a vllm serve flag (vLLM would refuse to start); did you " \
                                 "mean --max-num-seqs?"
+
+
+def test_dotted_json_and_optimization_level_forms_are_read_as_vllm_rewrites_them():
+    parsed, report = import_serve_command("vllm serve m --compilation-config.cudagraph_capture_sizes '[1, 2, 4]'",
+                                          base=V032)
+    assert parsed.cudagraph_capture_sizes == (1, 2, 4)
+    assert report.imported == ('--compilation-config {"cudagraph_capture_sizes": [1, 2, 4]}',)
+    _, report = import_serve_command("vllm serve m -O3", base=V032)  # 0.32: -O3 is --optimization-level 3
+    assert report.incomplete[0].startswith("--optimization-level 3: changes the compilation and CUDA-graph defaults")
+    _, report = import_serve_command("vllm serve m -O3", base=V0102)  # 0.10: -O3 is -O.level=3 (compilation config)
+    assert report.incomplete[0].startswith('--compilation-config {"level": 3}: sets CUDA-graph sizes and modes')
+
+
+def test_the_api_server_module_takes_no_positional_model():
+    with pytest.raises(InvalidInput, match="^vLLM 0.32.0 refuses this command: unrecognized arguments: Qwen/Qwen3-8B$"):
+        import_serve_command("python -m vllm.entrypoints.openai.api_server Qwen/Qwen3-8B", base=V032)
