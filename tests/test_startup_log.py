@@ -224,3 +224,39 @@ def test_one_huge_line_does_not_hang():
     log = read_startup_log("INFO vLLM API server version 0.6.4\n" + line)
     assert time.monotonic() - started < 2.0
     assert log.vllm_version == "0.6.4"
+
+
+def test_v0_engine_config_line_as_vllm_0_6_prints_it():
+    # The line as record file-a10g-phi35-vision-v061-30k-failed quotes it.
+    line = ("INFO 09-10 12:00:00 llm_engine.py:213] Initializing an LLM engine (v0.6.1.dev238+ge2c6e0a82) with "
+            "config: model='microsoft/Phi-3.5-vision-instruct', speculative_config=None, dtype=torch.bfloat16, "
+            "max_seq_len=131072, download_dir=None, tensor_parallel_size=1, pipeline_parallel_size=1, "
+            "disable_custom_all_reduce=False, quantization=None, enforce_eager=False, kv_cache_dtype=auto, "
+            "enable_prefix_caching=False\n")
+    log = read_startup_log(line)
+    assert (log.vllm_version, log.engine) == ("0.6.1", "v0")
+    assert {key: log.settings[key] for key in ("model", "dtype", "max_model_len", "tensor_parallel_size",
+                                                "enforce_eager", "kv_cache_dtype")} == {
+        "model": "microsoft/Phi-3.5-vision-instruct", "dtype": "bfloat16", "max_model_len": 131072,
+        "tensor_parallel_size": 1, "enforce_eager": False, "kv_cache_dtype": "auto"}
+
+
+def test_docker_run_line_names_the_version_by_its_image_tag():
+    text = ("docker run --gpus all -p 8000:8000 vllm/vllm-openai:v0.8.5 --model Qwen/Qwen3-8B "
+            "--tensor-parallel-size 2 --max-model-len 32768 --kv-cache-dtype fp8\n"
+            "INFO 05-01 10:00:00 [gpu_worker.py:1] Available KV cache memory: 60.00 GiB\n")
+    log = read_startup_log(text)
+    assert log.vllm_version is None and log.settings["vllm_version"] == "0.8.5"  # not printed, but not missing
+    assert log.missing == ("gpu",)
+    assert {key: log.settings[key] for key in ("model", "tensor_parallel_size", "max_model_len", "kv_cache_dtype")} \
+        == {"model": "Qwen/Qwen3-8B", "tensor_parallel_size": 2, "max_model_len": 32768, "kv_cache_dtype": "fp8"}
+
+
+def test_plain_version_line_without_the_logo_is_one_server():
+    text = ("(APIServer pid=3) INFO 12-04 05:40:07 [api_utils.py:313] vLLM server version 0.28.0, serving model "
+            "Qwen/Qwen3-8B\n"
+            "(EngineCore pid=4) INFO 12-04 05:41:25 [core.py:122] Initializing a V1 LLM engine (v0.28.0) with "
+            "config: model='Qwen/Qwen3-8B', dtype=torch.bfloat16, max_seq_len=40960\n")
+    log = read_startup_log(text)
+    assert log.vllm_version == "0.28.0" and log.settings["model"] == "Qwen/Qwen3-8B"
+    assert log.sources["model"] == "the version banner"

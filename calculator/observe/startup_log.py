@@ -166,7 +166,10 @@ _BLOCKS_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d{1,12}) with num_gp
 _KV_TOKENS = re.compile(r"\b(GPU|CPU|XPU|TPU|HPU|NPU)(?: \+ host)? KV cache size: " + _INT + " tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _NUMBER + "x")
 # Settings lines.
-_API_VERSION = re.compile(r"vLLM API server version v?(\d{1,4}\.\d{1,4}[0-9A-Za-z.+\-]{0,60})")
+_API_VERSION = re.compile(r"vLLM (?:API )?server version v?(\d{1,4}\.\d{1,4}[0-9A-Za-z.+\-]{0,60})")
+# The model the API server names: "vLLM server version X, serving model M" (0.28+ without the logo) or the logo's
+# "model   M" line.
+_SERVED_MODEL = re.compile(r"(?:, serving model |\u2588\s{1,4}model\s{1,8})(\S{1,500})")
 _BANNER_VERSION = re.compile(r"\u2588.{0,40}\bversion v?(\d{1,4}\.\d{1,4}[0-9A-Za-z.+\-]{0,60})")  # 0.11+ banner
 _ENGINE_CONFIG = re.compile(r"Initializing an? (?:(V0|V1) )?LLM engine \(v?([0-9A-Za-z.+\-]{1,60})\)"
                             r"(?: with config: )?")
@@ -251,12 +254,15 @@ class _Reader:
     def _settings(self, line: str, role: str, pid: str) -> None:
         if match := _API_VERSION.search(line) or _BANNER_VERSION.search(line):
             self.versions.add(_release(match[1]))
-            self.api_starts.add(pid or f"line-{self.lines}")
+            # NOTE: keyed by process: one server prints its version once per process, with or without a prefix.
+            self.api_starts.add(pid)
+        if match := _SERVED_MODEL.search(line):
+            self._set("model", match[1], "the version banner", keep=True)
         if match := _ENGINE_CONFIG.search(line):
             self.versions.add(_release(match[2]))
             if match[1]:
                 self.engine = match[1].lower()
-            self.engine_starts.setdefault(role or "engine", set()).add(pid or f"line-{self.lines}")
+            self.engine_starts.setdefault(role or "engine", set()).add(pid)
             self._engine_config(line[match.end():])
         if match := _NON_DEFAULT.search(line):
             self._non_default(line[match.end():])
@@ -426,15 +432,15 @@ class _Reader:
         engine = self.engine
         if version and engine is None:
             engine = "v1" if VllmVersion.parse(version).at_least(8) else "v0"
-        if version:
-            self.settings.setdefault("vllm_version", version)
-            self.sources.setdefault("vllm_version", "the version line")
+        if version:  # NOTE: what the server printed wins over a container tag on the launch line
+            self.settings["vllm_version"] = version
+            self.sources["vllm_version"] = "the version line"
         missing = []
         if self.device != "cpu":
             missing.append("gpu")  # NOTE: vLLM never prints the GPU's name in its start-up log
         if "model" not in self.settings:
             missing.append("model")
-        if version is None:
+        if "vllm_version" not in self.settings:
             missing.append("vllm_version")
         if self.device:
             self.settings.setdefault("device", self.device)
