@@ -52,7 +52,7 @@ def test_the_latency_table_shows_hand_computed_percentiles_and_a_cpu_server_gets
     rows = {row["latency"]: row for row in _frame(app, "latency")}
     # TTFT: 2 of 9 under 5 ms, 7 in (10, 20] ms: p50 = 10 + 10 x 2.5/7, p95 = 10 + 10 x 6.55/7 (ms).
     assert (rows["Time to first token"]["p50 (ms)"], rows["Time to first token"]["p95 (ms)"]) == ("13.6", "19.4")
-    assert rows["Time to first token"]["requests"] == 9
+    assert rows["Time to first token"]["counted"] == "9 requests"
     assert set(rows) == {"Queue time", "Time to first token", "Inter-token latency", "Prefill time", "Decode time",
                          "End-to-end latency"}
     assert any(i.value.startswith("The speed model covers GPUs; this server runs on the CPU") for i in app.info)
@@ -66,7 +66,7 @@ def test_p50_and_p95_over_time_come_from_the_interval_between_reads(serve):
     rows = {row["latency"]: row for row in _frame(app, "latency")}
     # 7 first tokens between the reads, all in (10, 20] ms: p50 = 15.0 ms, p95 = 19.5 ms
     assert (rows["Time to first token"]["p50 (ms)"], rows["Time to first token"]["p95 (ms)"]) == ("15.0", "19.5")
-    assert rows["Time to first token"]["requests"] == 7
+    assert rows["Time to first token"]["counted"] == "7 requests"
     chart = next(c for c in app.get("plotly_chart") if "Latency p50 and p95" in c.proto.spec)
     assert "Time to first token p95" in chart.proto.spec
 
@@ -98,3 +98,16 @@ def test_the_diagnosis_names_memory_and_the_latest_reads_advice_is_not_repeated(
     assert ("Memory is the bottleneck: the KV cache reached 99% and requests were preempted. Use --kv-cache-dtype "
             "fp8, lower --max-model-len, or add GPUs (tensor parallel or replicas).") in warnings
     assert not any(w.startswith("Preemptions are rising") for w in warnings)
+
+
+def test_quantiles_the_buckets_cannot_resolve_are_bounded_by_the_histograms_sum(serve):
+    # The capture's 9 queue times all in (0, 300 ms] sum to 0.145888 ms: PromQL would say p50 150 ms, p95 285 ms.
+    # p50 <= sum / 4.5, p95 <= sum / 0.45. Prefill: 9 in (0, 300 ms] summing to 51.101 ms: p50 <= 11.4 ms, below
+    # TTFT's p50 (13.6 ms). Inter-token latency counts token gaps, not requests.
+    app = run(serve(routes([CAPTURE])).url)
+    rows = {row["latency"]: row for row in _frame(app, "latency")}
+    queue_sum_ms = 0.14588800013370928
+    assert rows["Queue time"]["p50 (ms)"] == f"< {queue_sum_ms / 4.5:.3g} (below the first bucket)"
+    assert rows["Queue time"]["p95 (ms)"] == f"< {queue_sum_ms / 0.45:.3g} (below the first bucket)"
+    assert rows["Prefill time"]["p50 (ms)"] == "< 11.4 (below the first bucket)"
+    assert rows["Inter-token latency"]["counted"] == "6,039 token gaps"

@@ -121,9 +121,10 @@ SHORT = Histogram(buckets=((100.0, 10.0), (INF, 10.0)), sum=500.0, count=10.0)  
     # 10 requests summing 2e8 tokens: a mean of 2e7, twice the 1e7 a Workload takes
     (lengths(Histogram(buckets=((1e9, 10.0), (INF, 10.0)), sum=2e8, count=10.0), SHORT),
      "a mean prompt of 2e+07, more than the planner takes (prompt_tokens_mean is at most 10,000,000)"),
-    # the 95th of 10 requests lies in the (100, 1e308] bucket: 100 + (1e308 - 100) x (9.5 - 5) / 5 = 9e307
-    (lengths(Histogram(buckets=((100.0, 5.0), (1e308, 10.0), (INF, 10.0)), sum=500.0, count=10.0), SHORT),
-     "a p95 prompt of 9e+307, more than the planner takes (prompt_tokens_p95 is at most 10,000,000)"),
+    # the 95th of 10 requests lies in the (100, 1e9] bucket, interpolated 9e8; but 5 of them summing to at most
+    # 5e7 leave the 0.5 requests above it at most (5e7 - 4.5 x 100) / 0.5 = 99,999,100 (a mean of 5e6 passes)
+    (lengths(Histogram(buckets=((100.0, 5.0), (1e9, 10.0), (INF, 10.0)), sum=5e7, count=10.0), SHORT),
+     "a p95 prompt of 9.99991e+07, more than the planner takes (prompt_tokens_p95 is at most 10,000,000)"),
     # n: 2 requests, n summing to 4,000: a mean of 2,000 samples per request, above the 1,024 a Workload takes
     (lengths(SHORT, SHORT, Histogram(buckets=((1.0, 1.0), (INF, 2.0)), sum=4000.0, count=2.0)),
      "a mean n (parallel samples) of 2,000, more than the planner takes (parallel_samples is at most 1,024)"),

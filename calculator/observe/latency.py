@@ -2,8 +2,9 @@
 between reads, the speed model's prediction for the same concurrency and lengths, the bandwidth and FLOPs its
 own roofline counters say it achieved, and a diagnosis in plain words.
 
-Quantiles interpolate inside the bucket as PromQL's ``histogram_quantile`` does (``Histogram.quantile``), on the
-increase between two reads: the requests that finished in that interval, not the server's whole life.
+Quantiles interpolate inside the bucket as PromQL's ``histogram_quantile`` does, then are clamped into what the
+histogram's own count and sum allow (``quantile.py``), on the increase between two reads: the requests that
+finished in that interval, not the server's whole life.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from ..speed.traffic import Traffic, traffic_from
 from .activity import IntervalActivity, histogram_increase
 from .live import RESTART_NOTE, preemptions_rising
 from .metrics import EngineMetrics, Histogram
+from .quantile import Quantile
 
 # (histogram field, label): vLLM's request latency histograms, in the order a request lives them.
 LATENCY_HISTOGRAMS = (
     ("queue_s", "Queue time"), ("ttft_s", "Time to first token"), ("itl_s", "Inter-token latency"),
     ("prefill_s", "Prefill time"), ("decode_s", "Decode time"), ("e2e_s", "End-to-end latency"),
 )
+COUNTED = {"itl_s": "token gaps"}  # what a histogram counts where it is not requests (one gap per token after the first)
 NEARLY_FULL = 0.95  # KV usage at which preemptions are the cache running out (the per-read advice warns from 0.8)
 LOW_USAGE = 0.5
 QUEUE_RISING_INTERVALS = 3  # consecutive intervals whose queue-time p50 grows
@@ -41,20 +44,31 @@ def latency_histogram(engine: EngineMetrics, field: str) -> Histogram | None:
 
 
 class Percentiles(BaseModel):
-    """p50 and p95 (seconds) of the requests a histogram counted, and how many it counted."""
+    """p50 and p95 of what a histogram counted, each clamped into what its buckets, count and sum allow, its mean
+    (seconds), and how many it counted (requests, or token gaps for inter-token latency)."""
 
     model_config = ConfigDict(frozen=True)
-    p50_s: float
-    p95_s: float
+    p50: Quantile
+    p95: Quantile
     mean_s: float
     count: int
+
+    @property
+    def p50_s(self) -> float:
+        return self.p50.value
+
+    @property
+    def p95_s(self) -> float:
+        return self.p95.value
 
 
 def percentiles(histogram: Histogram | None) -> Percentiles | None:
     if histogram is None or histogram.count <= 0:
         return None
-    return Percentiles(p50_s=histogram.quantile(0.5), p95_s=histogram.quantile(0.95),
-                       mean_s=histogram.mean, count=round(histogram.count))
+    p50, p95 = histogram.bounded_quantile(0.5), histogram.bounded_quantile(0.95)
+    if p50 is None or p95 is None:
+        return None
+    return Percentiles(p50=p50, p95=p95, mean_s=histogram.mean, count=round(histogram.count))
 
 
 def interval_percentiles(previous: EngineMetrics | None, current: EngineMetrics) -> dict[str, Percentiles]:

@@ -17,7 +17,7 @@ from ..limits import field_bounds
 from ..scenario import Scenario
 from ..units import GIB
 from .live_client import ServerModel
-from .metrics import EngineMetrics, Rates
+from .metrics import EngineMetrics, Histogram, Rates
 
 # "Near 100 %": with requests queued and the pool this full, the next prompt's blocks do not fit, so the
 # KV cache (not the scheduler's max_num_seqs) is what holds them back.
@@ -151,9 +151,9 @@ def workload_from_server(engine: EngineMetrics, rates_now: Rates | None, target:
         return None
     samples = histograms.get("params_n")
     _check_lengths({"a mean prompt": (prompt.mean, "prompt_tokens_mean"),
-                    "a p95 prompt": (prompt.quantile(0.95), "prompt_tokens_p95"),
+                    "a p95 prompt": (_p95(prompt), "prompt_tokens_p95"),
                     "a mean output": (output.mean, "output_tokens_mean"),
-                    "a p95 output": (output.quantile(0.95), "output_tokens_p95"),
+                    "a p95 output": (_p95(output), "output_tokens_p95"),
                     "a mean n (parallel samples)": (samples.mean if samples else None, "parallel_samples")})
     prompt_mean = max(1, round(prompt.mean or 1))
     hit_rate = rates_now.prefix_cache_hit_rate if rates_now and rates_now.prefix_cache_hit_rate is not None else (
@@ -162,11 +162,17 @@ def workload_from_server(engine: EngineMetrics, rates_now: Rates | None, target:
     return Workload(
         prompt_tokens_mean=prompt_mean,
         output_tokens_mean=max(0, round(output.mean or 0)),
-        prompt_tokens_p95=max(1, math.ceil(prompt.quantile(0.95) or prompt_mean)),
-        output_tokens_p95=max(0, math.ceil(output.quantile(0.95) or 0)),
+        prompt_tokens_p95=max(1, math.ceil(_p95(prompt) or prompt_mean)),
+        output_tokens_p95=max(0, math.ceil(_p95(output) or 0)),
         shared_prefix_tokens=min(prompt_mean, round(hit_rate * prompt_mean)),
         parallel_samples=max(1, round(samples.mean)) if samples and samples.mean else 1,
         target_concurrent_requests=target)
+
+
+def _p95(histogram: Histogram) -> float | None:
+    """The p95 the histogram's sum allows: 16 outputs of exactly 200 tokens read 200, not the interpolated 195."""
+    found = histogram.bounded_quantile(0.95)
+    return None if found is None else found.value
 
 
 def _check_lengths(figures: dict[str, tuple[float | None, str]]) -> None:

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..errors import CalculatorError
+from .quantile import Quantile, bounded_quantile
 
 USAGE_METRICS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 _GAUGES = {
@@ -90,6 +91,10 @@ class Histogram(BaseModel):
                 return lower + (upper - lower) * ((rank - below) / inside if inside else 1.0)
             lower, below = upper, cumulative
         return lower
+
+    def bounded_quantile(self, q: float) -> Quantile | None:
+        """The q-quantile clamped into what the buckets, count and sum allow (``quantile.py``): what to show."""
+        return bounded_quantile(self.buckets, self.sum, self.count, q)
 
 
 class EngineMetrics(BaseModel):

@@ -10,6 +10,7 @@ import streamlit as st
 from calculator import CalculatorError, Estimate, Workload
 from calculator.charts import latency_percentiles_figure
 from calculator.observe.latency import (
+    COUNTED,
     LATENCY_HISTOGRAMS,
     Efficiency,
     diagnosis,
@@ -23,6 +24,7 @@ from calculator.observe.latency import (
     prediction_vs_measured,
 )
 from calculator.observe.metrics import EngineMetrics, Rates
+from calculator.observe.quantile import Quantile
 from calculator.speed.hardware import gpu_rates
 from calculator.speed.inputs import SpeedInputs
 
@@ -34,7 +36,18 @@ LABELS = dict(LATENCY_HISTOGRAMS)
 
 
 def _ms(seconds: float | None) -> str | None:
-    return None if seconds is None else f"{seconds * 1e3:,.1f}"
+    if seconds is None:
+        return None
+    ms = seconds * 1e3
+    return f"{ms:,.1f}" if ms >= 10 or ms == 0 else f"{ms:.3g}"
+
+
+def _quantile_ms(quantile: Quantile) -> str | None:
+    """A quantile as the histogram can vouch for it: where the first bucket holds it and the sum does not pin it,
+    only its bound (the interpolated figure inside that bucket is an artefact)."""
+    if quantile.first_bucket and not quantile.exact:
+        return f"< {_ms(quantile.high)} (below the first bucket)"
+    return _ms(quantile.value)
 
 
 def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, actual: Estimate | None,
@@ -51,11 +64,11 @@ def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, 
     if not recent:
         st.caption("The server has not finished a request yet: its latency histograms are empty.")
     else:
-        st.dataframe([{"latency": LABELS[field], "p50 (ms)": _ms(p.p50_s), "p95 (ms)": _ms(p.p95_s),
-                       "mean (ms)": _ms(p.mean_s), "requests": p.count}
+        st.dataframe([{"latency": LABELS[field], "p50 (ms)": _quantile_ms(p.p50), "p95 (ms)": _quantile_ms(p.p95),
+                       "mean (ms)": _ms(p.mean_s), "counted": f"{p.count:,} {COUNTED.get(field, 'requests')}"}
                       for field, p in recent.items()], hide_index=True, key=f"latency_{key}")
         st.caption(f"Requests that finished {since}; quantiles interpolate inside vLLM's buckets, as PromQL's "
-                   "histogram_quantile does.")
+                   "histogram_quantile does, then are kept within what each histogram's count and sum allow.")
     history = latency_history(reads)
     if any(history.values()):
         series = {field: [(t, p.p50_s, p.p95_s) for t, p in values] for field, values in history.items()}
