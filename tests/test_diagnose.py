@@ -6,6 +6,7 @@ Expected numbers are vLLM's own (what the logs print), never the estimate's outp
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,11 @@ def test_cli_asks_for_the_gpu():
     done = _cli(str(LOGS / "records" / "file-80gb-llava16-mistral-7b-v0102.log"))
     assert done.returncode == 2
     assert done.stderr.decode().startswith("error: the log does not say which GPU ran it")
+
+
+def test_a_calibration_beyond_what_a_link_holds_is_refused_with_a_reason():
+    text = NO_KV_MEMORY.replace("Model loading took 14.99 GiB", "Model loading took 99999.0 GiB").replace(
+        "'gpu_memory_utilization': 0.2", "'gpu_memory_utilization': 0.9")
+    found = diagnose_text(text, gpu="h100-sxm-80gb")
+    assert found.calibrated is None
+    assert re.match(r"the printed figures are \+99,9\d\d GiB away from the estimate, too far", found.calibration_note)

@@ -260,3 +260,8 @@ def test_plain_version_line_without_the_logo_is_one_server():
     log = read_startup_log(text)
     assert log.vllm_version == "0.28.0" and log.settings["model"] == "Qwen/Qwen3-8B"
     assert log.sources["model"] == "the version banner"
+
+
+def test_a_value_vllm_could_not_have_printed_is_left_out():
+    log = read_startup_log("INFO non-default args: {'model': 'm', 'gpu_memory_utilization': abc, 'max_model_len': x}\n")
+    assert log.settings == {"model": "m"}

@@ -30,6 +30,7 @@ CAPACITY = ("num_gpu_blocks", "kv_cache_tokens", "max_concurrency")
 _OVERHEADS = ("weights_gib", "activation_peak_gib", "non_torch_memory_gib", "consumed_memory_gib", "cudagraph_gib")
 _SCENARIO_FIELDS = frozenset(Scenario.model_fields)
 CALIBRATION_DECIMALS = 6  # GiB to the KiB
+MAX_CALIBRATION_GIB = 1000  # what a link's adj takes (Scenario.overhead_adjustment_gib)
 
 
 class TermRow(BaseModel):
@@ -120,6 +121,10 @@ def diagnose(log: StartupLog, scenario: Scenario, notes: list[str] | tuple[str, 
     result = estimate(scenario, spec)
     rows = _rows(log, result)
     adjustment, how = _calibration(log, result)
+    if adjustment is not None and abs(adjustment) > MAX_CALIBRATION_GIB:
+        how = (f"the printed figures are {adjustment:+,.0f} GiB away from the estimate, too far to be an overhead "
+               "the estimate missed: check the GPU and the settings")
+        adjustment = None
     calibrated = scenario.replace(overhead_adjustment_gib=adjustment) if adjustment is not None else None
     reproduced = estimate(calibrated, spec) if calibrated is not None else result
     fix_list: list[Fix] = []

@@ -503,7 +503,10 @@ def _value(field: str, text: str) -> Any:
     if field in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching"):
         return text == "True"
     if field == "gpu_memory_utilization" or field == "cpu_offload_gb":
-        return float(text)
+        try:
+            return float(text)
+        except ValueError:
+            return None
     if field in ("model", "quantization", "kv_cache_dtype"):
         return text
     if field == "dtype":
