@@ -90,6 +90,8 @@ def scenario_from_log(log: StartupLog, *, gpu: str | None = None, model: str | N
     if model:
         fields["model"] = model
     if vllm_version:
+        if fields.get("vllm_version") not in (None, vllm_version):
+            notes.append(f"vLLM {vllm_version} as asked, though the log printed {fields['vllm_version']}")
         fields["vllm_version"] = vllm_version
     for need, flag in (("model", "--model"), ("vllm_version", "--vllm-version")):
         if need not in fields:
