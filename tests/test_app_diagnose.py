@@ -73,3 +73,13 @@ def test_a_cpu_log_needs_no_gpu_and_shows_the_stacks():
 def test_a_bad_paste_is_one_sentence():
     app = _page('127.0.0.1 - - [04/Dec/2026:05:00:00 +0000] "GET / HTTP/1.1" 200 612\n' * 50)
     assert app.error[0].value.startswith("No vLLM start-up lines in these 50 lines")
+
+
+def test_a_bench_result_gets_the_measured_efficiencies_link():
+    block = (ROOT / "tests" / "data" / "vllm-bench" / "qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k.txt").read_text()
+    app = _page(block, gpu="A100 SXM 80GB")
+    rows = _table(app, "figure")
+    assert rows[rows["figure"] == "mean_tpot_ms"].iloc[0]["measured"] == 20.63  # "Mean TPOT (ms): 20.63"
+    link = next(b for b in app.get("link_button") if "measured efficiencies" in b.proto.label)
+    query = parse_qs(urlsplit(link.proto.url).query)
+    assert query["m"] == ["Qwen/Qwen3-14B-AWQ"] and 0 < float(query["mbu"][0]) <= 1 and "mfu" in query
