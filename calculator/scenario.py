@@ -71,3 +71,13 @@ class Scenario(BaseModel):
     def replace(self, **changes: object) -> Scenario:
         """A copy with some fields changed, validated again."""
         return Scenario.model_validate({**self.model_dump(), **changes})
+
+
+def capture_sizes_from_text(text: str) -> tuple[int, ...]:
+    """CUDA-graph capture sizes from ``"1 2 4 8"`` or ``"1,2,4,8"`` (a widget, a link), sorted, without repeats."""
+    words = text.replace(",", " ").split()
+    if not words or not all(word.isdigit() and 0 < int(word) <= MAX_CONTEXT_TOKENS for word in words):
+        raise ValueError(f"not a list of batch sizes (1 to {MAX_CONTEXT_TOKENS:,}): {text[:60]!r}")
+    if len(words) > MAX_CAPTURE_SIZES:
+        raise ValueError(f"more than {MAX_CAPTURE_SIZES:,} sizes")
+    return tuple(sorted({int(word) for word in words}))

@@ -22,7 +22,7 @@ from .errors import CalculatorError
 from .gpus import find_gpu
 from .limits import field_bounds
 from .model.quantization import SUPPORTED_FLAGS
-from .scenario import DEFAULT_GPU, Scenario
+from .scenario import DEFAULT_GPU, Scenario, capture_sizes_from_text
 from .serve_command import DTYPE_NAMES
 from .speed.inputs import MAX_USD_PER_GPU_HOUR, MIN_USD_PER_GPU_HOUR, RecommendRequest, SpeedInputs
 from .speed.traffic import Traffic
@@ -35,6 +35,7 @@ SCENARIO_KEYS: dict[str, str] = {
     "enable_extensible_kv_cache": "ext", "async_scheduling": "async", "vllm_version": "v",
     "other_processes_memory_gib": "other", "overhead_adjustment_gib": "adj", "data_parallel_size": "dp",
     "enable_expert_parallel": "ep", "cpu_offload_gb": "offload", "enable_prefix_caching": "pc",
+    "cudagraph_capture_sizes": "cgs",
 }
 WORKLOAD_KEYS: dict[str, str] = {
     "prompt_tokens_mean": "in", "output_tokens_mean": "out", "prompt_tokens_p95": "in95",
@@ -74,6 +75,8 @@ def _encode(value: Any) -> str:
         return _NONE
     if isinstance(value, bool):
         return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))  # cudagraph_capture_sizes: cgs=1,2,4,8
     if isinstance(value, float) and value.is_integer():
         return str(int(value)) if abs(value) >= 1 else str(value)
     return str(value)
@@ -139,6 +142,13 @@ def read_link(params: Mapping[str, str | list[str]]) -> LinkState:
             chosen[part][field] = _decode(raw)
         elif key not in SECRET_KEYS:
             warnings.append(f"ignored unknown link parameter {key!r}")
+    sizes = chosen["scenario"].get("cudagraph_capture_sizes")
+    if isinstance(sizes, str):
+        try:
+            chosen["scenario"]["cudagraph_capture_sizes"] = capture_sizes_from_text(sizes)
+        except ValueError as exc:
+            del chosen["scenario"]["cudagraph_capture_sizes"]
+            warnings.append(f"ignored link value cgs={sizes[:60]!r}: {exc}")
     substituted = _check_choices(chosen["scenario"], warnings)
     scenario = _validated(Scenario, chosen["scenario"], SCENARIO_KEYS, warnings, PLAN_WIDGET_BOUNDS)
     workload = _validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings)

@@ -171,6 +171,12 @@ def test_import_sits_at_the_top_and_says_what_it_imported_assumed_and_ignored():
     assert app.selectbox(key="plan_tensor_parallel_size").value == 2
 
 
+def test_imported_capture_sizes_reach_their_widget_and_the_link():
+    app = import_command(run_app(), "vllm serve Qwen/Qwen3-8B --cudagraph-capture-sizes 8 1 2 4")
+    assert app.text_input(key="plan_cudagraph_capture_sizes_text").value == "1 2 4 8"
+    assert app.query_params.get("cgs") in ("1,2,4,8", ["1,2,4,8"])
+
+
 def test_vllm_serve_import_fills_the_page_and_exports_the_same_command():
     app = run_app()
     command = ("vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2 --max-model-len 16384 "

@@ -57,7 +57,7 @@ EVERY_KEY = {
     "m": "Qwen/Qwen3-8B", "g": "a100-sxm-80gb", "mem": "5000", "dev": "rocm", "tp": "2", "pp": "2", "u": "0.1",
     "len": "50000000", "seqs": "500000", "mbt": "50000000", "bs": "32", "dt": "float16", "kv": "fp8", "q": "fp8",
     "kvb": "8589934592", "blocks": "1000", "eager": "1", "ext": "0", "async": "0", "v": "0.30.0", "other": "5000",
-    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0",
+    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8",
     "in": "2000", "out": "300", "in95": "4000", "out95": "600", "prefix": "512", "n": "4", "users": "64",
 }
 
@@ -181,3 +181,9 @@ def test_prices_round_trip_exactly():
     parse_price_list("h100:1e-300", warnings)
     assert warnings == ["ignored price 'h100:1e-300' in the link: dollars per GPU-hour must be at least 0.01 and "
                         "below 10,000"]
+
+
+def test_capture_sizes_a_link_cannot_read_are_dropped_with_a_warning():
+    scenario, _, _, warnings = from_query_params({"cgs": "1,x", "tp": "2"})
+    assert scenario.cudagraph_capture_sizes is None and scenario.tensor_parallel_size == 2
+    assert warnings == ["ignored link value cgs='1,x': not a list of batch sizes (1 to 100,000,000): '1,x'"]

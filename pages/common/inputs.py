@@ -38,7 +38,7 @@ from calculator.model.model_source import (
     model_spec_from_text,
 )
 from calculator.model.quantization import SUPPORTED_FLAGS, quantization_from_flag
-from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL
+from calculator.scenario import DEFAULT_GPU, DEFAULT_MODEL, capture_sizes_from_text
 from calculator.units import parse_size
 from calculator.url_state import UTILIZATION_SLIDER
 
@@ -254,6 +254,14 @@ def _advanced(prefix: str) -> dict[str, object]:
                 kv_bytes = parse_size(text)
             except (ValueError, OverflowError) as exc:
                 st.error(f"kv_cache_memory_bytes: {exc}")
+        sizes_text = st.text_input("cudagraph_capture_sizes (e.g. 1 2 4 8; empty: vLLM's default list)",
+                                   key=f"{prefix}_cudagraph_capture_sizes_text")
+        sizes = None
+        if sizes_text.strip():
+            try:
+                sizes = capture_sizes_from_text(sizes_text)
+            except ValueError as exc:
+                st.error(f"cudagraph_capture_sizes: {exc}")
         blocks = st.number_input("num_gpu_blocks_override", key=f"{prefix}_num_gpu_blocks_override",
                                  placeholder="none", **_bounded("num_gpu_blocks_override"))
         offload = st.number_input("cpu_offload_gb (weights per GPU kept in CPU memory)", step=1.0,
@@ -269,7 +277,7 @@ def _advanced(prefix: str) -> dict[str, object]:
                                         **_bounded("overhead_adjustment_gib"))
     return {"kv_cache_memory_bytes": kv_bytes, "num_gpu_blocks_override": blocks, "cpu_offload_gb": offload,
             "enable_extensible_kv_cache": extensible, "async_scheduling": asynchronous,
-            "enable_prefix_caching": caching, "overhead_adjustment_gib": adjustment}
+            "enable_prefix_caching": caching, "overhead_adjustment_gib": adjustment, "cudagraph_capture_sizes": sizes}
 
 
 def workload_section(prefix: str) -> Workload | str:
