@@ -265,3 +265,14 @@ def test_plain_version_line_without_the_logo_is_one_server():
 def test_a_value_vllm_could_not_have_printed_is_left_out():
     log = read_startup_log("INFO non-default args: {'model': 'm', 'gpu_memory_utilization': abc, 'max_model_len': x}\n")
     assert log.settings == {"model": "m"}
+
+
+def test_another_failure_keeps_its_root_cause():
+    text = ("(APIServer pid=1) INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.32.0\n"
+            "(APIServer pid=1) WARNING 01-01 00:00:01 [system_utils.py:1] ... `OSError: [Errno 24] Too many open "
+            "files`. Consider increasing with ulimit -n\n"
+            "(EngineCore pid=2) ERROR 01-01 00:00:09 [core.py:1] NotImplementedError: MLA is not supported on CPU.\n"
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    log = read_startup_log(text)
+    assert (log.outcome.status, log.outcome.kind) == ("failed", "other")
+    assert log.outcome.error == "NotImplementedError: MLA is not supported on CPU."

@@ -72,10 +72,6 @@ class PrintedFigures(BaseModel):
         return {key: value for key, value in self.model_dump().items() if value is not None}
 
 
-Stage = Literal["loading weights", "profiling memory", "sizing the KV cache", "allocating the KV cache or capturing "
-                "CUDA graphs", "starting the API server", "before loading the weights"]
-
-
 class Outcome(BaseModel):
     """How the start-up ended: ``started``, ``failed`` (with the error and the check that raised it) or ``unknown``
     (the log stops before either)."""
@@ -215,7 +211,7 @@ class _Reader:
         self.lines = 0
         self.started = False
         self.failure: tuple[str, str] | None = None  # (kind, error text)
-        self.last_error: str | None = None
+        self.first_error: str | None = None
         self.engine_starts: dict[str, set[str]] = {}  # role -> pids printing the engine config line
         self.api_starts: set[str] = set()
         self.launch_checked = False
@@ -410,9 +406,9 @@ class _Reader:
             failure = ("length_limit", _error_text(line, "User-specified max_model_len"))
         elif match := _OOM.search(line):
             failure = ("cuda_oom", _error_text(line, match[0]))
-        elif (match := _ERROR_LINE.search(line)) and "WARNING" not in line[:80]:
-            if match[1] not in ("KeyboardInterrupt",):
-                self.last_error = f"{match[1]}: {match[2].strip()}"
+        elif (match := _ERROR_LINE.search(line)) and not re.search(r"\b(?:WARNING|INFO|DEBUG)\b", line[:80]):
+            # NOTE: the first error is the root cause; the later ones wrap it ("Engine core initialization failed").
+            self.first_error = self.first_error or f"{match[1]}: {match[2].strip()}"
         if failure and (self.failure is None or self.failure[0] == "cuda_oom" and failure[0] != "cuda_oom"):
             self.failure = failure
 
@@ -466,8 +462,8 @@ class _Reader:
             return Outcome(status="failed", error=error, check=check, kind=kind)  # type: ignore[arg-type]
         if self.started:
             return Outcome(status="started")
-        if self.last_error:
-            return Outcome(status="failed", error=self.last_error, check=_CHECKS["other"], kind="other")
+        if self.first_error:
+            return Outcome(status="failed", error=self.first_error, check=_CHECKS["other"], kind="other")
         return Outcome(status="unknown")
 
 
