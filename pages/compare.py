@@ -30,6 +30,7 @@ from calculator.units import GIB
 from calculator.url_state import read_link, to_query_params
 from pages.common import import_box, outcomes, page_setup, sentence
 from pages.common.inputs import cached_model_spec, valid_quantizations
+from pages.common.capacity_view import gpu_count
 from pages.common.outputs import CHART_CONFIG
 from pages.common.speed_view import usd
 from pages.common.state import CUSTOM_GPU, FROM_CHECKPOINT, MODEL_SOURCES, plan_link, share_link
@@ -158,8 +159,7 @@ def speed_rows(result: Estimate, workload: Workload) -> dict[str, str]:
         return {**dict.fromkeys(SPEED_ROWS, "—"), "SLO verdict": sentence(exc)}
     plan = ceilings.plan
     per = plan.per_replica
-    return {"plan: replicas × GPUs": f"{plan.replicas:,} × {plan.gpus_per_replica} = {plan.gpus:,} GPUs "
-                                     f"({ceilings.binding} binds)",
+    return {"plan: replicas × GPUs": f"{gpu_count(plan.replicas, plan.gpus_per_replica)} ({ceilings.binding} binds)",
             "TTFT p95": format_ms(per.ttft_p95_ms), "ITL": format_ms(per.tpot_ms),
             "throughput (output)": f"{plan.output_throughput_tok_s:,.0f} tok/s",
             "$/hour": "no price" if plan.cost_per_hour is None else usd(plan.cost_per_hour),

@@ -106,8 +106,8 @@ def test_compare_shows_the_plan_pages_plan_for_the_same_settings() -> None:
     link = next(b.proto.url for b in compare.get("link_button"))
     plan = plan_page({k: v[-1] for k, v in parse_qs(urlsplit(link).query).items()})
     text = the_plan(plan)
-    count = re.match(r"\*\*Plan: ([\d,]+) replicas? × (\d+) GPU\(s\) = ([\d,]+) GPUs?\*\*", text)
-    assert rows["plan: replicas × GPUs"].startswith(f"{count[1]} × {count[2]} = {count[3]} GPUs")
+    count = re.match(r"\*\*Plan: ([\d,]+ replicas? × \d+ GPU\(s\) = [\d,]+ GPUs?)\*\*", text)[1]
+    assert rows["plan: replicas × GPUs"].startswith(f"{count} (")  # "1 replica × 4 GPU(s) = 4 GPUs (speed binds)"
     assert (rows["TTFT p95"], rows["ITL"]) == (metrics(plan)["TTFT p95"], metrics(plan)["ITL"])
     assert f"**{rows['$/hour']}/hour**" in text
     assert rows["verdict"] == "Fits"  # the Plan page's word, not "Fits with margin"
