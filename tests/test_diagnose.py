@@ -139,3 +139,27 @@ def test_a_calibration_beyond_what_a_link_holds_is_refused_with_a_reason():
     found = diagnose_text(text, gpu="h100-sxm-80gb")
     assert found.calibrated is None
     assert re.match(r"the printed figures are \+99,9\d\d GiB away from the estimate, too far", found.calibration_note)
+
+
+CUDA_OOM = """\
+(APIServer pid=1) INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.11.0
+(APIServer pid=1) INFO 01-01 00:00:00 [utils.py:1] non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', \
+'max_num_batched_tokens': 65536, 'max_model_len': 65536}
+(EngineCore_DP0 pid=7) INFO 01-01 00:00:30 [gpu_model_runner.py:1] Model loading took 14.99 GiB and 31.46 seconds
+(EngineCore_DP0 pid=7) ERROR 01-01 00:00:40 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to \
+allocate 7.83 GiB. GPU 0 has a total capacity of 79.19 GiB of which 3.12 GiB is free.
+"""
+
+
+def test_a_cuda_oom_while_profiling_gets_fixes_for_that_stage():
+    found = diagnose_text(CUDA_OOM, gpu="h100-sxm-80gb")
+    assert found.cause == ("The GPU ran out of memory while profiling memory (the activation peak of a "
+                           "max_num_batched_tokens forward pass).")
+    changes = [fix.changes for fix in found.fixes]
+    assert {"max_num_batched_tokens": 32768} in changes  # half of the 65,536 the log set
+    assert all(fix.kv_cache_tokens > 0 and fix.max_concurrency > 0 for fix in found.fixes)
+
+
+def test_a_server_that_started_gets_no_fixes():
+    found = diagnose_text((LOGS / "cpu-0.32.0-llama-started.log").read_text(), model=TINY_LLAMA)
+    assert found.log.outcome.status == "started" and found.fixes == ()

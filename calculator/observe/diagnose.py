@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..engine.advice import Fix, fixes
 from ..engine.estimate import Estimate, estimate
-from ..errors import InvalidInput
+from ..errors import CalculatorError, InvalidInput
 from ..model.model_source import load_model_spec
+from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GIB
 from .startup_log import Outcome, StartupLog
@@ -130,8 +131,9 @@ def diagnose(log: StartupLog, scenario: Scenario, notes: list[str] | tuple[str, 
     calibrated = scenario.replace(overhead_adjustment_gib=adjustment) if adjustment is not None else None
     reproduced = estimate(calibrated, spec) if calibrated is not None else result
     fix_list: list[Fix] = []
-    if log.outcome.status == "failed" or not reproduced.fits:
-        fix_list = fixes(reproduced) if not reproduced.fits else []
+    if log.outcome.status != "started":  # NOTE: a server that started needs no fix, whatever the estimate says
+        fix_list = fixes(reproduced) if not reproduced.fits else (
+            _oom_fixes(log.outcome, reproduced, spec) if log.outcome.kind == "cuda_oom" else [])
     return Diagnosis(log=log, scenario=scenario, result=result, rows=rows, largest=_largest(rows),
                      cause=_cause(log, reproduced), fixes=tuple(fix_list), calibration_gib=adjustment,
                      calibration_note=how, calibrated=calibrated, notes=(*log.notes, *notes))
@@ -207,6 +209,37 @@ def _calibration(log: StartupLog, result: Estimate) -> tuple[float | None, str]:
         value = round(sum(terms[key] - ours[key] for key in terms), CALIBRATION_DECIMALS)
         return value, f"printed − estimated {', '.join(TERMS[key].lower() for key in terms)}"
     return None, "the log prints no memory figure to calibrate with"
+
+
+def _oom_fixes(outcome: Outcome, result: Estimate, spec: ModelSpec) -> list[Fix]:
+    """Changes that free the memory the failed stage asked for (the estimate cannot see a CUDA OOM itself: it says
+    the deployment fits), each with what it leaves."""
+    s, stage = result.settings, outcome.check or ""
+    util = round(s.gpu_memory_utilization - 0.05, 2)
+    headroom = (f"lower gpu_memory_utilization to {util:g} (more room outside the KV cache)",
+                {"gpu_memory_utilization": util})
+    if "loading the weights" in stage:
+        tp = 2 * s.tensor_parallel_size
+        candidates = [(f"use tensor parallelism {tp} ({tp * s.pipeline_parallel_size} GPUs)",
+                       {"tensor_parallel_size": tp}),
+                      ("quantize the weights to fp8 while loading (--quantization fp8)", {"quantization": "fp8"})]
+    elif "profiling memory" in stage:
+        tokens = max(s.max_num_batched_tokens // 2, s.max_num_seqs)
+        candidates = [(f"lower max_num_batched_tokens to {tokens:,} (a smaller profiling forward pass)",
+                       {"max_num_batched_tokens": tokens}), headroom]
+    else:
+        candidates = [*([("run without CUDA graphs (--enforce-eager)", {"enforce_eager": True})]
+                        if not s.enforce_eager else []), headroom]
+    found = []
+    for description, changes in candidates:
+        try:
+            fixed = estimate(result.scenario.replace(**changes), spec)
+        except (CalculatorError, ValueError):
+            continue
+        if fixed.fits:
+            found.append(Fix(description=description, changes=changes, max_concurrency=fixed.capacity.max_concurrency,
+                             kv_cache_tokens=fixed.capacity.kv_cache_tokens))
+    return found
 
 
 def _cause(log: StartupLog, result: Estimate) -> str | None:
