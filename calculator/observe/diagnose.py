@@ -225,8 +225,11 @@ def _oom_fixes(outcome: Outcome, result: Estimate, spec: ModelSpec) -> list[Fix]
                       ("quantize the weights to fp8 while loading (--quantization fp8)", {"quantization": "fp8"})]
     elif "profiling memory" in stage:
         tokens = max(s.max_num_batched_tokens // 2, s.max_num_seqs)
+        # NOTE: profiling runs before the KV cache is sized: gpu_memory_utilization does not change its peak.
         candidates = [(f"lower max_num_batched_tokens to {tokens:,} (a smaller profiling forward pass)",
-                       {"max_num_batched_tokens": tokens}), headroom]
+                       {"max_num_batched_tokens": tokens})]
+        if s.max_num_seqs > 64:
+            candidates.append(("lower max_num_seqs to 64 (a smaller sampler warm-up)", {"max_num_seqs": 64}))
     else:
         candidates = [*([("run without CUDA graphs (--enforce-eager)", {"enforce_eager": True})]
                         if not s.enforce_eager else []), headroom]
