@@ -163,3 +163,10 @@ def test_a_cuda_oom_while_profiling_gets_fixes_for_that_stage():
 def test_a_server_that_started_gets_no_fixes():
     found = diagnose_text((LOGS / "cpu-0.32.0-llama-started.log").read_text(), model=TINY_LLAMA)
     assert found.log.outcome.status == "started" and found.fixes == ()
+
+
+def test_a_model_path_that_cannot_be_read_here_asks_for_the_model():
+    text = (LOGS / "cpu-0.32.0-llama-started.log").read_text().replace("/tmp/", "/nonexistent/")
+    with pytest.raises(InvalidInput, match=r"^the log's model '/nonexistent/.*tiny-llama' cannot be read here "
+                                           r"\(.*\): give the model \(--model"):
+        diagnose_text(text)

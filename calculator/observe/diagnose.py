@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..engine.advice import Fix, fixes
 from ..engine.estimate import Estimate, estimate
-from ..errors import CalculatorError, InvalidInput
+from ..errors import CalculatorError, InvalidInput, one_line_validation_error
 from ..model.model_source import load_model_spec
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
@@ -59,13 +59,10 @@ class Diagnosis(BaseModel):
     calibrated: Scenario | None
     notes: tuple[str, ...]
 
-    def predicted(self) -> dict[str, float | int]:
-        return {row.key: row.predicted for row in self.rows}
-
     def as_json(self) -> dict[str, Any]:
         """The CLI's ``--json``: settings (vLLM's names), printed, predicted, outcome, cause, fixes."""
         return {
-            "settings": {key: value for key, value in self.log.settings.items()},
+            "settings": dict(self.log.settings),
             "settings_used": self.scenario.model_dump(exclude_defaults=True),
             "printed": self.log.printed.present(),
             "predicted": {row.key: _rounded(row.predicted) for row in self.rows},
@@ -114,13 +111,18 @@ def scenario_from_log(log: StartupLog, *, gpu: str | None = None, model: str | N
     try:
         return Scenario(**fields), notes
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InvalidInput(f"{first['loc'][0] if first['loc'] else 'settings'}: {first['msg']}") from exc
+        raise InvalidInput(one_line_validation_error(exc)) from exc
 
 
 def diagnose(log: StartupLog, scenario: Scenario, notes: list[str] | tuple[str, ...] = ()) -> Diagnosis:
     """Reproduce ``log`` with the estimate and explain it."""
-    spec = load_model_spec(scenario.model)
+    try:
+        spec = load_model_spec(scenario.model)
+    except CalculatorError as exc:
+        if log.settings.get("model") != scenario.model:
+            raise
+        raise InvalidInput(f"the log's model {scenario.model!r} cannot be read here ({exc}): give the model "
+                           "(--model: a Hub id, a bundled preset or a config.json)") from exc
     result = estimate(scenario, spec)
     rows = _rows(log, result)
     adjustment, how = _calibration(log, result)
