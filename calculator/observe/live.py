@@ -18,6 +18,7 @@ from ..scenario import Scenario
 from ..units import GIB
 from .live_client import ServerModel
 from .metrics import EngineMetrics, Histogram, Rates
+from .reconcile import server_bytes_per_block
 
 # "Near 100 %": with requests queued and the pool this full, the next prompt's blocks do not fit, so the
 # KV cache (not the scheduler's max_num_seqs) is what holds them back.
@@ -137,9 +138,12 @@ def live_usage(engine: EngineMetrics, result: Estimate) -> LiveUsage | None:
     groups = max(1, len(result.layout.groups))
     usable = blocks - 1
     used = usage * usable
+    per_block: float = result.layout.bytes_per_block
+    if (span := server_bytes_per_block(engine)) is not None and not span[0] < per_block <= span[1]:
+        per_block = span[1]  # NOTE: the server's own figure, so bytes agree with its kv_cache_memory_bytes
     return LiveUsage(usage_fraction=usage, used_blocks=used, usable_blocks=usable,
                      used_tokens=used * block_size / groups, capacity_tokens=usable * block_size // groups,
-                     used_bytes=used * result.layout.bytes_per_block, pool_bytes=blocks * result.layout.bytes_per_block)
+                     used_bytes=used * per_block, pool_bytes=round(blocks * per_block))
 
 
 def workload_from_server(engine: EngineMetrics, rates_now: Rates | None, target: int = 1) -> Workload | None:

@@ -39,6 +39,7 @@ from calculator.observe.live import (
 )
 from calculator.observe.live_client import ServerModel, ServerReport
 from calculator.observe.metrics import EngineMetrics, rates
+from calculator.observe.reconcile import Reconciliation, reconcile
 from calculator.scenario import DEFAULT_GPU
 from calculator.units import GIB
 
@@ -267,13 +268,15 @@ def estimate_section(report: ServerReport, engine: EngineMetrics, spec: ModelSpe
         st.error(f"Estimate for the server's settings: {exc}")
         return None
     device_notice(result, evidence, gpu_choice, gpu, engine, key)
+    dtype_notice(reconcile(result, spec, engine, report.server_info), key)
     blocks = engine.config_int("num_gpu_blocks")
     actual = with_actual_blocks(result, blocks) if blocks else result
     usage = live_usage(engine, actual)
     if usage is not None:
         cols = st.columns(3)
         cols[0].metric("KV tokens in use", f"{usage.used_tokens:,.0f} / {usage.capacity_tokens:,}")
-        cols[1].metric("KV memory in use", f"{usage.used_bytes / GIB:,.3f} / {usage.pool_bytes / GIB:,.3f} GiB")
+        cols[1].metric("KV memory in use", f"{usage.used_bytes / GIB:,.3f} / {usage.pool_bytes / GIB:,.3f} GiB",
+                       help=_pool_help(engine, usage.pool_bytes))
         cols[2].metric("Blocks in use", f"{usage.used_blocks:,.1f} / {usage.usable_blocks:,}")
         series = usage_history([(t, e) for t, e, _ in points], usage.capacity_tokens)
         finished = [None if a is None else a.requests_finished for _, _, a in points]
@@ -293,6 +296,32 @@ def estimate_section(report: ServerReport, engine: EngineMetrics, spec: ModelSpe
                        plan_link(result.scenario.replace(overhead_adjustment_gib=adjustment,
                                                          num_gpu_blocks_override=None)))
     return actual
+
+
+def dtype_notice(found: Reconciliation | None, key: str) -> None:
+    """Why the estimate and the server differ by a setting; a one-click fix when a dtype reconciles them."""
+    if found is None:
+        return
+    st.warning(found.message, icon="🧮")
+    if found.proposed_dtype is not None and st.button(
+            f"Use --dtype {found.proposed_dtype} for the estimate", key=f"use_dtype_{key}",
+            on_click=_choose_dtype, args=(found.proposed_dtype,)):
+        st.rerun()  # the whole page, so the sidebar shows the new choice too
+
+
+def _choose_dtype(dtype: str) -> None:
+    st.session_state["live_dtype"] = dtype
+
+
+def _pool_help(engine: EngineMetrics, pool_bytes: int) -> str:
+    """How the server sized its pool, in its own figures."""
+    memory, override = engine.config_int("kv_cache_memory_bytes"), engine.config_int("num_gpu_blocks_override")
+    if memory and override is not None:
+        return (f"--num-gpu-blocks-override {override:,} fixes the pool at {pool_bytes / GIB:,.3f} GiB of the "
+                f"{memory / GIB:,.3f} GiB (kv_cache_memory_bytes) the server set aside")
+    if memory:
+        return f"kv_cache_memory_bytes {memory:,}: the pool the server set aside, in whole blocks"
+    return "blocks in use × the estimate's bytes per block"
 
 
 def device_notice(result: Estimate | None, evidence: DeviceEvidence, gpu_choice: str, gpu: str | None,
