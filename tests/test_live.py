@@ -63,10 +63,30 @@ def test_the_workload_the_server_saw():
 
 def test_advice_names_the_knobs():
     full = ENGINE.model_copy(update={"kv_cache_usage": 0.9, "waiting": 3.0, "running": 2.0})
-    assert "gpu_memory_utilization" in advice(full, None, False)[0]
+    # the capture's pool: --num-gpu-blocks-override 16 in the 1 GiB of VLLM_CPU_KVCACHE_SPACE
+    assert ("More KV memory helps: its pool is fixed at 16 blocks by --num-gpu-blocks-override 16: raise that "
+            "override or remove it;") in advice(full, None, False)[0]
+    assert "gpu_memory_utilization" not in " ".join(advice(full, None, True, on_cpu=True))
     idle_queue = ENGINE.model_copy(update={"kv_cache_usage": 0.1, "waiting": 3.0, "running": 256.0})
     assert "--max-num-seqs" in advice(idle_queue, None, False)[0]
-    assert any("Preemptions are rising" in note for note in advice(ENGINE, None, True))
+    assert any(note.startswith("Requests are being preempted now") for note in advice(ENGINE, None, True))
+
+
+def test_advice_fits_how_the_pool_was_sized():
+    config = dict(ENGINE.cache_config, num_gpu_blocks_override="None")
+    full = ENGINE.model_copy(update={"kv_cache_usage": 0.9, "waiting": 3.0, "cache_config": config})
+    assert ("raise VLLM_CPU_KVCACHE_SPACE (now 1 GiB), which sizes a CPU server's KV cache, or lower "
+            "--max-model-len") in advice(full, None, False, on_cpu=True)[0]
+    on_gpu = full.model_copy(update={"cache_config": dict(config, kv_cache_memory_bytes="None")})
+    assert "raise --gpu-memory-utilization (now 0.92), use --kv-cache-dtype fp8" in advice(on_gpu, None, False)[0]
+
+
+def test_preemptions_are_rising_only_while_the_counter_grows_now():
+    # 8 preemptions during a burst, then two idle reads: the total stays 8, the rate is 0: nothing is said
+    before = ENGINE.model_copy(update={"preemptions_total": 2.0})
+    points = [(0.0, before), (5.0, ENGINE), (45.0, ENGINE)]
+    assert preemptions_rising(points[:2]) and not preemptions_rising(points)
+    assert not any("preempted" in note for note in advice(ENGINE, None, preemptions_rising(points)))
 
 
 def test_history_series_and_preemption_trend():

@@ -100,8 +100,9 @@ def test_server_lengths_the_speed_model_cannot_take_are_a_sentence_not_a_crash()
 def test_kv_near_full_with_preemptions_is_memory_bound() -> None:
     full = edited(vllm_kv_cache_usage_perc=0.99)
     notes = diagnosis([(0.0, engine(edited(full, vllm_num_preemptions_total=3))), (5.0, engine(full))])
-    assert notes == ["Memory is the bottleneck: the KV cache reached 99% and requests were preempted. Use "
-                     "--kv-cache-dtype fp8, lower --max-model-len, or add GPUs (tensor parallel or replicas)."]
+    assert notes == ["Memory is the bottleneck: the KV cache reached 99% and requests are being preempted. Its "
+                     "pool is fixed at 16 blocks by --num-gpu-blocks-override 16: raise that override or remove "
+                     "it; or add GPUs (tensor parallel or replicas)."]
 
 
 def test_low_kv_usage_with_waiting_requests_is_compute_or_scheduling() -> None:

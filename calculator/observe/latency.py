@@ -19,7 +19,7 @@ from ..errors import CalculatorError, InvalidInput
 from ..speed.predict import SpeedEstimate, speed_estimate
 from ..speed.traffic import Traffic, traffic_from
 from .activity import IntervalActivity, histogram_increase
-from .live import RESTART_NOTE, preemptions_rising
+from .live import RESTART_NOTE, pool_knobs, preemptions_rising
 from .metrics import EngineMetrics, Histogram
 from .quantile import Quantile
 
@@ -176,7 +176,7 @@ def predicted(result: Estimate, traffic: Traffic) -> SpeedEstimate:
 
 
 def diagnosis(points: Sequence[tuple[float, EngineMetrics]], measured_tok_s: float | None = None,
-              predicted_tok_s: float | None = None) -> list[str]:
+              predicted_tok_s: float | None = None, on_cpu: bool = False) -> list[str]:
     """What the recent reads say limits the server, in plain words, each with the knobs that help."""
     if not points:
         return []
@@ -186,8 +186,10 @@ def diagnosis(points: Sequence[tuple[float, EngineMetrics]], measured_tok_s: flo
     preempted = preemptions_rising(points)
     notes = []
     if usage >= NEARLY_FULL and preempted:
-        notes.append(f"Memory is the bottleneck: the KV cache reached {usage:.0%} and requests were preempted. "
-                     "Use --kv-cache-dtype fp8, lower --max-model-len, or add GPUs (tensor parallel or replicas).")
+        knobs = pool_knobs(latest, on_cpu)
+        more = "add replicas" if on_cpu else "add GPUs (tensor parallel or replicas)"
+        notes.append(f"Memory is the bottleneck: the KV cache reached {usage:.0%} and requests are being "
+                     f"preempted. {knobs[0].upper()}{knobs[1:]}; or {more}.")
     slow = (measured_tok_s is not None and predicted_tok_s is not None and measured_tok_s > 0
             and measured_tok_s < SLOW_FRACTION * predicted_tok_s)
     if usage < LOW_USAGE and ((latest.waiting or 0) > 0 or slow):

@@ -188,20 +188,40 @@ def _check_lengths(figures: dict[str, tuple[float | None, str]]) -> None:
                                   f"planner takes ({field} is at most {high:,}): its real workload is not used")
 
 
-def advice(engine: EngineMetrics, rates_now: Rates | None, preemptions_rising: bool) -> list[str]:
-    """Warnings about saturation, each naming the knob that would help."""
+def pool_knobs(engine: EngineMetrics, on_cpu: bool = False) -> str:
+    """How to give this server's KV cache more room, from how its pool was sized (``vllm:cache_config_info``)."""
+    memory, override = engine.config_int("kv_cache_memory_bytes"), engine.config_int("num_gpu_blocks_override")
+    if override is not None:
+        return (f"its pool is fixed at {override:,} blocks by --num-gpu-blocks-override {override}: raise that "
+                "override or remove it")
+    if on_cpu:  # NOTE: gpu_memory_utilization does not size a CPU server's KV cache; this variable does
+        now = f" (now {memory / GIB:,.0f} GiB)" if memory else ""
+        return f"raise VLLM_CPU_KVCACHE_SPACE{now}, which sizes a CPU server's KV cache, or lower --max-model-len"
+    if memory:
+        return (f"raise --kv-cache-memory-bytes (now {memory / GIB:,.2f} GiB), use --kv-cache-dtype fp8, or lower "
+                "--max-model-len")
+    utilization = engine.config_float("gpu_memory_utilization")
+    now = f" (now {utilization:g})" if utilization else ""
+    return f"raise --gpu-memory-utilization{now}, use --kv-cache-dtype fp8, or lower --max-model-len"
+
+
+def advice(engine: EngineMetrics, rates_now: Rates | None, preempting_now: bool, on_cpu: bool = False) -> list[str]:
+    """Warnings about saturation, each naming the knob that fits how this server's pool was sized;
+    ``preempting_now``: the preemption counter grew over the latest interval (not over the session)."""
     notes: list[str] = []
     usage, waiting, running = engine.kv_cache_usage or 0.0, engine.waiting or 0.0, engine.running or 0.0
     if usage >= NEARLY_FULL_USAGE and waiting > 0:
         notes.append(f"The KV cache is {usage:.0%} full with {waiting:.0f} request(s) waiting: the cache is the "
-                     "bottleneck. More KV memory helps: raise gpu_memory_utilization, use --kv-cache-dtype fp8, "
-                     "lower max_model_len, or add tensor parallelism / replicas.")
+                     f"bottleneck. More KV memory helps: {pool_knobs(engine, on_cpu)}; or add tensor parallelism / "
+                     "replicas.")
     elif waiting > 0 and usage < 0.5:
         notes.append(f"{waiting:.0f} request(s) wait although the KV cache is only {usage:.0%} full: the scheduler "
                      f"limit binds ({running:.0f} running). Raise --max-num-seqs or --max-num-batched-tokens.")
-    if preemptions_rising or (rates_now is not None and (rates_now.preemptions_per_s or 0) > 0):
-        notes.append("Preemptions are rising: running requests lose their KV blocks and are recomputed. Lower "
-                     "--max-num-seqs, or give the KV cache more memory (fp8 KV, higher gpu_memory_utilization).")
+    rate = rates_now.preemptions_per_s if rates_now is not None else None
+    if preempting_now or (rate or 0) > 0:
+        per_s = f" ({rate:.2f}/s)" if rate else ""
+        notes.append(f"Requests are being preempted now{per_s}: running requests lose their KV blocks and are "
+                     f"recomputed. Lower --max-num-seqs, or give the KV cache more room: {pool_knobs(engine, on_cpu)}.")
     if rates_now is not None and rates_now.restarted:
         notes.append(RESTART_NOTE)
     return notes
@@ -215,5 +235,6 @@ def usage_history(points: list[tuple[float, EngineMetrics]], capacity_tokens: in
 
 
 def preemptions_rising(points: Sequence[tuple[float, EngineMetrics]]) -> bool:
-    """Whether the preemption counter grew over the session's history."""
-    return len(points) > 1 and (points[-1][1].preemptions_total or 0) > (points[0][1].preemptions_total or 0)
+    """Whether the preemption counter grew between the last two reads: the rate now, not the session's total
+    (40 s after a burst, preemptions it caused are history, not a trend)."""
+    return len(points) > 1 and (points[-1][1].preemptions_total or 0) > (points[-2][1].preemptions_total or 0)

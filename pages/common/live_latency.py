@@ -51,7 +51,7 @@ def _quantile_ms(quantile: Quantile) -> str | None:
 
 
 def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, actual: Estimate | None,
-                    workload: Workload | None, key: str, advice: list[str]) -> None:
+                    workload: Workload | None, key: str, advice: list[str], on_cpu: bool = False) -> None:
     """Everything about latency for one engine, then the diagnosis; ``points`` holds (time, metrics, activity) per
     read, ``advice`` what the latest read alone says (shown where the diagnosis of the recent reads is silent)."""
     st.markdown("#### Latency")
@@ -77,7 +77,7 @@ def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, 
     _efficiency(reads, actual, workload, key)
     measured = change.generation_tokens_per_s if change is not None else None
     st.markdown("#### Diagnosis")
-    shown = notes_to_show(diagnosis(reads, measured, prediction), advice)
+    shown = notes_to_show(diagnosis(reads, measured, prediction, on_cpu), advice)
     for note, diagnosed in shown:
         st.warning(note, icon="🩺" if diagnosed else "⚠️")
     if not shown:

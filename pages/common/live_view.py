@@ -180,8 +180,9 @@ def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | 
         workload = None
     if usage is not None and workload is not None:
         workload_section(engine, workload, usage, key)
+    on_cpu = device_for(engine, report, gpu_choice)[0] is None
     latency_section(points, engine, change, usage, workload, key,
-                    advice(engine, change, preemptions_rising([(t, e) for t, e, _ in points])))
+                    advice(engine, change, preemptions_rising([(t, e) for t, e, _ in points]), on_cpu), on_cpu)
 
 
 def settings_section(engine: EngineMetrics, key: str) -> None:
