@@ -117,7 +117,8 @@ page_setup("Diagnose")
 st.caption("Paste what vLLM printed at start-up (or its error, or a `vllm bench serve` result with the command) "
            "to see why it did that: every figure it printed next to the estimate, the cause of a failure, the "
            "changes that make it start, and a plan calibrated to the machine it ran on.")
-st.text_area("vLLM log", key="diagnose_log", height=220, max_chars=MAX_LOG_BYTES,
+# NOTE: no max_chars: the browser would cut a longer paste silently; the reader refuses it with a sentence instead.
+st.text_area("vLLM log", key="diagnose_log", height=220,
              placeholder="INFO ... Model loading took 14.99 GiB ...\nINFO ... Available KV cache memory: ...")
 text = pasted()
 with st.sidebar:

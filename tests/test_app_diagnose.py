@@ -83,3 +83,8 @@ def test_a_bench_result_gets_the_measured_efficiencies_link():
     link = next(b for b in app.get("link_button") if "measured efficiencies" in b.proto.label)
     query = parse_qs(urlsplit(link.proto.url).query)
     assert query["m"] == ["Qwen/Qwen3-14B-AWQ"] and 0 < float(query["mbu"][0]) <= 1 and "mfu" in query
+
+
+def test_a_paste_too_large_is_refused_with_its_size():
+    app = _page("INFO GPU KV cache size: 1 tokens\n" * 200_000)  # 6.6 MB
+    assert app.error[0].value.startswith("The paste is 6.6 MB; a start-up log is read up to 5 MB")
