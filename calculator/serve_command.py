@@ -199,8 +199,8 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
         # in May 2025) and starts `vllm serve` now; a release whose `vllm serve` takes `--model` (moving it to the
         # front, 0.11+) reads the same arguments either way, an older one is read as the module.
         serve = table_for(version).model_option == "moved"
-        assumed.append(f"the image runs {'`vllm serve`' if serve else '`python3 -m vllm.entrypoints.openai.api_server`'}"
-                       " with the arguments after it")
+        runs = "`vllm serve`" if serve else "`python3 -m vllm.entrypoints.openai.api_server`"
+        assumed.append(f"the image runs {runs} with the arguments after it")
     elif " in docker image " in line.entrypoint:
         assumed.append("the command after the image runs as written: an image whose entrypoint is `vllm serve` (as "
                        "vllm/vllm-openai's is) would run `vllm serve vllm serve ...` and refuse it unless "

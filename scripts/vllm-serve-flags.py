@@ -115,8 +115,9 @@ def main() -> None:
         "source": "every spelling of every option of the `vllm serve` parser (vLLM's own, built by "
                   "scripts/vllm_serve_parser.py; regenerate with scripts/vllm-serve-flags.py), per release: "
                   "kind is argparse's action, nargs its arity, and a boolean spelling says what it sets",
-        "releases": {r: {k: t[k] for k in ("built_from", "allow_abbrev", "model_nargs", "model_option", "served_name_needs_model",
-                                           "dotted_json", "options")} for r, t in ordered.items()},
+        "releases": {r: {k: t[k] for k in ("built_from", "allow_abbrev", "model_nargs", "model_option",
+                                           "served_name_needs_model", "dotted_json", "options")}
+                     for r, t in ordered.items()},
         "options": specs,
     }, separators=(",", ":")) + "\n")
 

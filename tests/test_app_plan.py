@@ -266,7 +266,7 @@ EVERY_KEY = {
     "m": "Qwen/Qwen3-30B-A3B", "g": "a100-sxm-80gb", "mem": "5000", "dev": "rocm", "tp": "2", "pp": "2", "u": "0.1",
     "len": "50000000", "seqs": "500000", "mbt": "50000000", "bs": "32", "dt": "float16", "kv": "fp8", "q": "fp8",
     "kvb": "8589934592", "blocks": "1000", "eager": "1", "ext": "0", "async": "0", "v": "0.30.0", "other": "5000",
-    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0",
+    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8",
     "in": "2000", "out": "300", "in95": "4000", "out95": "600", "prefix": "512", "n": "4", "users": "64",
 }
 
@@ -280,7 +280,7 @@ def test_every_link_key_is_read_and_written_back_unchanged():
     assert link_of(app) == EVERY_KEY
 
 
-@pytest.mark.parametrize("key", ["adj", "kvb", "blocks", "ext", "async", "dev", "dp", "ep", "offload", "pc", "u",
+@pytest.mark.parametrize("key", ["adj", "kvb", "blocks", "ext", "async", "dev", "dp", "ep", "offload", "pc", "u", "cgs",
                                  "seqs", "mbt", "len", "mem", "other"])
 def test_each_key_alone_survives_the_round_trip(key):
     query = {key: EVERY_KEY[key]} if key != "mem" else {"g": "none", "mem": "5000"}

@@ -207,8 +207,8 @@ def test_a_store_true_flag_of_an_old_release_has_no_no_form():
     # vLLM 0.6.6: --enforce-eager is store_true; --enable-prefix-caching already a BooleanOptionalAction
     parsed, report = import_serve_command("vllm serve m --no-enforce-eager --no-enable-prefix-caching",
                                           base=Scenario(vllm_version="0.6.6"))
-    assert report.unknown == ("'--no-enforce-eager' is not a vllm serve flag (vLLM would refuse to start); did you mean "
-                              "--enforce-eager?",)
+    assert report.unknown == ("'--no-enforce-eager' is not a vllm serve flag (vLLM would refuse to start); did you "
+                              "mean --enforce-eager?",)
     assert parsed.enable_prefix_caching is False
     _, report = import_serve_command("vllm serve m --enforce-eager=false", base=Scenario(vllm_version="0.6.6"))
     assert report.unknown == ("'--enforce-eager=false': vLLM refuses it (argument --enforce-eager: ignored explicit "

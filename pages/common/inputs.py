@@ -11,6 +11,8 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -243,25 +245,25 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
     return values, util_note
 
 
+def _text_setting(label: str, key: str, parse: Callable[[str], Any]) -> Any:
+    """A setting typed as text: None when empty; when it does not parse, the reason under it (and None)."""
+    text = st.text_input(label, key=key)
+    if not text.strip():
+        return None
+    try:
+        return parse(text)
+    except (ValueError, OverflowError) as exc:
+        st.error(f"{label.split(' ', 1)[0]}: {exc}")
+        return None
+
+
 def _advanced(prefix: str) -> dict[str, object]:
     """The rarer knobs (and the Live page's calibration); every share-link key has its widget."""
     with st.expander("More vLLM settings"):
-        text = st.text_input("kv_cache_memory_bytes (e.g. 8G; empty: sized from utilization)",
-                             key=f"{prefix}_kv_cache_memory_text")
-        kv_bytes = None
-        if text.strip():
-            try:
-                kv_bytes = parse_size(text)
-            except (ValueError, OverflowError) as exc:
-                st.error(f"kv_cache_memory_bytes: {exc}")
-        sizes_text = st.text_input("cudagraph_capture_sizes (e.g. 1 2 4 8; empty: vLLM's default list)",
-                                   key=f"{prefix}_cudagraph_capture_sizes_text")
-        sizes = None
-        if sizes_text.strip():
-            try:
-                sizes = capture_sizes_from_text(sizes_text)
-            except ValueError as exc:
-                st.error(f"cudagraph_capture_sizes: {exc}")
+        kv_bytes = _text_setting("kv_cache_memory_bytes (e.g. 8G; empty: sized from utilization)",
+                                 f"{prefix}_kv_cache_memory_text", parse_size)
+        sizes = _text_setting("cudagraph_capture_sizes (e.g. 1 2 4 8; empty: vLLM's default list)",
+                              f"{prefix}_cudagraph_capture_sizes_text", capture_sizes_from_text)
         blocks = st.number_input("num_gpu_blocks_override", key=f"{prefix}_num_gpu_blocks_override",
                                  placeholder="none", **_bounded("num_gpu_blocks_override"))
         offload = st.number_input("cpu_offload_gb (weights per GPU kept in CPU memory)", step=1.0,
