@@ -108,8 +108,8 @@ def read_startup_log(text: str | bytes) -> StartupLog:
     """Read a pasted log; ``LogUnreadable`` with one sentence when it is not one vLLM start-up."""
     text = _as_text(text)
     reader = _Reader()
-    for number, raw in enumerate(text.splitlines()):
-        reader.feed(raw[:MAX_LINE_CHARS], number)
+    for raw in text.splitlines():
+        reader.feed(raw[:MAX_LINE_CHARS])
     return reader.result()
 
 
@@ -198,6 +198,13 @@ _CHECKS = {
 }
 
 
+# EngineArgs names that are Scenario fields too (vLLM prints them in "non-default args").
+_NON_DEFAULT_FIELDS = ("model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
+                       "gpu_memory_utilization", "dtype", "quantization", "kv_cache_dtype", "block_size",
+                       "enforce_eager", "max_num_seqs", "max_num_batched_tokens", "enable_expert_parallel",
+                       "kv_cache_memory_bytes", "cpu_offload_gb", "num_gpu_blocks_override", "enable_prefix_caching")
+
+
 class _Reader:
     def __init__(self) -> None:
         self.figures: dict[str, float | int] = {}
@@ -217,7 +224,7 @@ class _Reader:
         self.launch_checked = False
 
     # -- one line ---------------------------------------------------------------------------------------------
-    def feed(self, raw: str, number: int) -> None:
+    def feed(self, raw: str) -> None:
         self.lines += 1
         line = _ANSI.sub("", raw)
         prefix = _PREFIX.match(line)
@@ -228,7 +235,7 @@ class _Reader:
         if _LOG_HEAD.search(line) or prefix:
             self.vllm_lines += 1
         self._settings(line, role, pid)
-        self._memory(line, role)
+        self._memory(line)
         self._outcome(line)
 
     def _launch_line(self, line: str) -> None:
@@ -283,16 +290,8 @@ class _Reader:
 
     def _non_default(self, rest: str) -> None:
         source = "non-default args"
-        keys = {"model": "model", "tensor_parallel_size": "tensor_parallel_size",
-                "pipeline_parallel_size": "pipeline_parallel_size", "data_parallel_size": "data_parallel_size",
-                "max_model_len": "max_model_len", "gpu_memory_utilization": "gpu_memory_utilization",
-                "dtype": "dtype", "quantization": "quantization", "kv_cache_dtype": "kv_cache_dtype",
-                "block_size": "block_size", "enforce_eager": "enforce_eager", "max_num_seqs": "max_num_seqs",
-                "max_num_batched_tokens": "max_num_batched_tokens", "enable_expert_parallel": "enable_expert_parallel",
-                "kv_cache_memory_bytes": "kv_cache_memory_bytes", "cpu_offload_gb": "cpu_offload_gb",
-                "num_gpu_blocks_override": "num_gpu_blocks_override", "enable_prefix_caching": "enable_prefix_caching"}
-        for key, field in keys.items():
-            match = re.search(r"'" + key + r"': (?:'([^']{1,500})'|([-\w.]{1,40}))", rest)
+        for field in _NON_DEFAULT_FIELDS:
+            match = re.search(r"'" + field + r"': (?:'([^']{1,500})'|([-\w.]{1,40}))", rest)
             if match:
                 self._set(field, _value(field, match[1] if match[1] is not None else match[2]), source)
         if "'model_tag'" in rest and "model" not in self.settings:
@@ -313,7 +312,7 @@ class _Reader:
         if old is None or (busiest == "max" and value > old) or (busiest == "min" and value < old):
             self.figures[key] = value
 
-    def _memory(self, line: str, role: str) -> None:
+    def _memory(self, line: str) -> None:
         if match := _WEIGHTS.search(line):
             self._figure("weights_gib", float(match[1]), "max")
         if match := _V0_BUDGET.search(line):
