@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .engine.vllm_versions import VllmVersion, version_notice
 from .errors import CalculatorError, InvalidInput
 from .launch_line import LaunchLine, find_launch_line
-from .scenario import Scenario
+from .scenario import MAX_CAPTURE_SIZES, Scenario
 from .serve_parser import Refused, parse_arguments, table_for
 from .units import parse_size
 
@@ -237,7 +237,8 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
             fields[_BOOLEAN_FLAGS[canonical]] = option.value
             imported.append(shown)
         else:
-            ignored.append(f"{shown}: {_reason(shown if option.value is False else canonical, base)}")
+            negative = option.value is False and not canonical.startswith("--no-")
+            ignored.append(f"{shown}: {_reason('--no-' + canonical[2:] if negative else canonical, base)}")
     if not fields.get("model"):
         raise InvalidInput("the command names no model (expected `vllm serve MODEL ...` or `--model MODEL`)")
     ignored += [f"environment variable {name}: not modelled" for name in line.environment
@@ -312,12 +313,17 @@ def _capture_sizes(flag: str, value: Any, version: str) -> tuple[int, ...]:
     if not numbers or min(numbers) < 1:
         raise InvalidInput(f"{flag}: capture sizes are positive batch sizes")
     largest = numbers[0]
+    steps: tuple[range, ...] = ()
     if flag == "--max-cudagraph-capture-size":
         # NOTE: vLLM's default list, up to the given size: [1, 2, 4], steps of 8 below 256, of 16 from 256.
-        return tuple([s for s in (1, 2, 4) if s <= largest] + list(range(8, min(largest + 1, 256), 8))
-                     + list(range(256, largest + 1, 16)))
-    if flag == "--cuda-graph-sizes" and len(numbers) == 1 and not VllmVersion.parse(version).at_least(11):
-        return (1, 2, 4, *range(8, largest + 1, 8))  # 0.10: one value is the largest of [1, 2, 4] + steps of 8
+        steps = (range(1, min(largest, 4) + 1), range(8, min(largest + 1, 256), 8), range(256, largest + 1, 16))
+    elif flag == "--cuda-graph-sizes" and len(numbers) == 1 and not VllmVersion.parse(version).at_least(11):
+        steps = (range(1, 5), range(8, largest + 1, 8))  # 0.10: one value is the largest of [1, 2, 4] + steps of 8
+    if sum(len(step) for step in steps) > MAX_CAPTURE_SIZES:
+        raise InvalidInput(f"{flag} {largest}: more than {MAX_CAPTURE_SIZES:,} capture sizes; the plan takes at most "
+                           "that many")
+    if steps:
+        return tuple(size for step in steps for size in step if size != 3)
     return tuple(sorted(set(numbers)))
 
 

@@ -353,3 +353,10 @@ def test_dotted_json_and_optimization_level_forms_are_read_as_vllm_rewrites_them
 def test_the_api_server_module_takes_no_positional_model():
     with pytest.raises(InvalidInput, match="^vLLM 0.32.0 refuses this command: unrecognized arguments: Qwen/Qwen3-8B$"):
         import_serve_command("python -m vllm.entrypoints.openai.api_server Qwen/Qwen3-8B", base=V032)
+
+
+@pytest.mark.parametrize(("version", "flag"), [("0.32.0", "--max-cudagraph-capture-size 1000000000"),
+                                               ("0.10.2", "--cuda-graph-sizes 100000000")])
+def test_a_capture_list_too_long_to_plan_is_refused_before_it_is_built(version, flag):
+    with pytest.raises(InvalidInput, match="more than 1,024 capture sizes"):
+        import_serve_command(f"vllm serve m {flag}", base=Scenario(vllm_version=version))
