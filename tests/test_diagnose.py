@@ -170,3 +170,19 @@ def test_a_model_path_that_cannot_be_read_here_asks_for_the_model():
     with pytest.raises(InvalidInput, match=r"^the log's model '/nonexistent/.*tiny-llama' cannot be read here "
                                            r"\(.*\): give the model \(--model"):
         diagnose_text(text)
+
+
+def test_the_two_stacks_hold_what_was_printed_and_what_is_predicted():
+    from calculator.observe.diagnose_chart import PREDICTED, PRINTED, printed_vs_predicted_figure
+
+    found = diagnose_text((LOGS / "records" / "file-80gb-llava16-mistral-7b-v0102.log").read_text(),
+                          gpu="h100-sxm-80gb")
+    figure = printed_vs_predicted_figure(found)
+    bars = {trace.name: dict(zip(trace.x, trace.y)) for trace in figure.data}
+    # "Actual usage is 14.08 GiB for weight, 1.97 GiB for peak activation, 0.07 GiB for non-torch memory, and 0.67
+    # GiB for CUDAGraph memory"; "Model loading took 14.0786 GiB"; "Available KV cache memory: 55.15 GiB"
+    assert {name: bar[PRINTED] for name, bar in bars.items()} == {
+        "Weights": 14.0786, "Activation peak": 1.97, "Non-torch (NCCL, cuBLAS)": 0.07, "CUDA graphs": 0.67,
+        "KV cache": 55.15}
+    assert all(bar[PREDICTED] > 0 for bar in bars.values())
+    assert figure.layout.shapes[0].y0 == 71.27  # "Desired GPU memory utilization is (0.9, 71.27 GiB)"
