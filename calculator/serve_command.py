@@ -1,9 +1,9 @@
 """``vllm serve`` round trip: write the launch command for a Scenario, and read one back into a Scenario.
 
-Pure text handling. ``launch_line`` finds the vLLM arguments in what was pasted; this module reads them as vLLM's
-``FlexibleArgumentParser`` would (``--flag value``, ``--flag=value``, underscores for dashes, the short aliases)
-and reports what it imported, what it assumed and what it ignored, by name, with a "did you mean" for flags vLLM
-does not have (vLLM itself refuses to start with those).
+Pure text handling. ``launch_line`` finds the vLLM arguments in what was pasted; ``serve_parser`` reads them as that
+version's own parser does; this module turns what was read into a Scenario and reports, by name, what it imported,
+assumed and ignored, what vLLM would refuse (with a "did you mean"), and which flags leave the plan incomplete and
+which way it is then off.
 """
 
 from __future__ import annotations
