@@ -34,7 +34,8 @@ with st.sidebar:
     frozen_end_s, duration_s, refresh_s = range_section()
     base = estimate_section()
     target, headroom, changes = plan_section()
-access_notice(access_policy())
+access_notice(access_policy(), "This page reads many vLLM replicas from one Prometheus server and plans the "
+                                "fleet's capacity from what they report.")
 
 
 

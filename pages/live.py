@@ -46,7 +46,8 @@ with st.sidebar:
     upload = st.file_uploader("…or its config.json", type=["json"], key="live_config_upload")
     dtype = st.selectbox("dtype the server runs", ["auto", "bfloat16", "float16", "float32"], key="live_dtype")
     tp = st.number_input("Tensor parallel", 1, 1024, 1, key="live_tp")
-access_notice(policy)
+access_notice(policy, "This page reads a running vLLM server's /metrics and sets what it reports (KV cache, "
+                      "queue, latency) against the estimate for its own settings.")
 
 
 def given_spec(upload, model_id: str):

@@ -181,3 +181,14 @@ def test_a_hostile_prometheus_is_bounded_and_flagged():
     flagged = " ".join(w.value for w in app.warning)
     assert "is -3, impossible for a count of requests; ignored" in flagged
     assert "is 5, outside 0-1 (0-100 %); shown as 100%" in flagged
+
+
+def test_a_plain_streamlit_run_says_what_the_page_does_and_how_to_open_it(monkeypatch):
+    """Issue 26 item 9 / issue 29 item 5: a closed dashboard explains the page and gives the exact line."""
+    monkeypatch.delenv("VLLM_PLANNER_DEPLOYMENT")
+    st.cache_resource.clear()
+    app = run_page("http://127.0.0.1:9")
+    assert app.info[0].value.startswith("This page reads many vLLM replicas from one Prometheus server and plans")
+    assert "`make dashboard`" in app.info[0].value and "VLLM_PLANNER_ALLOWED_HOSTS=HOST:PORT" in app.info[0].value
+    assert [c.value for c in app.code] == ["VLLM_PLANNER_DEPLOYMENT=local streamlit run app.py"]
+    assert "VLLM_PLANNER_DEPLOYMENT=local streamlit run app.py" in app.error[0].value

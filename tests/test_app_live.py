@@ -152,6 +152,14 @@ def test_a_shared_dashboard_is_closed_and_says_so(serve, monkeypatch):
     assert ("This dashboard may contact: closed: no server is allowed until the operator names them in "
             "VLLM_PLANNER_ALLOWED_HOSTS") in texts(app)
     assert "is not among the servers this dashboard may contact" in app.error[0].value and server.seen == []
+    # issue 29 item 5: the refusal names every way out, with the exact lines, and the page says what it is for
+    port = server.url.rsplit(":", 1)[1]
+    assert app.error[0].value.endswith(
+        "For servers on this machine, start the dashboard with `make dashboard` or `VLLM_PLANNER_DEPLOYMENT=local "
+        f"streamlit run app.py`; for this one in a shared deployment, add `VLLM_PLANNER_ALLOWED_HOSTS=127.0.0.1:{port}` "
+        "to its environment.")
+    assert app.info[0].value.startswith("This page reads a running vLLM server's /metrics and sets what it reports")
+    assert [c.value for c in app.code] == ["VLLM_PLANNER_DEPLOYMENT=local streamlit run app.py"]
 
 
 def test_a_bad_rule_and_a_malformed_address_are_clear_states(serve, monkeypatch):

@@ -283,7 +283,7 @@ class AccessPolicy(BaseModel):
             return HostNotAllowed(f"{host} is a cloud metadata or link-local address: never a vLLM server, so this "
                                   "dashboard never contacts it")
         return HostNotAllowed(f"{host}:{port} is not among the servers this dashboard may contact "
-                              f"({self.describe()})")
+                              f"({self.describe()}). {how_to_allow(host, port)}")
 
     def describe(self) -> str:
         """One line for the page: what this deployment may reach."""
@@ -329,6 +329,14 @@ class AccessPolicy(BaseModel):
                     f"({MODELS_DIR_ENV}); give such a name, a Hugging Face model id, or upload config.json")
         return ("local model folders are off in this shared dashboard; give a Hugging Face model id or upload "
                 "config.json")
+
+
+def how_to_allow(host: str = "HOST", port: int | str = "PORT") -> str:
+    """The two ways to let a dashboard reach a server, with the exact lines to use."""
+    host = f"[{host}]" if ":" in host else host
+    return (f"For servers on this machine, start the dashboard with `make dashboard` or "
+            f"`{DEPLOYMENT_ENV}=local streamlit run app.py`; for this one in a shared deployment, add "
+            f"`{ALLOWED_HOSTS_ENV}={host}:{port}` to its environment.")
 
 
 def _looks_like_a_path(value: str) -> bool:

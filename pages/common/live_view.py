@@ -23,7 +23,13 @@ from calculator import (
 from calculator.charts import histogram_figure, live_history_figure, memory_stack_figure
 from calculator.engine.estimate import Estimate
 from calculator.model.model_source import load_model_spec
-from calculator.observe.access import AccessPolicy, LocalPathRefused, policy_from_environment
+from calculator.observe.access import (
+    DEPLOYMENT_ENV,
+    AccessPolicy,
+    LocalPathRefused,
+    how_to_allow,
+    policy_from_environment,
+)
 from calculator.observe.activity import IntervalActivity, describe, interval_activity
 from calculator.observe.device import DeviceEvidence, detect_device, device_mismatch
 from calculator.observe.live import (
@@ -67,9 +73,14 @@ def access_policy() -> AccessPolicy:
     return policy
 
 
-def access_notice(policy: AccessPolicy) -> None:
+def access_notice(policy: AccessPolicy, about: str = "") -> None:
+    """What this deployment may reach; where it may reach nothing, what the page does and how to open it."""
     st.caption(f"🔒 This dashboard may contact: {policy.describe()}. Cloud metadata and link-local addresses are "
                "never contacted.")
+    if policy.mode == "closed" and not policy.rules:
+        st.info(f"{about} This dashboard runs as a shared one (the default for `streamlit run`), so it contacts no "
+                f"server until told which. {how_to_allow()}", icon="🔒")
+        st.code(f"{DEPLOYMENT_ENV}=local streamlit run app.py", language="bash")
     for problem in policy.problems:
         st.warning(f"Configuration: {problem}", icon="⚙️")
 
