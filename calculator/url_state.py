@@ -51,7 +51,7 @@ SPEED_KEYS: dict[str, str] = {
 # The Recommend page: its own request, the lengths and users of a Workload, and the load and SLOs of SpeedInputs.
 RECOMMEND_KEYS: dict[str, str] = {
     "model": "m", "gpus": "gpus", "max_gpus": "maxg", "budget_per_hour": "budget", "vllm_version": "v",
-    "max_model_len": "len", "prices": "prices",
+    "max_model_len": "len", "prices": "prices", "price_set": "pset",
 }
 RECOMMEND_WORKLOAD_FIELDS = ("prompt_tokens_mean", "output_tokens_mean", "prompt_tokens_p95", "output_tokens_p95",
                              "target_concurrent_requests")

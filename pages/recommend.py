@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from calculator import CalculatorError, Workload, gpu_catalog, preset_ids
 from calculator.engine.vllm_versions import known_versions
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
+from calculator.speed.prices import price_sets
 from calculator.speed.recommend import Recommendations
 from calculator.url_state import parse_price_list, recommend_query_params
 from pages.common import first_error, page_setup, recommend_view, sentence, speed_view
@@ -74,6 +75,12 @@ with st.sidebar:
     max_gpus = number("Max GPUs", "max_gpus", left, value=None, min_value=1, placeholder="no limit")
     budget = number("Budget ($/hour)", "budget_per_hour", right, value=None, placeholder="no limit", format="%g",
                     step=10.0)
+    price_list = st.selectbox(
+        "Price list", [None, *price_sets()], key=f"{P}_price_set",
+        format_func=lambda key: price_sets()[key].name if key else "Each GPU's own source (mixed)",
+        help="The mixed list takes each GPU's best-known price, from several providers and tiers, so price sources "
+             "can decide the ranking. One provider's list prices every GPU it rents the same way (GPUs it does not "
+             "rent are not ranked unless you price them).")
     prices_text = st.text_input("Your prices ($ per GPU-hour)", key=f"{P}_prices", placeholder="h100:2.5,l40s:0.9",
                                 help="gpu:dollars pairs, comma-separated; the others come from the price list.")
     versions = list(known_versions())
@@ -93,7 +100,8 @@ try:
     workload = Workload(**{k: v for k, v in lengths.items() if v is not None or k.endswith("_p95")})
     speed = SpeedInputs(**speed_values)
     request = RecommendRequest(model=model or "", gpus=tuple(gpus), max_gpus=max_gpus, budget_per_hour=budget,
-                               vllm_version=version, max_model_len=max_model_len, prices=prices)
+                               vllm_version=version, max_model_len=max_model_len, prices=prices,
+                               price_set=price_list)
 except ValidationError as exc:
     st.error(f"**{sentence(first_error(exc))}.** Change the highlighted input.", icon="✋")
     st.stop()

@@ -128,3 +128,16 @@ def test_a_price_keeps_every_digit() -> None:
     app = run_page({**SMALL_CASE, "prices": "h100:2.123456789"})
     assert app.text_input(key="rec_prices").value == "h100-sxm-80gb:2.123456789"
     assert app.query_params["prices"] == "h100-sxm-80gb:2.123456789"  # the share link, as typed
+
+
+def test_one_providers_price_list_ranks_the_gpus_it_rents_and_names_itself() -> None:
+    # RunPod Serverless' active H100 PRO class: $0.00093/s x 3,600 = $3.35/h; it lists no T4.
+    app = run_page({"m": QWEN7, "gpus": "h100,t4", "pset": "runpod-serverless-active", "ttft": "none",
+                    "itl": "none"})
+    assert app.selectbox(key="rec_price_set").value == "runpod-serverless-active"
+    rows = ranked_rows(app)
+    assert rows and all(" · ".join(row[1].split(" · ")[:1]).startswith("H100") for row in rows)
+    assert rows[0][4] == "$3.35"
+    assert any("RunPod Serverless, active workers, one provider and one tier" in e.label for e in app.expander)
+    assert "no price for T4 16GB (give one to rank it)" in {row["why not"] for row in rejected(app)}
+    assert app.query_params["pset"] in ("runpod-serverless-active", ["runpod-serverless-active"])

@@ -180,3 +180,18 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
     process.stdout.close()
     _, err = process.communicate(timeout=60)
     assert b"Traceback" not in err and err == b"" and process.returncode == 1
+
+
+def test_recommend_ranks_on_one_providers_prices_when_asked_and_says_which_list(capsys) -> None:
+    args = ["recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--input-tokens", "512", "--output-tokens",
+            "128", "--concurrent-users", "8", "--gpu", "a100-sxm-80gb", "--gpu", "t4"]
+    code, out, _ = _run([*args, "--price-set", "runpod-serverless-active", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["price_set"] == "runpod-serverless-active"
+    # $0.00060/s x 3,600 s = $2.16 per A100 80GB-hour; the provider rents no T4
+    assert {row["cost_per_hour"] / row["gpus"] for row in data["by_cost_per_hour"]} == {2.16}
+    assert {row["gpu"] for row in data["by_cost_per_hour"]} == {"a100-sxm-80gb"}
+    code, out, _ = _run(args, capsys)
+    assert code == 0 and "prices: the mixed default list (sources differ by GPU" in out.splitlines()[0]
+    code, _, err = _run([*args, "--price-set", "cheapest"], capsys)
+    assert code == 2 and "invalid choice: 'cheapest'" in err

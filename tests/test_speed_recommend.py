@@ -140,3 +140,49 @@ def test_a_model_too_big_for_one_node_gets_a_pipeline() -> None:
 def test_planning_length_follows_the_workload(llama8) -> None:
     assert workload_model_len(llama8, Traffic(input_tokens=3000, output_tokens=500, concurrency=1)) == 4096
     assert workload_model_len(llama8, Traffic(input_tokens=200_000, output_tokens=500, concurrency=1)) == 131072
+
+
+def test_one_providers_price_set_prices_each_gpu_from_its_own_listing() -> None:
+    # RunPod Serverless' "Active cost per second" (docs.runpod.io/serverless/pricing), x 3,600 s: H100 PRO
+    # $0.00093/s = $3.348/h for both H100 80GB cards (the class names neither), A100 80GB $0.00060/s = $2.16/h,
+    # L40S $0.00037/s = $1.332/h; the provider does not rent T4s.
+    from calculator.speed.prices import price_table
+
+    table = price_table(set_key="runpod-serverless-active")
+    assert {key: table[key].usd_per_gpu_hour for key in ("h100-sxm-80gb", "h100-pcie-80gb", "a100-sxm-80gb",
+                                                          "l40s-48gb")} == {
+        "h100-sxm-80gb": 3.348, "h100-pcie-80gb": 3.348, "a100-sxm-80gb": 2.16, "l40s-48gb": 1.332}
+    assert "t4-16gb" not in table and "docs.runpod.io" in table["h100-sxm-80gb"].source
+
+
+def test_ranking_on_a_price_set_leaves_its_unlisted_gpus_out_and_says_so(llama8) -> None:
+    result = recommend(llama8, TRAFFIC, Slo(), gpus=["h100-sxm-80gb", "t4-16gb"],
+                       price_set="runpod-serverless-active")
+    assert result.price_set == "runpod-serverless-active"
+    assert {o.deployment.gpu for o in result.by_cost_per_hour} == {"h100-sxm-80gb"}
+    cheapest = result.by_cost_per_hour[0].plan
+    assert cheapest.cost_per_hour == pytest.approx(cheapest.gpus * 3.348)
+    assert any(o.reason == "no price for T4 16GB (give one to rank it)" for o in result.rejected)
+    own = recommend(llama8, TRAFFIC, Slo(), gpus=["t4-16gb"], price_set="runpod-serverless-active",
+                    prices={"t4-16gb": GpuPrice(usd_per_gpu_hour=0.3, source="test")})
+    assert own.by_cost_per_hour  # a user's own price ranks a GPU the set does not list
+
+
+def test_an_unknown_price_set_is_refused_by_name() -> None:
+    from calculator.errors import InvalidInput
+    from calculator.speed.prices import price_table
+
+    with pytest.raises(InvalidInput, match="no price set 'cheapest'; choose one of runpod-serverless-active"):
+        price_table(set_key="cheapest")
+
+
+def test_a_row_opened_in_plan_carries_the_sets_price(llama8) -> None:
+    from calculator import Workload
+    from calculator.speed.inputs import RecommendRequest, SpeedInputs
+
+    request = RecommendRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpus=("a100-sxm-80gb",),
+                               price_set="runpod-serverless-active")
+    result = request.run(llama8, Workload(prompt_tokens_mean=512, output_tokens_mean=128,
+                                          target_concurrent_requests=32), SpeedInputs())
+    _, speed = request.plan_inputs(result.by_cost_per_hour[0], result.max_model_len, SpeedInputs())
+    assert speed.usd_per_gpu_hour == 2.16

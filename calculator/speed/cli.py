@@ -24,7 +24,7 @@ from ..model.model_source import load_model_spec
 from .inputs import RecommendRequest, SpeedInputs
 from .plan import Slo
 from .predict import SpeedEstimate, speed_estimate
-from .prices import GpuPrice
+from .prices import GpuPrice, price_sets
 from .recommend import Recommendations, recommend
 from .summary import recommendations_summary, speed_summary
 from .traffic import Traffic
@@ -105,6 +105,9 @@ def register(commands: argparse._SubParsersAction, estimate_parser: argparse.Arg
                      help="most dollars per hour")
     rec.add_argument("--max-model-len", type=_positive_int, help="default: the longest request, to a power of 2")
     rec.add_argument("--vllm-version", default=LATEST_VERSION)
+    rec.add_argument("--price-set", choices=list(price_sets()),
+                     help="one provider's one tier for every GPU it rents, instead of the mixed default price list "
+                          "(GPUs it does not list are not ranked)")
     rec.add_argument("--top", type=_positive_int, default=10, help="rows to print (text output)")
     rec.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
                   e2e_s=args.e2e_s)
         result = recommend(load_model_spec(args.model), traffic, slo, gpus=args.gpu, max_gpus=args.max_gpus,
                            budget_per_hour=args.budget_per_hour, vllm_version=args.vllm_version,
-                           max_model_len=args.max_model_len)
+                           max_model_len=args.max_model_len, price_set=args.price_set)
         return json.dumps(recommendations_summary(result)) if args.json else render_recommendations(result, args.top)
     deployment = estimate(scenario_from_args(args))
     rates = {"memory_bandwidth_gb_s": args.gpu_memory_bandwidth_gb_s, "bf16_dense_tflops": args.gpu_bf16_tflops,
@@ -184,7 +187,10 @@ def render_speed(speed: SpeedEstimate) -> str:
 
 
 def render_recommendations(result: Recommendations, top: int) -> str:
-    lines = [f"planned with max_model_len {result.max_model_len:,}",
+    prices = (f"prices: {price_sets()[result.price_set].name} (one provider, one tier)" if result.price_set else
+              "prices: the mixed default list (sources differ by GPU; --price-set "
+              f"{next(iter(price_sets()))} ranks on one provider's prices)")
+    lines = [f"planned with max_model_len {result.max_model_len:,}; {prices}",
              f"{'#':>3}  {'GPU':24} {'TP':>2} {'PP':>2} {'weights':8} {'KV':5} {'replicas':>8} {'GPUs':>5} "
              f"{'$/hour':>9} {'$/M tok':>8} {'TTFT p95':>10} {'ITL':>9}"]
     for rank, option in enumerate(result.by_cost_per_hour[:top], start=1):

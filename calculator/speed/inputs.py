@@ -9,7 +9,7 @@ their own GPU price, a custom GPU's rates and efficiencies measured on a running
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..engine.estimate import Estimate
 from ..engine.vllm_versions import LATEST_VERSION
@@ -23,7 +23,7 @@ from .calibration import SpeedConstants, constants_for
 from .ceilings import CeilingsPlan, plan_both_ceilings
 from .layouts import LayoutPlan, layout_plan
 from .plan import Slo
-from .prices import GpuPrice, parse_price_overrides, price_table
+from .prices import GpuPrice, parse_price_overrides, price_set, price_table
 from .recommend import Option, Recommendations, recommend
 from .sweep import ConcurrencySweep, concurrency_sweep
 from .traffic import Traffic, traffic_from
@@ -103,7 +103,8 @@ class SpeedInputs(BaseModel):
 class RecommendRequest(BaseModel):
     """What the recommender is asked beside the lengths, the load and the SLOs: the model, which GPUs (empty: the
     whole catalog), the most GPUs and dollars per hour, the vLLM version, ``max_model_len`` (None: the longest
-    request's power of two) and the user's prices per GPU-hour by catalog key."""
+    request's power of two), the user's prices per GPU-hour by catalog key, and the price list under them (None:
+    the mixed default list; else a consistent set of ``prices.price_sets()``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     model: str = Field(DEFAULT_MODEL, min_length=1, max_length=MAX_MODEL_REFERENCE_CHARS)
@@ -113,6 +114,13 @@ class RecommendRequest(BaseModel):
     vllm_version: str = Field(LATEST_VERSION, max_length=64)
     max_model_len: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS)
     prices: dict[str, float] = Field(default_factory=dict, max_length=256)
+    price_set: str | None = Field(None, max_length=64)
+
+    @field_validator("price_set")
+    @classmethod
+    def _known_price_set(cls, key: str | None) -> str | None:
+        price_set(key)
+        return key
 
     def price_overrides(self) -> dict[str, GpuPrice]:
         return parse_price_overrides(self.prices, "dashboard") if self.prices else {}
@@ -121,12 +129,15 @@ class RecommendRequest(BaseModel):
         """Every deployment of ``spec`` for the workload's lengths under ``speed``'s load and SLOs."""
         return recommend(spec, speed.traffic(workload), speed.slo, gpus=self.gpus or None, max_gpus=self.max_gpus,
                          budget_per_hour=self.budget_per_hour, prices=self.price_overrides(),
-                         vllm_version=self.vllm_version, max_model_len=self.max_model_len)
+                         vllm_version=self.vllm_version, max_model_len=self.max_model_len, price_set=self.price_set)
 
     def plan_inputs(self, option: Option, max_model_len: int, speed: SpeedInputs) -> tuple[Scenario, SpeedInputs]:
         """What opens ``option`` on the Plan page: its scenario, and the load and SLOs with this GPU's price."""
         scenario = option.deployment.scenario(self.model, self.vllm_version, max_model_len)
         price = self.prices.get(option.deployment.gpu)
+        if price is None and self.price_set is not None:
+            listed = price_set(self.price_set).prices.get(option.deployment.gpu)
+            price = listed.usd_per_gpu_hour if listed else None
         return scenario, speed.model_copy(update={"usd_per_gpu_hour": price}) if price else speed
 
 

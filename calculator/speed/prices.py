@@ -1,5 +1,9 @@
 """What a GPU costs per hour: bundled on-demand defaults with their source and date, overridable by the user.
 
+The defaults come from several providers and tiers (each entry names its own), which is the best guess per GPU but
+lets price sources decide a ranking. A price set is one provider's one tier for every GPU it rents
+(``PRICE_SETS``); chosen instead of the defaults, GPUs it does not list have no price until the user gives one.
+
 ``VLLM_PLANNER_GPU_PRICES`` names a JSON file of ``{"catalog key or GPU name": dollars per GPU-hour}`` (or
 ``{"key": {"usd_per_gpu_hour": 2.1}}``); its prices replace the defaults. A malformed file is an error, not a
 silent fallback.
@@ -34,11 +38,42 @@ class GpuPrice(BaseModel):
     source: str = Field(min_length=1)
 
 
+class PriceSet(BaseModel):
+    """One provider's one tier: prices that differ only where the hardware does."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    about: str
+    prices: dict[str, GpuPrice]
+
+
+@cache
+def _bundled() -> dict:
+    return json.loads((resources.files("calculator") / "data" / PRICES_FILE).read_text(encoding="utf-8"))
+
+
 @cache
 def default_prices() -> dict[str, GpuPrice]:
     """The bundled price list, by catalog key."""
-    text = (resources.files("calculator") / "data" / PRICES_FILE).read_text(encoding="utf-8")
-    return {key: GpuPrice(**entry) for key, entry in json.loads(text)["prices"].items()}
+    return {key: GpuPrice(**entry) for key, entry in _bundled()["prices"].items()}
+
+
+@cache
+def price_sets() -> dict[str, PriceSet]:
+    """The bundled consistent price sets, by key (e.g. ``runpod-serverless-active``)."""
+    return {key: PriceSet(name=entry["name"], about=entry["about"],
+                          prices={gpu: GpuPrice(**price) for gpu, price in entry["prices"].items()})
+            for key, entry in _bundled()["price_sets"].items()}
+
+
+def price_set(key: str | None) -> PriceSet | None:
+    """The price set named ``key`` (None for None: the mixed default list); ``InvalidInput`` for an unknown one."""
+    if key is None:
+        return None
+    if key not in price_sets():
+        raise InvalidInput(f"no price set {key!r}; choose one of {', '.join(price_sets())} (or none: the mixed "
+                           "default list)")
+    return price_sets()[key]
 
 
 def parse_price_overrides(data: object, origin: str) -> dict[str, GpuPrice]:
@@ -71,9 +106,12 @@ def env_price_overrides() -> dict[str, GpuPrice]:
     return parse_price_overrides(data, f"{PRICES_ENV}={path}")
 
 
-def price_table(overrides: Mapping[str, GpuPrice] | None = None) -> dict[str, GpuPrice]:
-    """Defaults, then the environment's file, then ``overrides`` (e.g. prices edited in the dashboard)."""
-    return {**default_prices(), **env_price_overrides(), **(overrides or {})}
+def price_table(overrides: Mapping[str, GpuPrice] | None = None, set_key: str | None = None) -> dict[str, GpuPrice]:
+    """Defaults (or the price set ``set_key``), then the environment's file, then ``overrides`` (e.g. prices edited
+    in the dashboard)."""
+    chosen = price_set(set_key)
+    base = default_prices() if chosen is None else chosen.prices
+    return {**base, **env_price_overrides(), **(overrides or {})}
 
 
 def gpu_price(gpu: GpuSpec | None, prices: Mapping[str, GpuPrice] | None = None) -> GpuPrice | None:

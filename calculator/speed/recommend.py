@@ -68,6 +68,7 @@ class Recommendations(BaseModel):
     traffic: Traffic
     slo: Slo
     max_model_len: int  # what every deployment was planned with
+    price_set: str | None = None  # the consistent price set ranked on (None: the mixed default list)
     by_cost_per_hour: tuple[Option, ...]
     by_cost_per_million_tokens: tuple[Option, ...]
     rejected: tuple[Option, ...]
@@ -101,12 +102,13 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
               max_gpus: int | None = None, budget_per_hour: float | None = None,
               quantizations: Sequence[str | None] | None = None, kv_cache_dtypes: Sequence[str] = ("auto", "fp8"),
               prices: Mapping[str, GpuPrice] | None = None, vllm_version: str = LATEST_VERSION,
-              max_model_len: int | None = None) -> Recommendations:
-    """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost."""
+              max_model_len: int | None = None, price_set: str | None = None) -> Recommendations:
+    """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost (``prices`` over
+    the default list, or over the consistent ``price_set``)."""
     slo = slo or Slo()
     _check_servable(spec, traffic, vllm_version, max_model_len)
     max_model_len = max_model_len or workload_model_len(spec, traffic)
-    table = price_table(prices)
+    table = price_table(prices, price_set)
     # NOTE: a memory-mode variant (GH200 in NUMA mode) is the same hardware at the same price: ranked only on request.
     chosen = [find_gpu(name) for name in gpus] if gpus else [
         g for g in gpu_catalog() if g.memory_bandwidth_gb_s and g.variant_of is None]
@@ -121,7 +123,7 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
         options.append(_limits(option, max_gpus, budget_per_hour))
     feasible = [o for o in options if o.feasible]
     return Recommendations(
-        traffic=traffic, slo=slo, max_model_len=max_model_len,
+        traffic=traffic, slo=slo, max_model_len=max_model_len, price_set=price_set,
         by_cost_per_hour=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_hour, o.plan.gpus))),
         by_cost_per_million_tokens=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_million_output_tokens,
                                                                         o.plan.gpus))),

@@ -60,7 +60,7 @@ def option_summary(option: Option) -> dict:
 
 
 def recommendations_summary(result: Recommendations) -> dict:
-    return {"max_model_len": result.max_model_len,
+    return {"max_model_len": result.max_model_len, "price_set": result.price_set,
             "by_cost_per_hour": [option_summary(o) for o in result.by_cost_per_hour],
             "by_cost_per_million_tokens": [option_summary(o) for o in result.by_cost_per_million_tokens],
             "rejected": [option_summary(o) for o in result.rejected]}

@@ -11,7 +11,7 @@ from calculator import Workload
 from calculator.speed.charts import cost_latency_figure
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
 from calculator.gpus import find_gpu
-from calculator.speed.prices import gpu_price, price_table
+from calculator.speed.prices import gpu_price, price_set, price_table
 from calculator.speed.recommend import Option, Recommendations
 from calculator.units import format_ms
 from calculator.url_state import RECOMMEND_WORKLOAD_FIELDS, price_list_text, read_recommend_link
@@ -53,6 +53,7 @@ def init_from_url() -> list[str]:
     state[f"{PREFIX}_vllm_version"] = request.vllm_version
     state[f"{PREFIX}_max_model_len"] = request.max_model_len
     state[f"{PREFIX}_prices"] = price_list_text(request.prices)
+    state[f"{PREFIX}_price_set"] = request.price_set
     for field in RECOMMEND_WORKLOAD_FIELDS:
         state[f"{PREFIX}_{field}"] = getattr(link.workload, field)
     apply_speed(PREFIX, link.speed)
@@ -101,14 +102,16 @@ def ranked_table(result: Recommendations, ranking: str, request: RecommendReques
 
 def price_sources(options: tuple[Option, ...], request: RecommendRequest) -> None:
     """Where each price in the ranking comes from, and when: they decide the order, so they are shown with it."""
-    table = price_table(request.price_overrides())
+    table = price_table(request.price_overrides(), request.price_set)
     gpus = dict.fromkeys(o.deployment.gpu for o in options)
     prices = {key: gpu_price(find_gpu(key), table) for key in gpus}
     estimates = sum(1 for p in prices.values() if p and "ESTIMATE" in p.source)
-    with st.expander(f"Prices behind this ranking: {len(prices)} GPU(s), from different providers and tiers"
+    origin = (price_set(request.price_set).name + ", one provider and one tier" if request.price_set
+              else "from different providers and tiers")
+    with st.expander(f"Prices behind this ranking: {len(prices)} GPU(s), {origin}"
                      + (f", {estimates} estimated" if estimates else ""), expanded=False):
-        st.caption("The ranking follows these prices; they differ 2-5x between providers. Type your own in "
-                   "\"Your prices\" to rank with them.")
+        st.caption("The ranking follows these prices; they differ 2-5x between providers. Choose one provider's "
+                   "prices under \"Price list\", or type your own in \"Your prices\", to rank with them.")
         st.markdown("\n".join(["| GPU | $ per GPU-hour | as of | source |", "|---|---:|---|---|", *(
             f"| {find_gpu(key).name} | " + (f"${p.usd_per_gpu_hour:,.2f} | {p.as_of or '—'} | "
                                              f"{p.source.replace('|', '/')} |" if p else "— | — | no price |")
