@@ -281,11 +281,17 @@ def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_pre
     return figure
 
 
+LIVE_ZOOM_BELOW = 0.1  # a peak under 10 % of the pool would draw as a flat line against it: zoom to the peak
+
+
 def live_history_figure(times: Sequence[float], used_tokens: Sequence[float], capacity_tokens: float,
                         running: Sequence[float], waiting: Sequence[float],
-                        finished: Sequence[float | None] | None = None) -> go.Figure:
+                        finished: Sequence[float | None] | None = None,
+                        unreachable: tuple[float, float] | None = None) -> go.Figure:
     """KV usage over time in tokens against the pool's capacity, with running and waiting requests, and (when
-    given) the requests that finished in each interval, so a burst between two reads still shows.
+    given) the requests that finished in each interval, so a burst between two reads still shows. The token axis
+    runs to the pool, or to the peak when the peak stays under a tenth of it (the title then names the pool);
+    ``unreachable`` (since, now) shades the time the server has not answered.
 
     ``times`` are Unix seconds (a scrape's clock, Prometheus' timestamps); the axis shows them as UTC times."""
     moments = [datetime.fromtimestamp(t, tz=timezone.utc) for t in times]
@@ -301,10 +307,21 @@ def live_history_figure(times: Sequence[float], used_tokens: Sequence[float], ca
                                 line=dict(color="#2563eb", dash="dot")))
     figure.add_trace(go.Scatter(x=moments, y=list(waiting), name="waiting requests", yaxis="y2",
                                 line=dict(color="#dc2626", dash="dot")))
-    figure.update_layout(title="KV cache usage over time", yaxis_title="tokens", xaxis_title="time (UTC)",
+    peak = max(used_tokens, default=0.0)
+    zoomed = capacity_tokens > 0 and 0 < peak < LIVE_ZOOM_BELOW * capacity_tokens
+    title = "KV cache usage over time" + (
+        f" (peak {peak:,.0f} of the pool's {capacity_tokens:,.0f} tokens: axis zoomed to the peak)" if zoomed else "")
+    top = peak * 1.25 if zoomed else capacity_tokens * 1.05
+    figure.update_layout(title=title, yaxis_title="tokens", xaxis_title="time (UTC)",
                          yaxis2=dict(title="requests", overlaying="y", side="right", rangemode="tozero"),
-                         **{**_LAYOUT, "yaxis": dict(gridcolor="#e2e8f0", rangemode="tozero")},
-                         **_reference_line("y", capacity_tokens, f"capacity {capacity_tokens:,.0f} tokens", "#0f172a"))
+                         **{**_LAYOUT, "yaxis": dict(gridcolor="#e2e8f0", range=[0, top] if top > 0 else None)},
+                         **({} if zoomed else _reference_line("y", capacity_tokens,
+                                                              f"capacity {capacity_tokens:,.0f} tokens", "#0f172a")))
+    if unreachable is not None:
+        since, until = (datetime.fromtimestamp(t, tz=timezone.utc) for t in unreachable)
+        figure.add_vrect(x0=since, x1=until, fillcolor="#fecaca", opacity=0.5, line_width=0,
+                         annotation_text=f"server unreachable since {since:%H:%M:%S} UTC",
+                         annotation_position="top left")
     figure.update_layout(legend_y=-0.3)  # below the date line and the axis title
     return figure
 

@@ -1,6 +1,7 @@
 """Live: attach to a running vLLM server and overlay reality on the estimate."""
 
 import sys
+import time
 from pathlib import Path
 
 # NOTE: a deep link or AppTest may run this page without app.py; the repo root must still be importable.
@@ -23,8 +24,10 @@ from pages.common.live_view import (
     gpu_options,
     header_line,
     local_model_path,
+    read_pace,
     resolve_spec,
     server_panel,
+    unreachable_panel,
 )
 
 INTERVALS = {"off": None, "2 s": 2, "5 s": 5, "10 s": 10, "30 s": 30}
@@ -65,12 +68,15 @@ def given_spec(upload, model_id: str):
 
 @st.fragment(run_every=interval)
 def live_panel() -> None:
+    bases = st.session_state.setdefault("live_bases", {})
     try:
         with LiveClient(url, api_key or None, policy=policy) as client:
             report = client.read()
     except CalculatorError as exc:
-        st.error(sentence(exc), icon="🔌")
+        unreachable_panel(url, bases.get(url), sentence(exc))
         return
+    bases[url] = report.base_url
+    read_pace(url, report.metrics.scraped_at if report.metrics else time.time(), interval)
     engines = report.metrics.engines if report.metrics is not None else ()
     gpu_choice = st.session_state.get("live_gpu", AUTO)  # NOTE: read here: a one-click device change reruns only this
     header_line(report, device_for(engines[0], report, gpu_choice)[1] if engines else None)

@@ -186,3 +186,34 @@ def test_a_shared_dashboard_refuses_every_local_path_with_one_message(serve, mon
         said |= {w.value for w in app.warning if "model folders" in w.value}
     assert said == {"Local model folders are off in this shared dashboard; give a Hugging Face model id or upload "
                     "config.json"}
+
+
+# --- issue 29 items 4, 5: the history stays when the server stops; the reads' real pace; preemptions are bad -----
+
+def test_when_the_server_stops_the_history_stays_with_an_unreachable_band(serve):
+    text = CAPTURE.decode()
+    before = text.replace('finished_reason="length",model_name="tiny"} 9.0', 'finished_reason="length",model_name="tiny"} 1.0')
+    before = before.replace('vllm:num_preemptions_total{engine="0",model_name="tiny"} 8.0',
+                            'vllm:num_preemptions_total{engine="0",model_name="tiny"} 2.0')
+    pages = iter([before.encode(), CAPTURE])
+
+    def metrics(handler):
+        from support.http_server import send
+        send(handler, (200, {"Content-Type": "text/plain"}, next(pages, CAPTURE)))
+
+    server = serve(routes(**{"/metrics": metrics}))
+    app = run(server.url)
+    app.session_state["live_model"] = "facebook/opt-125m"  # any config: the chart needs the pool's tokens
+    app.run()
+    card = next(m for m in app.metric if m.label == "Preemptions (total)")
+    assert card.proto.delta.endswith("/s") and card.proto.color == card.proto.MetricColor.RED  # more: a red arrow
+    assert any(c.value.startswith("Read at ") and "read(s) came every" in c.value for c in app.caption)
+    server.close()
+    app.run()
+    assert not app.exception
+    error = app.error[0].value
+    assert error.startswith("Server unreachable since ") and "UTC: Cannot connect to" in error
+    assert error.endswith("What this session saw until then is kept below.")
+    assert any(c.value.startswith("This session: 8 requests finished") for c in app.caption)
+    chart = next(c for c in app.get("plotly_chart") if "KV cache usage over time" in c.proto.spec)
+    assert "server unreachable since" in chart.proto.spec

@@ -89,6 +89,20 @@ def test_live_history_is_drawn_against_clock_times_with_the_capacity_line():
     assert list(used.y) == [0, 960] and list(running.y) == [0, 3] and list(waiting.y) == [0, 1]
     assert figure.layout.xaxis.title.text == "time (UTC)"
     assert [shape.y0 for shape in figure.layout.shapes] == [1920]
+    assert tuple(figure.layout.yaxis.range) == (0, 1920 * 1.05)  # the server's pool, not an autorange
+
+
+def test_a_peak_far_below_a_large_pool_zooms_and_an_outage_is_shaded():
+    # the 1 GiB float32 server: 1,048,448 tokens; 1,920 in use at the peak would draw as a flat line
+    figure = live_history_figure([1796238000.0, 1796238002.0], [0, 1920], 1048448, [0, 3], [0, 1],
+                                 unreachable=(1796238002.0, 1796238060.0))
+    assert tuple(figure.layout.yaxis.range) == (0, 1920 * 1.25)
+    assert figure.layout.title.text == ("KV cache usage over time (peak 1,920 of the pool's 1,048,448 tokens: axis "
+                                        "zoomed to the peak)")
+    band = figure.layout.shapes[0]
+    assert (band.type, band.x0.isoformat(), band.x1.isoformat()) == (
+        "rect", "2026-12-02T19:00:02+00:00", "2026-12-02T19:01:00+00:00")
+    assert figure.layout.annotations[0].text == "server unreachable since 19:00:02 UTC"
 
 
 def test_a_cpu_server_is_drawn_in_mib_as_what_it_holds_without_a_utilization_line():

@@ -55,6 +55,8 @@ from .outputs import CHART_CONFIG
 from .state import plan_link
 
 HISTORY_POINTS = 720  # an hour at a 5 s refresh, per user session
+PACE_READS = 6  # the reads whose spacing the page reports
+SLOW_PACE = 1.5  # reads this much further apart than asked are said to be late
 ENGINE_PANELS = 4  # engines drawn in full; the others go in one table (a panel runs an estimate and charts)
 ENGINE_TABLE_ROWS = 60
 AUTO = "auto"
@@ -163,17 +165,21 @@ def engines_beyond_panels(report: ServerReport) -> None:
 
 # --- one engine ----------------------------------------------------------------------------------------------
 
-def history(base_url: str, engine_key: str) -> deque:
+def history_name(base_url: str, engine: EngineMetrics) -> str:
+    return f"{base_url}|{engine.model_name}|{engine.engine}"
+
+
+def history(name: str) -> deque:
     """This session's bounded history for one server engine: (time, metrics, activity since the previous read)."""
     store = st.session_state.setdefault("live_history", {})
-    return store.setdefault(f"{base_url}|{engine_key}", deque(maxlen=HISTORY_POINTS))
+    return store.setdefault(name, deque(maxlen=HISTORY_POINTS))
 
 
 def engine_panel(report: ServerReport, engine: EngineMetrics, spec: ModelSpec | None, base: Scenario,
                  gpu_choice: str) -> None:
     """Everything about one engine, section by section."""
     key = f"{_short(engine.model_name)} · engine {_short(engine.engine)}"
-    points = history(report.base_url, f"{engine.model_name}|{engine.engine}")
+    points = history(history_name(report.base_url, engine))
     now = report.metrics.scraped_at if report.metrics else time.time()
     previous = points[-1] if points else None
     activity = interval_activity(previous[1], engine, now - previous[0]) if previous else None
@@ -214,7 +220,8 @@ def usage_section(engine: EngineMetrics, change) -> None:
     cols[2].metric("Waiting", count(engine.waiting))
     cols[3].metric("Preemptions (total)", count(engine.preemptions_total),
                    delta=None if change is None or change.preemptions_per_s is None
-                   else f"{change.preemptions_per_s:.2f}/s")
+                   else f"{change.preemptions_per_s:.2f}/s",
+                   delta_color="inverse" if change is not None and change.preemptions_per_s else "off")
     hits, queries = engine.prefix_cache_hits_total or 0, engine.prefix_cache_queries_total or 0
     cols[4].metric("Prefix cache hits", f"{hits:,.0f} / {queries:,.0f} tokens",
                    help="hit rate " + (f"{hits / queries:.1%}" if queries else "n/a"))
@@ -243,13 +250,70 @@ def activity_section(points: deque, key: str) -> None:
         when, last = busy[-1]
         st.info(f"Last activity, read {time.time() - when:,.0f} s ago: {describe(last)}")
     if len(busy) > 1:
-        st.caption(f"This session: {sum(a.requests_finished or 0 for _, a in busy):,} requests finished, "
-                   f"{sum(a.prompt_tokens or 0 for _, a in busy):,} prompt and "
-                   f"{sum(a.generation_tokens or 0 for _, a in busy):,} generated tokens over {len(busy)} busy intervals.")
+        st.caption(session_totals(busy))
+
+
+def session_totals(busy: list) -> str:
+    """What this session saw finish, over its busy intervals ((time, activity) pairs)."""
+    return (f"This session: {sum(a.requests_finished or 0 for _, a in busy):,} requests finished, "
+            f"{sum(a.prompt_tokens or 0 for _, a in busy):,} prompt and "
+            f"{sum(a.generation_tokens or 0 for _, a in busy):,} generated tokens over {len(busy)} busy intervals.")
 
 
 def _count(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
+
+
+def history_chart(points: deque, capacity_tokens: int, key: str, unreachable: tuple[float, float] | None = None) -> None:
+    series = usage_history([(t, e) for t, e, _ in points], capacity_tokens)
+    finished = [None if a is None else a.requests_finished for _, _, a in points]
+    st.plotly_chart(live_history_figure(series["times"], series["used_tokens"], capacity_tokens,
+                                        series["running"], series["waiting"], finished=finished,
+                                        unreachable=unreachable), config=CHART_CONFIG, key=f"history_{key}")
+
+
+# --- reads: their pace, and the history kept when the server stops ---------------------------------------------
+
+def _clock(when: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(when))
+
+
+def read_pace(url: str, now: float, asked_s: float | None) -> None:
+    """When the page read the server, and how often reads really came: under load a 5 s refresh can take 15 s."""
+    reads = st.session_state.setdefault("live_reads", {}).setdefault(url, deque(maxlen=PACE_READS))
+    reads.append(now)
+    st.session_state.setdefault("live_unreachable", {}).pop(url, None)
+    gaps = [b - a for a, b in zip(reads, list(reads)[1:], strict=False)]
+    measured = sum(gaps) / len(gaps) if gaps else None
+    line = f"Read at {_clock(now)} UTC"
+    if measured is not None:
+        line += f"; the last {len(gaps)} read(s) came every {measured:,.1f} s"
+        if asked_s and measured > SLOW_PACE * asked_s:
+            line += (f", not every {asked_s:g} s as asked: each read and redraw takes longer than that on this "
+                     "machine now")
+    st.caption(line + ".")
+
+
+def unreachable_panel(url: str, base_url: str | None, problem: str) -> None:
+    """The server stopped answering: say since when, and keep what this session saw (charts, session totals)."""
+    since = st.session_state.setdefault("live_unreachable", {}).setdefault(url, time.time())
+    store = st.session_state.get("live_history", {})
+    kept = {name: points for name, points in store.items()
+            if base_url and name.startswith(f"{base_url}|") and points} if base_url else {}
+    if not kept:
+        st.error(problem, icon="🔌")
+        return
+    st.error(f"Server unreachable since {_clock(since)} UTC: {problem} What this session saw until then is kept "
+             "below.", icon="🔌")
+    for name, points in kept.items():
+        model, engine = name[len(base_url) + 1:].rsplit("|", 1)
+        key = f"{_short(model)} · engine {_short(engine)}"
+        st.subheader(f"{key} (last read {_clock(points[-1][0])} UTC)")
+        busy = [(t, a) for t, _, a in points if a is not None and a.busy]
+        st.caption(session_totals(busy) if busy else "No request finished while this session read the server.")
+        capacity = st.session_state.get("live_capacity", {}).get(name)
+        if capacity:
+            history_chart(points, capacity, key, unreachable=(since, time.time()))
 
 
 # --- estimate vs reality -------------------------------------------------------------------------------------
@@ -290,11 +354,9 @@ def estimate_section(report: ServerReport, engine: EngineMetrics, spec: ModelSpe
         cols[1].metric("KV memory in use", f"{usage.used_bytes / GIB:,.3f} / {usage.pool_bytes / GIB:,.3f} GiB",
                        help=_pool_help(engine, usage.pool_bytes))
         cols[2].metric("Blocks in use", f"{usage.used_blocks:,.1f} / {usage.usable_blocks:,}")
-        series = usage_history([(t, e) for t, e, _ in points], usage.capacity_tokens)
-        finished = [None if a is None else a.requests_finished for _, _, a in points]
-        st.plotly_chart(live_history_figure(series["times"], series["used_tokens"], usage.capacity_tokens,
-                                            series["running"], series["waiting"], finished=finished),
-                        config=CHART_CONFIG, key=f"history_{key}")
+        st.session_state.setdefault("live_capacity", {})[history_name(report.base_url, engine)] = \
+            usage.capacity_tokens  # NOTE: kept for the charts drawn after the server stops answering
+        history_chart(points, usage.capacity_tokens, key)
     st.markdown("#### Estimate vs reality")
     st.dataframe([{"quantity": r.quantity, "predicted": round(r.predicted, 4),
                    "actual": None if r.actual is None else round(r.actual, 4),
