@@ -40,11 +40,17 @@ _CONTAINER_VALUE_OPTIONS = frozenset({
     "--pull", "--restart", "--runtime", "--security-opt", "--shm-size", "--stop-signal", "--stop-timeout",
     "--storage-opt", "--sysctl", "--tmpfs", "--ulimit", "-u", "--user", "--userns", "--uts", "-v", "--volume",
     "--volume-driver", "--volumes-from", "-w", "--workdir",
+    # podman's own (podman run --help, 5.x)
+    "--pod", "--secret", "--hooks-dir", "--cgroup-conf", "--cgroups", "--systemd", "--tz", "--umask", "--arch",
+    "--os", "--variant", "--authfile", "--creds", "--cert-dir", "--decryption-key", "--image-volume",
+    "--passwd-entry", "--personality", "--preserve-fds", "--requires", "--sdnotify", "--seccomp-policy", "--timeout",
+    "--uidmap", "--gidmap", "--subuidname", "--subgidname", "--chrootdirs", "--init-path", "--pidfile",
 })
 _CONTAINER_FLAGS = frozenset({
     "-d", "--detach", "--disable-content-trust", "--help", "--init", "-i", "--interactive", "--no-healthcheck",
     "--oom-kill-disable", "--privileged", "-P", "--publish-all", "-q", "--quiet", "--read-only", "--rm",
-    "--sig-proxy", "-t", "--tty", "--use-api-socket", "--replace", "--tls-verify",
+    "--sig-proxy", "-t", "--tty", "--use-api-socket", "--replace", "--tls-verify", "--rmi", "--no-hosts",
+    "--read-only-tmpfs", "--env-host", "--http-proxy", "--env-merge",
 })
 NOT_A_LAUNCH_LINE = ("not a vLLM launch command: expected `vllm serve MODEL ...`, `python -m "
                      "vllm.entrypoints.openai.api_server --model MODEL ...` or `docker run ... vllm/vllm-openai ...`")
