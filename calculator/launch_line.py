@@ -44,13 +44,13 @@ _CONTAINER_VALUE_OPTIONS = frozenset({
     "--pod", "--secret", "--hooks-dir", "--cgroup-conf", "--cgroups", "--systemd", "--tz", "--umask", "--arch",
     "--os", "--variant", "--authfile", "--creds", "--cert-dir", "--decryption-key", "--image-volume",
     "--passwd-entry", "--personality", "--preserve-fds", "--requires", "--sdnotify", "--seccomp-policy", "--timeout",
-    "--uidmap", "--gidmap", "--subuidname", "--subgidname", "--chrootdirs", "--init-path", "--pidfile",
+    "--uidmap", "--gidmap", "--subuidname", "--subgidname", "--chrootdirs", "--init-path", "--pidfile", "--env-merge",
 })
 _CONTAINER_FLAGS = frozenset({
     "-d", "--detach", "--disable-content-trust", "--help", "--init", "-i", "--interactive", "--no-healthcheck",
     "--oom-kill-disable", "--privileged", "-P", "--publish-all", "-q", "--quiet", "--read-only", "--rm",
     "--sig-proxy", "-t", "--tty", "--use-api-socket", "--replace", "--tls-verify", "--rmi", "--no-hosts",
-    "--read-only-tmpfs", "--env-host", "--http-proxy", "--env-merge",
+    "--read-only-tmpfs", "--env-host", "--http-proxy",
 })
 NOT_A_LAUNCH_LINE = ("not a vLLM launch command: expected `vllm serve MODEL ...`, `python -m "
                      "vllm.entrypoints.openai.api_server --model MODEL ...` or `docker run ... vllm/vllm-openai ...`")
