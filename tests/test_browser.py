@@ -120,40 +120,37 @@ def test_import_at_the_top_fills_the_page_and_names_the_deployment(dashboard, br
     page.close()
 
 
-def _start_import(page, command: str = IMPORTED) -> None:
+def _start_import(page, dashboard: str | None = None) -> object:
+    """Open the import box (on a settled page when ``dashboard`` is given) and type the command; returns the button."""
+    if dashboard:
+        page.goto(dashboard, wait_until="networkidle")
+        page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
+        wait_idle(page)
     page.locator('[data-testid="stExpander"]').filter(has_text="Import a").click()
-    page.locator('[data-testid="stTextArea"] textarea').first.fill(command)
+    page.locator('[data-testid="stTextArea"] textarea').first.fill(IMPORTED)
+    return page.get_by_role("button", name="Fill the page from this command")
 
 
 def _during_the_first_paints_follow_up(page, dashboard) -> None:
     page.goto(dashboard, wait_until="commit")
     metric(page, "KV cache tokens")  # the first run stopped here; the browser is asking for the rest now
-    _start_import(page)
-    page.get_by_role("button", name="Fill the page from this command").click()
+    _start_import(page).click()
 
 
 def _during_an_input_change(page, dashboard) -> None:
-    page.goto(dashboard, wait_until="networkidle")
-    wait_idle(page)
-    _start_import(page)
+    button = _start_import(page, dashboard)
     length = page.locator('[data-testid="stNumberInput"]').filter(has_text="max_model_len").locator("input").first
     length.fill("12288")
     length.press("Enter")  # that run starts; the click below lands in it
-    page.get_by_role("button", name="Fill the page from this command").click()
+    button.click()
 
 
 def _double_click(page, dashboard) -> None:
-    page.goto(dashboard, wait_until="networkidle")
-    wait_idle(page)
-    _start_import(page)
-    page.get_by_role("button", name="Fill the page from this command").dblclick()
+    _start_import(page, dashboard).dblclick()
 
 
 def _followed_by_another_click(page, dashboard) -> None:
-    page.goto(dashboard, wait_until="networkidle")
-    wait_idle(page)
-    _start_import(page)
-    page.get_by_role("button", name="Fill the page from this command").click()
+    _start_import(page, dashboard).click()
     # A view switch (not an input of the deployment) cuts that run short.
     page.locator(".st-key-plan_view_sweep button").filter(has_text="gpu_memory_utilization").click()
 
@@ -167,10 +164,7 @@ _CLICK_IMPORT_THEN_SWITCH_THE_VIEW = """() => {
 
 
 def _cut_short_in_the_same_tick(page, dashboard) -> None:
-    page.goto(dashboard, wait_until="networkidle")
-    page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
-    wait_idle(page)
-    _start_import(page)
+    _start_import(page, dashboard)
     page.locator('[data-testid="stTextArea"] textarea').first.press("Control+Enter")  # the text reaches the server
     wait_idle(page)
     # Both requests leave in one tick: the second reaches the server while the import's run has just started.

@@ -87,3 +87,8 @@ def test_a_failed_import_says_why_and_keeps_the_page() -> None:
     app.button(key="plan_import_button").click().run()
     assert not app.exception and app.error and _imported(app) == []
     assert metrics(app) == before
+
+
+def test_the_browser_stops_a_paste_longer_than_the_importer_reads() -> None:
+    app = run_with_link(APP)
+    assert app.text_area(key="plan_import_text").max_chars == 16_384  # the importer refuses longer lines

@@ -15,7 +15,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from calculator import CalculatorError, Scenario
-from calculator.serve_command import ImportReport, import_serve_command
+from calculator.serve_command import MAX_LINE_CHARS, ImportReport, import_serve_command
 
 from . import outcomes, sentence
 
@@ -35,7 +35,7 @@ def import_box(prefix: str, base: Callable[[Any], Scenario], apply: Callable[[Sc
     inputs."""
     with st.expander("Import a `vllm serve` command", expanded=False):
         st.text_area("Paste a launch line: `vllm serve ...`, `python -m vllm.entrypoints.openai.api_server ...` or "
-                     "`docker run ... vllm/vllm-openai ...`", key=f"{prefix}_import_text")
+                     "`docker run ... vllm/vllm-openai ...`", key=f"{prefix}_import_text", max_chars=MAX_LINE_CHARS)
         if target:
             target()
         st.button(label, key=f"{prefix}_import_button", type="primary", on_click=_import,
