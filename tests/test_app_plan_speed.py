@@ -222,3 +222,13 @@ def test_a_failed_cross_field_check_keeps_the_valid_model() -> None:
 def test_none_in_a_link_is_read_in_any_case() -> None:
     app = run_app({"g": "None", "mem": "24"})
     assert not app.warning and app.selectbox(key="plan_gpu").value == "custom"
+
+
+def test_under_a_request_rate_below_the_engines_limit_the_arrivals_limit_concurrency() -> None:
+    """Issue 29 item 8: 1 request/s of the default lengths keeps a few requests running, far below the 371 the
+    KV cache holds: the caption names the arrival rate, not kv_cache."""
+    app = run_app({"rate": "1"})
+    caption = next(c.value for c in app.caption if c.value.startswith("Per replica at the planned"))
+    # the KV cache holds 371 requests of the default lengths (see the two-ceilings test above)
+    assert "served concurrency limited by the arrival rate (" in caption
+    assert " of the 371 requests the kv_cache allows run on average)" in caption

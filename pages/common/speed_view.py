@@ -152,8 +152,14 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
     price = per.gpu_price or gpu_price(result.gpu)
     load = (f"{per.traffic.concurrency:,} concurrent requests" if per.traffic.concurrency is not None
             else f"{per.traffic.request_rate:,.3g} requests/s")
+    # NOTE: under a request rate the engine's limit binds only once the cache or max_num_seqs is full; below that
+    # the arrivals set how many run (issue 29 item 8: "limited by kv_cache" with 39 of 184 slots in use).
+    limit = (f"the arrival rate ({per.running_requests:,.1f} of the {per.concurrency.served:,} requests the "
+             f"{per.concurrency.binding} allows run on average)"
+             if per.traffic.request_rate is not None and not per.saturated
+             and per.running_requests < per.concurrency.served else per.concurrency.binding)
     st.caption(f"Per replica at the planned {capacity.replicas:,} replica(s), each serving {load}; decode is "
-               f"{per.decode_bound}-bound; served concurrency limited by {per.concurrency.binding}. "
+               f"{per.decode_bound}-bound; served concurrency limited by {limit}. "
                + (f"Price {usd(price.usd_per_gpu_hour)}/GPU-hour ({price.source})." if price else
                   "No price for this GPU: give one in the sidebar."))
     st.plotly_chart(two_ceilings_figure(plan.sweep, plan.slo), key="two_ceilings",
