@@ -123,7 +123,12 @@ st.header("4. Shared prefixes and parallel sampling")
 prompt = max(workload.prompt_tokens_mean, 1)
 prefix = st.slider("System prompt shared by every request (tokens)", 0, prompt,
                    min(workload.shared_prefix_tokens, prompt), key="learn_prefix")
-samples = st.slider("Parallel samples per request (n)", 1, 16, min(workload.parallel_samples, 16), key="learn_n")
+LEARN_MAX_SAMPLES = 16  # the slider's range: enough to see sharing, few enough to draw every block
+samples = st.slider("Parallel samples per request (n)", 1, LEARN_MAX_SAMPLES,
+                    min(workload.parallel_samples, LEARN_MAX_SAMPLES), key="learn_n")
+if workload.parallel_samples > LEARN_MAX_SAMPLES:
+    st.caption(f"The scenario asks for n = {workload.parallel_samples:,}; this illustration stops at "
+               f"{LEARN_MAX_SAMPLES} (the Plan page counts all {workload.parallel_samples:,}).")
 alone = workload_capacity(result, Workload(prompt_tokens_mean=prompt, output_tokens_mean=workload.output_tokens_mean))
 shared = workload_capacity(result, Workload(prompt_tokens_mean=prompt, output_tokens_mean=workload.output_tokens_mean,
                                             shared_prefix_tokens=prefix, parallel_samples=samples))

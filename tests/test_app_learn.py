@@ -121,3 +121,10 @@ def test_section_one_names_every_part_so_they_add_up_to_the_gpu():
     parts = [float(x) for x in re.findall(r"\*\*([\d.]+) GiB\*\*", paragraph)]
     kv = float(re.search(r"Everything left — ([\d.]+) GiB", paragraph).group(1))
     assert kv == 36.05 and abs(sum(parts) + kv - 79.19) < 0.01 * len(parts)
+
+
+def test_a_link_asking_for_more_samples_than_the_slider_shows_says_so():
+    app = run({"n": "1024"})
+    assert app.slider(key="learn_n").value == 16
+    assert any("asks for n = 1,024; this illustration stops at 16 (the Plan page counts all 1,024)" in c.value
+               for c in app.caption)
