@@ -250,6 +250,9 @@ def _drawn_per_cell(step: int) -> str:
                                  "by one)")
 
 
+MAX_BLOCK_TICKS = 12  # block-index labels along the grid's axis
+
+
 def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_prefix_tokens: int = 0) -> go.Figure:
     """Each request's blocks as a row of cells: full, partly filled (the only waste) and shared prefix blocks.
     A row of more than ``MAX_BLOCK_COLUMNS`` blocks draws each cell for several, and the title says so."""
@@ -277,6 +280,9 @@ def block_grid_figure(request_tokens: Sequence[int], block_size: int, shared_pre
         y=[f"request {i + 1} ({t:,} tokens)" for i, t in enumerate(request_tokens)]))
     figure.update_layout(title=f"Paged KV cache: {block_size}-token blocks (yellow = partly filled, green = shared)"
                                + _drawn_per_cell(step), xaxis_title="block index", **_LAYOUT)
+    columns = -(-width // step)
+    # NOTE: a block index is a whole number; plotly's automatic ticks put 0.5 steps on a narrow grid
+    figure.update_xaxes(tickmode="linear", tick0=0, dtick=step * -(-columns // MAX_BLOCK_TICKS), tickformat="d")
     figure.update_yaxes(autorange="reversed")
     return figure
 

@@ -12,6 +12,8 @@ from calculator import CalculatorError, Workload, estimate, preset_ids, workload
 from calculator.charts import block_grid_figure, kv_per_token_figure, memory_stack_figure, samples_block_figure
 from calculator.engine.kv_cache import compare_with_mha
 from calculator.engine.workload import paged_slots, prefix_caching_enabled
+from calculator.model.quantization import quantization_from_config, quantization_from_flag, resident_bytes
+from calculator.model.weights import weight_bytes_per_rank
 from calculator.explain import deployment_line
 from calculator.scenario import DEFAULT_MODEL, Scenario
 from calculator.units import GIB
@@ -146,3 +148,39 @@ st.markdown(
     f"output. **concurrency = KV pool ÷ KV per request**: on this GPU that is **{alone.concurrency_mean:,}** single "
     f"requests or **{shared.concurrency_mean:,}** requests of {samples} samples at once "
     f"(limited by {shared.limited_by_mean}).")
+
+st.header("5. Weight quantization: fewer bytes per weight, more room for the KV cache")
+# NOTE: real numbers from the engine's own weight accounting (weights.py, quantization.py), for this model
+plain = spec.model_copy(update={"quantization": None})
+side = spec.hidden_size
+formats = [("16-bit (bf16/fp16)", None), ("fp8 (--quantization fp8)", quantization_from_flag("fp8", plain)),
+           ("AWQ 4-bit, groups of 128", quantization_from_config({"quantization_config": {
+               "quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}}))]
+matrix = {name: 2 * side * side if quant is None else resident_bytes(quant, side, side) for name, quant in formats}
+st.markdown(
+    f"One {side:,} × {side:,} projection of this model holds {side * side:,} weights: **{matrix[formats[0][0]]:,} B** "
+    f"in 16 bits; fp8 keeps 1 B per weight and one fp32 scale for the tensor: **{matrix[formats[1][0]]:,} B**; "
+    f"AWQ keeps ½ B per weight plus, for every 128 inputs of each output, an fp16 scale and a packed 4-bit zero point: "
+    f"**{matrix[formats[2][0]]:,} B** ({matrix[formats[0][0]] / matrix[formats[2][0]]:,.2f}× smaller). Embeddings, "
+    "the output head and norms stay in 16 bits, so the whole model shrinks less than its matrices:")
+rows = []
+for name, quant in formats:
+    weights = weight_bytes_per_rank(plain, dtype_bytes=2, quantization=quant)
+    kept = sum(weights.per_stage_bytes_by_role[0].get(role, 0) for role in ("embedding", "lm_head", "norm"))
+    rows.append({"format": name, "weights (GiB)": round(weights.model_bytes / GIB, 2),
+                 "of which kept in 16 bits (GiB)": round(kept / GIB, 2) if quant is not None else None})
+st.dataframe(rows, hide_index=True, key="learn_quant")
+if spec.quantization is not None:
+    st.caption(f"This checkpoint is already quantized ({spec.quantization.method}); the Plan page counts its own "
+               "format. The table shows the same model from a 16-bit checkpoint.")
+else:
+    try:
+        with_fp8 = estimate(scenario.replace(quantization="fp8"), spec)
+    except CalculatorError as exc:
+        st.caption(f"--quantization fp8 on this deployment: {sentence(exc)}")
+    else:
+        st.markdown(
+            f"Every byte the weights give up goes to the KV cache: with `--quantization fp8` this deployment's "
+            f"KV cache grows from {max(result.kv_cache_bytes, 0) / GIB:,.2f} to "
+            f"**{max(with_fp8.kv_cache_bytes, 0) / GIB:,.2f} GiB** ({result.capacity.kv_cache_tokens:,} → "
+            f"{with_fp8.capacity.kv_cache_tokens:,} tokens).")

@@ -128,3 +128,29 @@ def test_a_link_asking_for_more_samples_than_the_slider_shows_says_so():
     assert app.slider(key="learn_n").value == 16
     assert any("asks for n = 1,024; this illustration stops at 16 (the Plan page counts all 1,024)" in c.value
                for c in app.caption)
+
+
+def test_weight_quantization_is_explained_with_the_engines_bytes():
+    """Issue 29 item 9. Llama-3.1-8B's 4,096 x 4,096 projection: 16,777,216 weights. 16 bits: 33,554,432 B. fp8:
+    16,777,216 + one fp32 scale = 16,777,220 B. AWQ: 8,388,608 B of 4-bit values + 4,096 outputs x 32 groups x 2 B
+    scales (262,144) + 32 groups x 4,096 x 4 bits packed in int32 (65,536) = 8,716,288 B, 3.85x smaller. Embedding
+    and lm_head stay 128,256 x 4,096 x 2 B = 1,050,673,152 B each; the norms 65 x 4,096 x 2 B = 532,480 B:
+    2,101,878,784 B = 1.96 GiB."""
+    app = run()
+    shown = text(app)
+    assert ("One 4,096 × 4,096 projection of this model holds 16,777,216 weights: **33,554,432 B** in 16 bits" in shown
+            and "**16,777,220 B**" in shown and "**8,716,288 B** (3.85× smaller)" in shown)
+    rows = {row["format"]: row for frame in app.dataframe if frame.value.columns[0] == "format"
+            for row in frame.value.to_dict("records")}
+    assert rows["fp8 (--quantization fp8)"]["of which kept in 16 bits (GiB)"] == round(2_101_878_784 / GIB, 2)
+    assert rows["16-bit (bf16/fp16)"]["weights (GiB)"] > rows["fp8 (--quantization fp8)"]["weights (GiB)"] > \
+        rows["AWQ 4-bit, groups of 128"]["weights (GiB)"]
+    assert "with `--quantization fp8` this deployment's KV cache grows from" in shown
+
+
+def test_the_block_grid_has_whole_number_ticks():
+    from calculator.charts import block_grid_figure
+    axis = block_grid_figure([70, 33, 120, 18], 16).layout.xaxis
+    assert (axis.tickmode, axis.tick0, axis.dtick, axis.tickformat) == ("linear", 0, 1, "d")  # 8 blocks: every one
+    wide = block_grid_figure([16 * 100], 16).layout.xaxis  # 100 blocks: a label every 9
+    assert wide.dtick == 9
