@@ -33,7 +33,7 @@ from pages.common.inputs import cached_model_spec, valid_quantizations
 from pages.common.capacity_view import gpu_count
 from pages.common.outputs import CHART_CONFIG
 from pages.common.speed_view import usd
-from pages.common.state import CUSTOM_GPU, FROM_CHECKPOINT, MODEL_SOURCES, plan_link, share_link
+from pages.common.state import CUSTOM_GPU, FROM_CHECKPOINT, MODEL_SOURCES, carried_context, plan_link, share_link
 
 PREFIX = "cmp"
 LETTERS = "abcd"
@@ -77,10 +77,11 @@ def read_link_once() -> list[str]:
                         f"showing {named} scenarios")
         shown = named
     st.session_state[f"{PREFIX}_count"] = shown
+    carried = carried_context()  # opened without a link: scenario A is the deployment just seen elsewhere
     for index, letter in enumerate(LETTERS):
         own = {key[2:]: value for key, value in params.items() if key.startswith(f"{letter}.")}
         link = read_link(own) if own else None
-        scenario = link.scenario if link else STARTERS[index]
+        scenario = link.scenario if link else carried[0] if carried and index == 0 else STARTERS[index]
         warnings += [f"Share link, scenario {letter.upper()}: {p}" for p in (link.warnings if link else ())]
         warnings += hold(letter, scenario, f"Share link, scenario {letter.upper()}")
     st.session_state[f"{PREFIX}__initialised"] = True
@@ -218,8 +219,10 @@ def load_input() -> Workload:
         key, low = f"{PREFIX}_{field}", 0 if field == "output_tokens_mean" else 1
         if key not in st.session_state:
             asked = st.query_params.get(link_key, "")
+            seen = carried_context()  # opened without a link: the load just seen elsewhere
+            start = seen[1] if seen and seen[1] is not None else defaults
             st.session_state[key] = int(asked) if asked.isdigit() and low <= int(asked) <= 10_000_000 else (
-                getattr(defaults, field))
+                getattr(start, field))
         values[field] = column.number_input(
             label, low, 10_000_000, key=key,
             help="Speed, cost and the SLO verdict below use Plan's default SLOs (TTFT p95 ≤ "

@@ -21,7 +21,7 @@ from calculator.url_state import read_link, to_query_params
 from pages.common import page_setup, sentence
 from pages.common.inputs import MODEL_SOURCES, cached_model_spec
 from pages.common.outputs import CHART_CONFIG
-from pages.common.state import plan_link, share_link
+from pages.common.state import carried_context, plan_link, share_link
 
 
 def plan_scenario() -> tuple[Scenario, object, Workload, list[str]]:
@@ -31,14 +31,16 @@ def plan_scenario() -> tuple[Scenario, object, Workload, list[str]]:
         scenario, spec, workload = held
         return scenario, spec, workload, []
     link = read_link(st.query_params.to_dict())
-    source = MODEL_SOURCES[0] if link.scenario.model in preset_ids() else MODEL_SOURCES[1]
+    carried = carried_context()  # what another page (Recommend, say) was just showing
+    scenario, workload = (carried[0], carried[1] or link.workload) if carried else (link.scenario, link.workload)
+    source = MODEL_SOURCES[0] if scenario.model in preset_ids() else MODEL_SOURCES[1]
     try:
-        spec = cached_model_spec(source, link.scenario.model)
+        spec = cached_model_spec(source, scenario.model)
     except CalculatorError as exc:
-        fallback = link.scenario.replace(model=DEFAULT_MODEL)
-        return (fallback, cached_model_spec(MODEL_SOURCES[0], DEFAULT_MODEL), link.workload,
+        fallback = scenario.replace(model=DEFAULT_MODEL)
+        return (fallback, cached_model_spec(MODEL_SOURCES[0], DEFAULT_MODEL), workload,
                 [*link.warnings, f"{sentence(exc)} Showing {DEFAULT_MODEL} instead."])
-    return link.scenario, spec, link.workload, list(link.warnings)
+    return scenario, spec, workload, list(link.warnings)
 
 
 page_setup("Learn")

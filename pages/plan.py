@@ -127,6 +127,7 @@ elif problem is None:
 
 if problem is None:
     st.session_state[LAST_VALID] = (asked, spec, workload)
+    state.remember(asked, workload)
     results(asked, spec, workload, substituted, util_note, live=True, result=current, speed=speed)
     sweep_view = st.session_state.get(f"{PREFIX}_view_sweep", "max_model_len")
     # NOTE: a link cannot carry an uploaded config.json, so none is offered for one (rather than another model's).

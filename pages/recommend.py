@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import streamlit as st
 from pydantic import ValidationError
 
-from calculator import CalculatorError, Workload, gpu_catalog, preset_ids
+from calculator import CalculatorError, Scenario, Workload, gpu_catalog, preset_ids
 from calculator.engine.vllm_versions import known_versions
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
 from calculator.speed.prices import price_sets
@@ -18,7 +18,7 @@ from calculator.speed.recommend import Recommendations
 from calculator.url_state import parse_price_list, recommend_query_params
 from pages.common import first_error, page_setup, recommend_view, sentence, speed_view
 from pages.common.inputs import cached_model_spec
-from pages.common.state import LOADS, MODEL_SOURCES, share_link
+from pages.common.state import CONTEXT, LOADS, MODEL_SOURCES, remember, share_link
 
 P = recommend_view.PREFIX
 GPUS = {gpu.key: gpu.name for gpu in gpu_catalog() if gpu.memory_bandwidth_gb_s}
@@ -34,6 +34,16 @@ def recommendations(request_json: str, workload_json: str, speed_json: str) -> R
                            SpeedInputs.model_validate_json(speed_json))
     except CalculatorError as exc:
         return sentence(exc)
+
+
+def remember_recommend(request: RecommendRequest, workload: Workload) -> None:
+    """The model, length and workload asked for here, on the deployment last seen elsewhere, for the next page."""
+    seen = st.session_state.get(CONTEXT, (Scenario(),))[0]
+    try:
+        remember(seen.replace(model=request.model, vllm_version=request.vllm_version or seen.vllm_version,
+                              max_model_len=request.max_model_len), workload)
+    except (ValidationError, CalculatorError):
+        pass  # NOTE: a model or length no Scenario takes: the next page starts from what was seen before
 
 
 def number(label: str, field: str, column=st, **kwargs):
@@ -107,6 +117,7 @@ except ValidationError as exc:
     st.stop()
 
 share_link(recommend_query_params(request, workload, speed))
+remember_recommend(request, workload)
 result = recommendations(request.model_dump_json(), workload.model_dump_json(), speed.model_dump_json())
 if isinstance(result, str):
     st.error(f"**{result.rstrip('.')}.**", icon="✋")

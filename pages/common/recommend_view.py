@@ -16,7 +16,7 @@ from calculator.speed.recommend import Option, Recommendations
 from calculator.units import format_ms
 from calculator.url_state import RECOMMEND_WORKLOAD_FIELDS, price_list_text, read_recommend_link
 
-from .state import apply_speed, plan_link
+from .state import apply_speed, carried_context, plan_link
 
 PREFIX = "rec"
 SHOWN_ROWS = 25
@@ -57,6 +57,13 @@ def init_from_url() -> list[str]:
     for field in RECOMMEND_WORKLOAD_FIELDS:
         state[f"{PREFIX}_{field}"] = getattr(link.workload, field)
     apply_speed(PREFIX, link.speed)
+    if (carried := carried_context()) is not None:  # opened without a link: start from the page just seen
+        scenario, workload = carried
+        state[f"{PREFIX}_model"] = scenario.model
+        state[f"{PREFIX}_vllm_version"] = scenario.vllm_version
+        state[f"{PREFIX}_max_model_len"] = scenario.max_model_len
+        for field in RECOMMEND_WORKLOAD_FIELDS if workload is not None else ():
+            state[f"{PREFIX}_{field}"] = getattr(workload, field)
     state[flag] = True
     return [f"Share link: {warning}" for warning in link.warnings]
 

@@ -23,19 +23,38 @@ QUANTIZATIONS = (FROM_CHECKPOINT, *SUPPORTED_FLAGS)
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
+CONTEXT = "context__last"  # (Scenario, Workload | None): the deployment and workload the user last looked at
+
+
+def remember(scenario: Scenario, workload: Workload | None = None) -> None:
+    """What the user is looking at now, for the next page they open."""
+    st.session_state[CONTEXT] = (scenario, workload)
+
+
+def carried_context() -> tuple[Scenario, Workload | None] | None:
+    """The deployment and workload the user was just looking at on another page, for a page opened without a link
+    of its own (a link always wins)."""
+    if st.query_params.to_dict():
+        return None
+    return st.session_state.get(CONTEXT)
+
+
 def init_from_url(prefix: str) -> list[str]:
-    """Fill this page's widget keys from the share link, once per session; returns the link's warnings."""
+    """Fill this page's widget keys from the share link, once per session (or, opened without one, from what the
+    user was just looking at on another page); returns the link's warnings."""
     flag = f"{prefix}__initialised"
     if st.session_state.get(flag):
         return []  # the link's warnings were shown when it was opened
     link = read_link(st.query_params.to_dict())
-    warnings = [*link.warnings, *apply_scenario(prefix, link.scenario, link.workload)]
+    carried = carried_context()
+    scenario, workload = (carried[0], carried[1] or link.workload) if carried else (link.scenario, link.workload)
+    warnings = [*link.warnings, *apply_scenario(prefix, scenario, workload)]
     apply_speed(prefix, link.speed)
     for key, value in link.view.items():
         st.session_state[f"{prefix}_view_{key}"] = value
     st.session_state[f"{prefix}__substituted"] = dict(link.substituted)
     # NOTE: kept so the address bar can go on carrying what the link asked for while a substitute is shown.
-    st.session_state[f"{prefix}__asked"] = {"model": link.scenario.model, **link.substituted}
+    st.session_state[f"{prefix}__asked"] = {"model": scenario.model, **link.substituted}
     st.session_state[flag] = True
     return [f"Share link: {w}" for w in warnings]
 
