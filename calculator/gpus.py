@@ -8,6 +8,7 @@ once and looks names up the way people type them: ``find_gpu("NVIDIA H100 80GB H
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 import json
 import math
 import re
@@ -156,9 +157,40 @@ def _name_index() -> dict[str, GpuSpec]:
     return index
 
 
+_ASKED_MEMORY = re.compile(r"(\d+)\s*gi?b", re.IGNORECASE)
+_CHIP = re.compile(r"[a-z]+\d+")  # "h100" of "h100sxm"
+_SAME_CHIP_BONUS = 0.3
+_MEMORY_WEIGHT = 0.5  # how much a memory gap (as a fraction of the larger) counts against name similarity
+
+
+def _without_memory(spelling: str, memory_gb: int | None) -> str:
+    """A catalog spelling less its trailing memory ("h100nvl94gb" -> "h100nvl")."""
+    for suffix in (f"{memory_gb}gb", f"{memory_gb}g") if memory_gb else ():
+        if spelling.endswith(suffix) and len(spelling) > len(suffix):
+            return spelling[: -len(suffix)]
+    return spelling
+
+
 def _unknown_gpu_message(name: str, wanted: str, index: dict[str, GpuSpec]) -> str:
-    close = difflib.get_close_matches(wanted, index, n=4 * _SUGGESTIONS, cutoff=0.5)
-    suggestions = list(dict.fromkeys(index[spelling].name for spelling in close))[:_SUGGESTIONS]
+    # NOTE: ranked by name similarity less the gap to the memory the name asks for, so "h100-sxm-96gb" suggests the
+    # H100 NVL 94GB before the H100 SXM 80GB, and never a 16 GB V100 ahead of either.
+    asked = _ASKED_MEMORY.search(name)
+    memory = int(asked.group(1)) if asked else None
+    chip = _normalized(_ASKED_MEMORY.sub("", name)) or wanted  # the memory is weighed on its own, not as digits
+    best: dict[str, tuple[float, float]] = {}
+    for spelling, gpu in index.items():
+        bare = _without_memory(spelling, gpu.marketed_memory_gb)
+        score = difflib.SequenceMatcher(None, chip, bare).ratio()
+        if (family := _CHIP.match(chip)) and spelling.startswith(family.group()):
+            score += _SAME_CHIP_BONUS  # an H100 of another form factor before an A100 of the same one
+        if score < 0.5:
+            continue
+        if memory and gpu.marketed_memory_gb:
+            score -= _MEMORY_WEIGHT * abs(gpu.marketed_memory_gb - memory) / max(gpu.marketed_memory_gb, memory)
+        # the letters in common break ties, so a transposition ("4900") finds its GPU ("4090") first
+        shared = sum((Counter(chip) & Counter(bare)).values()) / max(len(chip), len(bare))
+        best[gpu.name] = max(best.get(gpu.name, (-1.0, 0.0)), (score, shared))
+    suggestions = sorted(best, key=lambda gpu_name: best[gpu_name], reverse=True)[:_SUGGESTIONS]
     hint = f" Did you mean {', '.join(suggestions)}?" if suggestions else ""
     return (
         f"Unknown GPU {name!r}.{hint} The catalog has {len(gpu_catalog())} GPUs; for any other, give its "

@@ -26,6 +26,7 @@ from .scenario import DEFAULT_GPU, Scenario, capture_sizes_from_text
 from .serve_command import DTYPE_NAMES
 from .speed.inputs import MAX_USD_PER_GPU_HOUR, MIN_USD_PER_GPU_HOUR, RecommendRequest, SpeedInputs
 from .speed.traffic import Traffic
+from .units import parse_size
 
 SCENARIO_KEYS: dict[str, str] = {
     "model": "m", "gpu": "g", "gpu_memory_gib": "mem", "device": "dev", "tensor_parallel_size": "tp",
@@ -80,6 +81,22 @@ def _encode(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value)) if abs(value) >= 1 else str(value)
     return str(value)
+
+
+# NOTE: the flags vLLM reads with human_readable_int (128k, 8G): a link takes the same spellings as the CLI.
+SIZE_FIELDS = ("max_model_len", "max_num_batched_tokens", "kv_cache_memory_bytes")
+
+
+def _sizes(values: dict[str, Any]) -> None:
+    """``128k`` -> 128000, ``8G`` -> 8 GiB in place, as ``vllm serve`` reads them; anything else is left for
+    validation to name."""
+    for field in SIZE_FIELDS:
+        raw = values.get(field)
+        if isinstance(raw, str) and raw.strip()[-1:].isalpha():
+            try:
+                values[field] = parse_size(raw)
+            except ValueError:
+                pass  # validation says it is not a whole number, with the link key
 
 
 def _decode(value: str) -> Any:
@@ -149,6 +166,7 @@ def read_link(params: Mapping[str, str | list[str]]) -> LinkState:
         except ValueError as exc:
             del chosen["scenario"]["cudagraph_capture_sizes"]
             warnings.append(f"ignored link value cgs={sizes[:60]!r}: {exc}")
+    _sizes(chosen["scenario"])
     substituted = _check_choices(chosen["scenario"], warnings)
     scenario = _validated(Scenario, chosen["scenario"], SCENARIO_KEYS, warnings, PLAN_WIDGET_BOUNDS)
     workload = _validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings)
@@ -306,6 +324,7 @@ def read_recommend_link(params: Mapping[str, str | list[str]]) -> RecommendLink:
     if "prices" in request:
         request["prices"] = parse_price_list(request["prices"] or "", warnings)
     _normalise_version(request, warnings)
+    _sizes(request)
     return RecommendLink(request=_validated(RecommendRequest, request, RECOMMEND_KEYS, warnings),
                          workload=_validated(Workload, chosen["workload"], WORKLOAD_KEYS, warnings,
                                              RECOMMEND_WIDGET_BOUNDS),

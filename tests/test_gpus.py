@@ -228,3 +228,10 @@ def test_gpu_spec_is_frozen_and_strict() -> None:
 
 def test_public_names_are_sorted() -> None:
     assert gpus.__all__ == sorted(gpus.__all__)
+
+
+def test_suggestions_rank_by_chip_and_memory():
+    """Issue 29 item 7: an H100 with 96 GB suggests the H100s first, the 94 GB NVL among them, not a V100."""
+    with pytest.raises(UnknownGpu) as excinfo:
+        find_gpu("h100-sxm-96gb")
+    assert "Did you mean H100 SXM 80GB, H100 NVL 94GB, A100 SXM 80GB?" in str(excinfo.value)

@@ -187,3 +187,14 @@ def test_capture_sizes_a_link_cannot_read_are_dropped_with_a_warning():
     scenario, _, _, warnings = from_query_params({"cgs": "1,x", "tp": "2"})
     assert scenario.cudagraph_capture_sizes is None and scenario.tensor_parallel_size == 2
     assert warnings == ["ignored link value cgs='1,x': not a list of batch sizes (1 to 100,000,000): '1,x'"]
+
+
+def test_a_link_takes_the_size_suffixes_the_cli_and_vllm_take():
+    """Issue 29 item 7: `--max-model-len 128k` works on the CLI, so `len=128k` works in a link (vLLM's
+    human_readable_int: k = x1000, K = x1024)."""
+    assert read_link({"len": "128k"}).scenario.max_model_len == 128_000
+    assert read_link({"len": "128K", "mbt": "8k"}).scenario.max_model_len == 131_072
+    assert read_link({"mbt": "8k"}).scenario.max_num_batched_tokens == 8_000
+    assert read_recommend_link({"len": "32k"}).request.max_model_len == 32_000
+    bad = read_link({"len": "12x"})
+    assert bad.scenario.max_model_len is None and bad.warnings[0].startswith("ignored link value len='12x'")
