@@ -230,40 +230,45 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
                    quantization: QuantizationSpec | None, *, host_counts: bool,
                    free_pool_bytes: int | None) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
+    max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
     subtracts, cudagraph_note = subtracts_cudagraph_estimate(rules, spec, quantization, device=device,
                                                              enforce_eager=settings.enforce_eager)
+    kv_given = scenario.kv_cache_memory_bytes
+    if device == "cpu" and kv_given is None:
+        kv_given = CPU_DEFAULT_KV_CACHE_BYTES
+    # NOTE: where free memory is read from a host pool larger than the GPU, the host's own use is taken out of that
+    # pool (host_pool_free_bytes), not out of the GPU's memory.
+    context = cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
+                                 unified_memory=host_counts and free_pool_bytes is None)
+    non_torch = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device, rules=rules,
+                                unified_memory=host_counts)
+    other_processes = int(scenario.other_processes_memory_gib * GIB)
+    adjustment = int(scenario.overhead_adjustment_gib * GIB)
     budgets = []
     for stage, stage_weights in enumerate(weights_per_stage):
         layers_on_stage = sum(g.layers_per_stage[stage] for g in layout.groups)
-        kv_given = scenario.kv_cache_memory_bytes
-        if device == "cpu" and kv_given is None:
-            kv_given = CPU_DEFAULT_KV_CACHE_BYTES
         budgets.append(memory_budget(
             formula=settings.memory_formula,
             total_bytes=settings.gpu_memory_bytes,
             gpu_memory_utilization=settings.gpu_memory_utilization,
-            other_processes_bytes=int(scenario.other_processes_memory_gib * GIB),
-            # NOTE: where free memory is read from a host pool larger than the GPU, the host's own use is taken out
-            # of that pool (host_pool_free_bytes), not out of the GPU's memory.
-            context_bytes=cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
-                                             unified_memory=host_counts and free_pool_bytes is None),
+            other_processes_bytes=other_processes,
+            context_bytes=context,
             weights_bytes=stage_weights,
             activation_bytes=activation_peak_bytes(
-                spec, max_num_batched_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs,
+                spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                 activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
                 rules=rules),
-            non_torch_bytes=non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
-                                            rules=rules, unified_memory=host_counts),
-            cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=settings.max_num_seqs,
+            non_torch_bytes=non_torch,
+            cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,
-                                            max_num_batched_tokens=settings.max_num_batched_tokens,
+                                            max_num_batched_tokens=max_num_batched_tokens,
                                             capture_sizes=scenario.cudagraph_capture_sizes),
             subtracts_cudagraph=subtracts and settings.memory_formula != "v1_extensible",
             cudagraph_note=cudagraph_note,
             has_startup_check=rules.has_startup_free_memory_check,
             platform=device,
             kv_cache_memory_bytes=kv_given,
-            adjustment_bytes=int(scenario.overhead_adjustment_gib * GIB),
+            adjustment_bytes=adjustment,
             free_pool_bytes=free_pool_bytes,
         ))
     return budgets
@@ -286,16 +291,15 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
     for budget in budgets:
         if budget.startup_error:
             return budget.startup_error
-    hint = _hint(settings)
     if any(b.kv_cache_bytes <= 0 for b in budgets):
-        return no_memory_error(rules.version, hint)
+        return no_memory_error(rules.version, _hint(settings))
     for stage, available in enumerate(usable):
         needed = kv_bytes_needed_for_one_request(layout, settings.max_model_len, in_flight, stage)
         if needed > available:
             return rules.max_len_error_template.format(
                 max_model_len=settings.max_model_len, needed_gib=needed / GIB, available_gib=available / GIB,
-                estimated=max_fitting, hint=hint, kv_cache_tokens=max(available, 0) // max(1, layout.bytes_per_block)
-                * layout.block_size)
+                estimated=max_fitting, hint=_hint(settings),
+                kv_cache_tokens=max(available, 0) // max(1, layout.bytes_per_block) * layout.block_size)
     return None
 
 

@@ -125,6 +125,7 @@ def mamba_state_bytes(layer: LayerAttention, *, tensor_parallel_size: int, model
     return conv + heads // tensor_parallel_size * first * second * (ssm_dtype_bytes or model_dtype_bytes)
 
 
+@lru_cache(maxsize=256)  # NOTE: asked several times by every estimate, for a few (layers, pp) pairs
 def pp_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> tuple[tuple[int, int], ...]:
     """Decoder layers per PP stage exactly as ``vllm.distributed.utils.get_pp_indices`` splits them."""
     if pipeline_parallel_size > num_layers:
