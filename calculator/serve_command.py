@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .engine.vllm_versions import VllmVersion, version_notice
 from .errors import CalculatorError, InvalidInput
+from .gpus import find_gpu
 from .launch_line import LaunchLine, find_launch_line
 from .scenario import MAX_CAPTURE_SIZES, Scenario
 from .serve_parser import Refused, parse_arguments, table_for
@@ -260,7 +261,8 @@ def _version(line: LaunchLine, base: Scenario) -> tuple[str, list[str], list[str
     (version, imported, assumed, ignored)."""
     imported: list[str] = []
     ignored: list[str] = []
-    assumed = [f"GPU {base.gpu or 'custom'}" + (f" ({base.gpu_memory_gib:g} GiB)" if base.gpu_memory_gib else "")
+    gpu = find_gpu(base.gpu).name if base.gpu else "custom"  # its name, as the Hardware picker shows it
+    assumed = [f"GPU {gpu}" + (f" ({base.gpu_memory_gib:g} GiB)" if base.gpu_memory_gib else "")
                + ": a launch line does not name it; pick yours under Hardware"]
     version = base.vllm_version
     tag = line.image_version

@@ -133,7 +133,7 @@ if problem is None:
     # NOTE: a link cannot carry an uploaded config.json, so none is offered for one (rather than another model's).
     link = None if model.startswith("upload:") else state.write_url(
         asked, workload, {"sweep": sweep_view} if sweep_view != "max_model_len" else {},
-        speed if isinstance(speed, SpeedInputs) else None)
+        speed if isinstance(speed, SpeedInputs) else None, substituted)
     if not substituted:
         outputs.share_and_export(link, current, workload)
 elif LAST_VALID in st.session_state:

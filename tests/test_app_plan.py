@@ -130,6 +130,7 @@ def test_an_unknown_gpu_in_a_link_is_a_named_substitution():
     assert "Unknown GPU 'tpu-v5'" in " ".join(w.value for w in app.warning)
     assert "Substituted (gpu 'tpu-v5' not available)" in app.success[0].value
     assert commands(app) == []
+    assert link_of(app)["g"] == "tpu-v5"  # issue 29 item 7: re-copying the address keeps the warning
     app.selectbox(key="plan_gpu").set_value(find_gpu("l40s").key)
     app.run()
     assert "Substituted" not in app.success[0].value and commands(app)
@@ -164,7 +165,7 @@ def test_import_sits_at_the_top_and_says_what_it_imported_assumed_and_ignored():
                                     "--model Qwen/Qwen3-8B --gpu-memory-utilisation 0.8 --kv-offloading-size 64 -tp 2")
     report = next(s.value for s in app.warning if "Imported" in s.value)
     assert "`--tensor-parallel-size 2`" in report
-    assert "Assumed**: GPU h100-sxm-80gb: a launch line does not name it" in report
+    assert "Assumed**: GPU H100 SXM 80GB: a launch line does not name it" in report  # its name, not its key
     assert "did you mean --gpu-memory-utilization?" in report
     assert "Ignored** `--kv-offloading-size 64`" in report
     assert app.selectbox(key="plan_preset").value == "Qwen/Qwen3-8B"
@@ -365,3 +366,16 @@ def test_switching_the_sweep_reruns_only_its_fragment_and_keeps_the_link():
     assert link_of(app) == {"m": "Qwen/Qwen3-8B", "sweep": "tensor_parallel_size"}
     reopened = run_app(link_of(app))
     assert reopened.segmented_control(key="plan_view_sweep").value == "tensor_parallel_size"
+
+
+def test_a_plain_command_after_a_docker_line_says_the_version_it_keeps():
+    """Issue 29 item 7: the docker line's tag set vLLM 0.8.5; a plain `vllm serve` does not name one, and the page
+    says that it keeps 0.8.5 from the previous command."""
+    app = import_command(run_app(), "docker run --gpus all vllm/vllm-openai:v0.8.5 --model Qwen/Qwen3-8B")
+    assert app.selectbox(key="plan_vllm_version").value == "0.8.5"
+    app = import_command(app, "vllm serve Qwen/Qwen3-8B --max-model-len 8192")
+    notes = " ".join(w.value for w in app.warning)
+    assert ("This command names no vLLM version, so the page keeps vLLM 0.8.5, which the previous command's "
+            "container tag set") in notes
+    report = next(s.value for s in [*app.success, *app.warning] if "Imported" in s.value)
+    assert report.startswith("**Imported** (vllm serve): `Qwen/Qwen3-8B`, `--max-model-len 8192`")

@@ -147,7 +147,7 @@ def test_settings_the_command_omits_are_vllms_defaults_but_the_gpu_is_kept():
                     other_processes_memory_gib=1.5)
     parsed, report = import_serve_command("vllm serve Qwen/Qwen3-8B", base=base)
     assert parsed == Scenario(model="Qwen/Qwen3-8B", gpu="l40s", vllm_version="0.30.0", other_processes_memory_gib=1.5)
-    assert report.assumed == ("GPU l40s: a launch line does not name it; pick yours under Hardware",
+    assert report.assumed == ("GPU L40S 48GB: a launch line does not name it; pick yours under Hardware",
                               "vLLM 0.30.0: the command does not say which version; pick it under vLLM settings")
 
 

@@ -24,6 +24,7 @@ class Imported(NamedTuple):
     report: ImportReport
     notes: list[str]  # what the page could not show as imported
     target: Any  # where it went (e.g. which Compare column)
+    model: str = ""  # the model the command names (`vllm serve MODEL` lists no flag for it)
 
 
 def import_box(prefix: str, base: Callable[[Any], Scenario], apply: Callable[[Scenario, Any], list[str]],
@@ -56,7 +57,17 @@ def _import(prefix: str, base: Callable[[Any], Scenario], apply: Callable[[Scena
         st.session_state[f"{prefix}__import_error"] = sentence(exc)
         return
     st.session_state.pop(f"{prefix}__import_error", None)
-    outcomes.keep(f"{prefix}__imported", Imported(report, apply(scenario, chosen), chosen))
+    notes = apply(scenario, chosen)
+    previous: Imported | None = outcomes.peek(f"{prefix}__imported")
+    if previous is not None and _tagged(previous.report) and not _tagged(report):
+        notes.append(f"This command names no vLLM version, so the page keeps vLLM {scenario.vllm_version}, which the "
+                     "previous command's container tag set: pick the version this server runs under vLLM settings.")
+    outcomes.keep(f"{prefix}__imported", Imported(report, notes, chosen, scenario.model))
+
+
+def _tagged(report: ImportReport) -> bool:
+    """Whether a container tag set the vLLM version (``serve_command._version`` reports it as imported)."""
+    return any(item.startswith("vLLM ") and "(the container tag" in item for item in report.imported)
 
 
 def show_report(prefix: str, place: DeltaGenerator, inputs_of: Callable[[Any], Any]) -> None:
@@ -66,14 +77,16 @@ def show_report(prefix: str, place: DeltaGenerator, inputs_of: Callable[[Any], A
     if imported is None or outcomes.while_inputs_are(f"{prefix}__imported", inputs_of(imported.target)) is None:
         return
     with place:
-        draw_report(imported.report)
+        draw_report(imported.report, imported.model)
         for note in imported.notes:
             st.warning(note, icon="📋")
 
 
-def draw_report(report: ImportReport) -> None:
-    """The import's outcome, by name: one box, problems first."""
-    lines = [f"**Imported** ({report.entrypoint}): " + (", ".join(f"`{i}`" for i in report.imported) or "the model")]
+def draw_report(report: ImportReport, model: str = "") -> None:
+    """The import's outcome, by name: one box, problems first; a positional model is listed with the rest."""
+    listed = [*([model] if model and not any(i.startswith("--model") for i in report.imported) else []),
+              *report.imported]
+    lines = [f"**Imported** ({report.entrypoint}): " + (", ".join(f"`{i}`" for i in listed) or "the model")]
     lines += [f"**Assumed**: {a}" for a in report.assumed]
     lines += [f"**vLLM refuses**: {u}" for u in report.unknown]
     lines += [f"**Incomplete**: `{i.split(': ', 1)[0]}`: {i.split(': ', 1)[1]}" for i in report.incomplete]

@@ -114,9 +114,14 @@ def widget_values(prefix: str, fields: tuple[str, ...]) -> dict[str, Any]:
 
 
 def write_url(scenario: Scenario, workload: Workload | None = None, view: dict[str, str] | None = None,
-              speed: SpeedInputs | None = None) -> str:
-    """Mirror the inputs into the address bar (so the page URL is always the share link); return the link."""
-    return share_link(to_query_params(scenario, workload, view, speed))
+              speed: SpeedInputs | None = None, substituted: dict[str, str] | None = None) -> str:
+    """Mirror the inputs into the address bar (so the page URL is always the share link); return the link.
+    ``substituted``: fields a stand-in is shown for; the address bar keeps what was asked (an unknown ``g=``),
+    so copying it again brings the same warning back instead of silently planning the stand-in."""
+    params = to_query_params(scenario, workload, view, speed)
+    params.update({SCENARIO_KEYS[field]: asked for field, asked in (substituted or {}).items()
+                   if field in SCENARIO_KEYS and field != "model"})
+    return share_link(params)
 
 
 def share_link(params: dict[str, str]) -> str:
