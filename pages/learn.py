@@ -162,8 +162,8 @@ matrix = {name: 2 * side * side if quant is None else resident_bytes(quant, side
 st.markdown(
     f"One {side:,} × {side:,} projection of this model holds {side * side:,} weights: **{matrix[formats[0][0]]:,} B** "
     f"in 16 bits; fp8 keeps 1 B per weight and one fp32 scale for the tensor: **{matrix[formats[1][0]]:,} B**; "
-    f"AWQ keeps ½ B per weight plus, for every 128 inputs of each output, an fp16 scale and a packed 4-bit zero point: "
-    f"**{matrix[formats[2][0]]:,} B** ({matrix[formats[0][0]] / matrix[formats[2][0]]:,.2f}× smaller). Embeddings, "
+    "AWQ keeps ½ B per weight plus, for every 128 inputs of each output, an fp16 scale and a packed 4-bit zero "
+    f"point: **{matrix[formats[2][0]]:,} B** ({matrix[formats[0][0]] / matrix[formats[2][0]]:,.2f}× smaller). Embeddings, "
     "the output head and norms stay in 16 bits, so the whole model shrinks less than its matrices:")
 rows = []
 for name, quant in formats:

@@ -156,8 +156,8 @@ def test_a_shared_dashboard_is_closed_and_says_so(serve, monkeypatch):
     port = server.url.rsplit(":", 1)[1]
     assert app.error[0].value.endswith(
         "For servers on this machine, start the dashboard with `make dashboard` or `VLLM_PLANNER_DEPLOYMENT=local "
-        f"streamlit run app.py`; for this one in a shared deployment, add `VLLM_PLANNER_ALLOWED_HOSTS=127.0.0.1:{port}` "
-        "to its environment.")
+        "streamlit run app.py`; for this one in a shared deployment, add "
+        f"`VLLM_PLANNER_ALLOWED_HOSTS=127.0.0.1:{port}` to its environment.")
     assert app.info[0].value.startswith("This page reads a running vLLM server's /metrics and sets what it reports")
     assert [c.value for c in app.code] == ["VLLM_PLANNER_DEPLOYMENT=local streamlit run app.py"]
 

@@ -28,7 +28,8 @@ LATENCY_HISTOGRAMS = (
     ("queue_s", "Queue time"), ("ttft_s", "Time to first token"), ("itl_s", "Inter-token latency"),
     ("prefill_s", "Prefill time"), ("decode_s", "Decode time"), ("e2e_s", "End-to-end latency"),
 )
-COUNTED = {"itl_s": "token gaps"}  # what a histogram counts where it is not requests (one gap per token after the first)
+# what a histogram counts where it is not requests (one gap per token after the first)
+COUNTED = {"itl_s": "token gaps"}
 NEARLY_FULL = 0.95  # KV usage at which preemptions are the cache running out (the per-read advice warns from 0.8)
 LOW_USAGE = 0.5
 QUEUE_RISING_INTERVALS = 3  # consecutive intervals whose queue-time p50 grows

@@ -80,7 +80,8 @@ def reconcile(result: Estimate, spec: ModelSpec, engine: EngineMetrics,
                          and _fits(result, spec, dtype, lambda e: span[0] < e.layout.bytes_per_block <= span[1])),
                         None)
     elif factor is not None:
-        evidence = f"the estimate for {assumed} predicts {result.capacity.num_gpu_blocks:,} blocks, the server has {blocks:,}"
+        evidence = (f"the estimate for {assumed} predicts {result.capacity.num_gpu_blocks:,} blocks, the server "
+                    f"has {blocks:,}")
         proposal = next((dtype for dtype in CANDIDATE_DTYPES if dtype != current
                          and _fits(result, spec, dtype, lambda e: e.capacity.num_gpu_blocks == blocks)), None)
     if proposal is not None:

@@ -264,7 +264,8 @@ def _count(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
 
 
-def history_chart(points: deque, capacity_tokens: int, key: str, unreachable: tuple[float, float] | None = None) -> None:
+def history_chart(points: deque, capacity_tokens: int, key: str,
+                  unreachable: tuple[float, float] | None = None) -> None:
     series = usage_history([(t, e) for t, e, _ in points], capacity_tokens)
     finished = [None if a is None else a.requests_finished for _, _, a in points]
     st.plotly_chart(live_history_figure(series["times"], series["used_tokens"], capacity_tokens,
