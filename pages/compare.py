@@ -83,7 +83,8 @@ def read_link_once() -> list[str]:
         link = read_link(own) if own else None
         scenario = link.scenario if link else carried[0] if carried and index == 0 else STARTERS[index]
         warnings += [f"Share link, scenario {letter.upper()}: {p}" for p in (link.warnings if link else ())]
-        warnings += hold(letter, scenario, f"Share link, scenario {letter.upper()}")
+        origin = "The deployment you came from" if carried and index == 0 and not link else "Share link"
+        warnings += hold(letter, scenario, f"{origin}, scenario {letter.upper()}")
     st.session_state[f"{PREFIX}__initialised"] = True
     return warnings
 
