@@ -270,6 +270,11 @@ def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(s
         assert truth.preemptions_total > 0
         assert metric(page, "Preemptions (total)") == preemptions
         assert metric(page, "Blocks in use") == f"{truth.kv_cache_usage * 15:,.1f} / 15"
+        # issue 29 item 5: the page says how often its 2 s refresh really read the server
+        pace = page.get_by_text("read(s) came every").first.inner_text()
+        assert pace.startswith("Read at ") and " UTC; the last " in pace
+        # issue 29 item 3: once a read finds no new preemption (0/s after the load), nothing says they go on
+        page.get_by_text("Requests are being preempted now").first.wait_for(state="detached", timeout=30_000)
         page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "live.png"))  # Streamlit scrolls inside: the viewport is the page
