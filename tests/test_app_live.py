@@ -208,6 +208,9 @@ def test_when_the_server_stops_the_history_stays_with_an_unreachable_band(serve)
     card = next(m for m in app.metric if m.label == "Preemptions (total)")
     assert card.proto.delta.endswith("/s") and card.proto.color == card.proto.MetricColor.RED  # more: a red arrow
     assert any(c.value.startswith("Read at ") and "read(s) came every" in c.value for c in app.caption)
+    app.run()  # a third read: no new preemption, so no arrow at all
+    card = next(m for m in app.metric if m.label == "Preemptions (total)")
+    assert (card.proto.delta, card.proto.direction) == ("0.00/s", card.proto.MetricDirection.NONE)
     server.close()
     app.run()
     assert not app.exception

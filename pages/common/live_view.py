@@ -221,7 +221,8 @@ def usage_section(engine: EngineMetrics, change) -> None:
     cols[3].metric("Preemptions (total)", count(engine.preemptions_total),
                    delta=None if change is None or change.preemptions_per_s is None
                    else f"{change.preemptions_per_s:.2f}/s",
-                   delta_color="inverse" if change is not None and change.preemptions_per_s else "off")
+                   delta_color="inverse" if change is not None and change.preemptions_per_s else "off",
+                   delta_arrow="auto" if change is not None and change.preemptions_per_s else "off")
     hits, queries = engine.prefix_cache_hits_total or 0, engine.prefix_cache_queries_total or 0
     cols[4].metric("Prefix cache hits", f"{hits:,.0f} / {queries:,.0f} tokens",
                    help="hit rate " + (f"{hits / queries:.1%}" if queries else "n/a"))
