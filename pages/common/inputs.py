@@ -92,7 +92,7 @@ def cached_model_spec(source: str, model: str, token: str | None = None) -> Mode
     return _cached_model_spec(source, model, token_fingerprint(token), _token=token)
 
 
-@st.cache_data(ttl="1h", max_entries=256, show_spinner="Reading the model's config.json")
+@st.cache_resource(ttl="1h", max_entries=256, show_spinner="Reading the model's config.json")
 def _cached_model_spec(source: str, model: str, reader: str, _token: str | None = None) -> ModelSpec:
     """``reader`` (the token's fingerprint) keys the cache; ``_token`` itself is left out of the key."""
     if source == MODEL_SOURCES[0]:
