@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from calculator import Scenario, estimate, load_model_spec
 from calculator.engine.kv_cache import (
+    KvCacheLayout,
+    KvGroup,
     capacity_figures,
     group_blocks_per_request,
     in_flight_tokens,
+    kv_bytes_needed_for_one_request,
+    largest_fitting_model_len,
     plan_kv_cache,
     pp_layer_ranges,
 )
@@ -189,3 +195,27 @@ def test_deepseek_v2_was_cached_per_head_before_vllm_0_7_1(version: str, per_tok
     assert result.layout.kv_bytes_per_token == per_token
     said = any("0.7.1+ cache the compressed latent" in warning for warning in result.warnings)
     assert said == (version != "0.7.1")
+
+
+def test_largest_fitting_length_is_the_last_length_whose_need_fits_every_stage() -> None:
+    # NOTE: the search runs on plain numbers (issue 21: speed); it must find what a scan of every length finds, for
+    # full, sliding-window, chunked-local and recurrent groups, several stages and budgets that fit nothing.
+    rng = random.Random(21)
+    for _ in range(300):
+        stages = rng.choice([1, 2, 3])
+        groups = tuple(
+            KvGroup(kind=kind, layer_indices=(0,), page_size_bytes=rng.choice([512, 4096, 12_345]),
+                    block_size=rng.choice([1, 16, 64, 400]),
+                    sliding_window=rng.choice([64, 700]) if kind == "sliding_window" else None,
+                    attention_chunk_size=256 if kind == "chunked_local" else None,
+                    layers_per_stage=tuple(rng.randint(0, 6) for _ in range(stages)))
+            for kind in rng.sample(["full", "sliding_window", "chunked_local", "mla", "mamba"], rng.randint(1, 3)))
+        layout = KvCacheLayout(groups=groups, block_size=16, group_size=1, padding_layers=0,
+                               bytes_per_block_per_stage=(1,) * stages, kv_bytes_per_token_per_stage=(1.0,) * stages)
+        available = tuple(rng.randint(-1, 3_000_000) for _ in range(stages))
+        in_flight, upper = rng.choice([0, 50]), rng.randint(1, 1500)
+        scanned = max((length for length in range(1, upper + 1)
+                       if all(kv_bytes_needed_for_one_request(layout, length, in_flight, s) <= free
+                              for s, free in enumerate(available))), default=0)
+        assert largest_fitting_model_len(layout, available_bytes_per_stage=available, upper=upper,
+                                         in_flight=in_flight) == scanned
