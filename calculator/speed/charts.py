@@ -36,21 +36,21 @@ def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.F
     """Output throughput (left axis) and ITL (right axis) against concurrency, with the KV-cache ceiling, the
     ``max_num_seqs`` ceiling and the ITL SLO marked."""
     x = [p.traffic.concurrency for p in sweep.points]
-    figure = go.Figure([
+    traces = [
         go.Scatter(x=x, y=[p.output_throughput_tok_s for p in sweep.points], name="output tokens/s",
                    mode="lines+markers", line={"color": THROUGHPUT_COLOR}),
         go.Scatter(x=x, y=[p.tpot_ms for p in sweep.points], name="ITL (ms)", mode="lines+markers", yaxis="y2",
                    line={"color": ITL_COLOR}),
-    ])
+    ]
     # The calibrated range around each line (BAND_FACTOR: the residual spread on measured runs), as the KV band.
     for name, bands, color, axis in (
             ("output tokens/s", [p.output_throughput_band_tok_s for p in sweep.points], THROUGHPUT_COLOR, "y"),
             ("ITL (ms)", [p.tpot_band_ms for p in sweep.points], ITL_COLOR, "y2")):
-        figure.add_trace(go.Scatter(x=x, y=[b.low for b in bands], yaxis=axis, mode="lines", line={"width": 0},
-                                    showlegend=False, hoverinfo="skip", legendgroup=name))
-        figure.add_trace(go.Scatter(x=x, y=[b.high for b in bands], yaxis=axis, mode="lines", line={"width": 0},
-                                    fill="tonexty", fillcolor=_translucent(color), name=f"{name}: calibrated range",
-                                    hoverinfo="skip", legendgroup=name))
+        traces.append(go.Scatter(x=x, y=[b.low for b in bands], yaxis=axis, mode="lines", line={"width": 0},
+                                 showlegend=False, hoverinfo="skip", legendgroup=name))
+        traces.append(go.Scatter(x=x, y=[b.high for b in bands], yaxis=axis, mode="lines", line={"width": 0},
+                                 fill="tonexty", fillcolor=_translucent(color), name=f"{name}: calibrated range",
+                                 hoverinfo="skip", legendgroup=name))
     shapes, annotations = [], []
     for value, text in ((sweep.kv_cache_concurrency, f"KV cache: {sweep.kv_cache_concurrency}"),
                         (sweep.max_num_seqs, f"max_num_seqs: {sweep.max_num_seqs}")):
@@ -73,12 +73,15 @@ def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.F
     # NOTE: a ceiling past the sweep (max_num_seqs 1024 above a KV limit of 200) would fall off the axis, and
     # plotly draws no line or label outside it: the axis runs to the farthest ceiling.
     farthest = max([*x, sweep.kv_cache_concurrency, sweep.max_num_seqs])
-    figure.update_layout(
-        title="Two ceilings: throughput and latency against concurrency", shapes=shapes, annotations=annotations,
-        xaxis={"title": "concurrent requests", "type": "log", "range": [0, math.log10(farthest * 1.15)]}, yaxis={"title": "output tokens/s per replica"},
-        yaxis2={"title": "ITL (ms)", "overlaying": "y", "side": "right"}, plot_bgcolor="white",
-        legend={"orientation": "h", "y": -0.2})
-    return figure
+    # NOTE: one Figure built from every trace and the layout at once: adding traces and layout one call at a time
+    # validated the figure again each time (half of its cost on every Plan rerun).
+    return go.Figure(traces, layout={
+        "title": "Two ceilings: throughput and latency against concurrency", "shapes": shapes,
+        "annotations": annotations,
+        "xaxis": {"title": "concurrent requests", "type": "log", "range": [0, math.log10(farthest * 1.15)]},
+        "yaxis": {"title": "output tokens/s per replica"},
+        "yaxis2": {"title": "ITL (ms)", "overlaying": "y", "side": "right"}, "plot_bgcolor": "white",
+        "legend": {"orientation": "h", "y": -0.2}})
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
