@@ -28,6 +28,13 @@ OWNER = "hf_owner_token_of_visitor_a"
 STRANGER = "hf_token_of_visitor_b"
 
 
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    """Each test starts with the process's caches empty (the specs are a st.cache_resource, shared by sessions)."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
 @pytest.fixture()
 def hub(monkeypatch):
     files = {"config.json": json.dumps(CONFIG).encode()}
@@ -89,7 +96,6 @@ def test_seeded_visitors_in_any_order_get_exactly_what_their_token_may_read(hub,
     """Visitors with the owner's token, another token or none read the private, the gated and a missing model in
     a random order through the shared cache: a read succeeds exactly when the token has the right, and every read
     by a token the cache has not seen succeed for that model reaches the Hub."""
-    st.cache_data.clear()
     rng = random.Random(seed)
     served: set[tuple[str, str | None]] = set()
     for _ in range(12):
