@@ -42,6 +42,7 @@ VALUE_FLAGS: dict[str, str] = {
 _FLAG_TO_FIELD = {flag: field for field, flag in VALUE_FLAGS.items()}
 # A launch line is a few hundred characters; a longer paste is not one, and reading it costs time (issue 28).
 MAX_LINE_CHARS = 16_384
+SECRET_FLAGS = frozenset({"--api-key", "--hf-token"})
 # Flags whose presence sets a field (the --no- forms come from the option table).
 _BOOLEAN_FLAGS: dict[str, str] = {
     "--enforce-eager": "enforce_eager",
@@ -219,6 +220,8 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
         canonical = option.spec.canonical
         value = " ".join(option.value) if isinstance(option.value, tuple) else option.value
         shown = f"{canonical} {value}" if option.spec.takes_value and value is not None else option.written
+        if canonical in SECRET_FLAGS:
+            shown = f"{canonical} (value hidden)"  # NOTE: the report is shown, shared and screenshotted
         if canonical == "--model":
             imported.append(shown)
         elif canonical in _CAPTURE_FLAGS or (canonical == "--compilation-config" and _graph_keys(str(value))):

@@ -360,3 +360,14 @@ def test_the_api_server_module_takes_no_positional_model():
 def test_a_capture_list_too_long_to_plan_is_refused_before_it_is_built(version, flag):
     with pytest.raises(InvalidInput, match="more than 1,024 capture sizes"):
         import_serve_command(f"vllm serve m {flag}", base=Scenario(vllm_version=version))
+
+
+def test_a_secret_in_the_launch_line_never_reaches_the_report():
+    from calculator import Scenario
+    from calculator.serve_command import import_serve_command
+
+    _, report = import_serve_command("vllm serve Qwen/Qwen3-8B --api-key sk-secret-1 --hf-token=hf_secret_2 --port 8000",
+                                     base=Scenario())
+    text = " ".join([*report.imported, *report.ignored, *report.assumed, *report.unknown, *report.incomplete])
+    assert "sk-secret-1" not in text and "hf_secret_2" not in text
+    assert "--api-key (value hidden): no effect on GPU memory or capacity" in report.ignored
