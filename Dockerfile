@@ -30,4 +30,5 @@ USER planner
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).status == 200 else 1)"
-CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", "--server.headless=true"]
+# `streamlit run app.py`, with the imports warm before the first visitor (pages/common/launch.py).
+CMD ["python", "-m", "pages.common.launch", "--server.address=0.0.0.0", "--server.port=8501", "--server.headless=true"]

@@ -25,7 +25,7 @@ setup-test: $(VENV)/.installed-test
 ## Set up and open the dashboard on http://localhost:$(PORT) (bundled presets: no token, no network needed).
 ## A local dashboard: it listens on localhost only, and its Live page may read servers on this machine.
 dashboard: setup
-	VLLM_PLANNER_DEPLOYMENT=local $(VENV)/bin/streamlit run app.py --server.port $(PORT) --server.address localhost
+	VLLM_PLANNER_DEPLOYMENT=local $(VENV)/bin/python -m pages.common.launch --server.port $(PORT) --server.address localhost
 
 ## Provision the real vLLM CPU builds the tests compare against (idempotent; fails loudly), side by side (the
 ## installs wait on the network more than on the CPU). The versions are those calculator/engine/vllm_versions.py

@@ -81,7 +81,7 @@ def dashboard_replicas(count: int, logs: Path, *, cpus: Sequence[int] | None = N
             log = logs / f"replica{index}.log"
             with open(log, "w") as handle:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                    [sys.executable, "-m", "pages.common.launch", "--server.port", str(port),
                      "--server.address", "127.0.0.1", "--server.headless", "true"],
                     cwd=REPO, env=environment, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
                     preexec_fn=(lambda: os.sched_setaffinity(0, pinned)) if pinned else None)

@@ -1,4 +1,5 @@
-"""The real app under test: `streamlit run app.py` on localhost, and Debian's Chromium driven by Playwright."""
+"""The real app under test: `streamlit run app.py` on localhost, started the way `make dashboard` starts it (imports
+warmed first, pages/common/launch.py), and Debian's Chromium driven by Playwright."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def running_dashboard(log: Path, env: dict[str, str] | None = None) -> Iterator[
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", **(env or {})}
     with open(log, "w") as handle:
         process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+            [sys.executable, "-m", "pages.common.launch", "--server.port", str(port),
              "--server.address", "127.0.0.1", "--server.headless", "true"],
             cwd=REPO, env=environment, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
