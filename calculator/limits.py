@@ -28,6 +28,8 @@ MAX_BLOCK_SIZE_TOKENS = 4096  # the largest kernel block size vLLM knows is 1,02
 # which the estimate reports. These bounds only keep the arithmetic and the messages readable.
 MAX_NUM_GPU_BLOCKS = 1 << 40
 MAX_KV_CACHE_MEMORY_BYTES = 1 << 50  # 1 PiB: some 3,900 B300s (288 GB each)
+MAX_LORAS = 4096  # adapter slots on the GPU (--max-loras); deployments use 1 to a few hundred
+MAX_SPECULATIVE_TOKENS = 128  # draft tokens per step; published configs propose 1 to 10
 
 MAX_CONFIG_BYTES = 8 << 20  # published config.json files are 0.5 to 60 KiB
 MAX_CONFIG_NESTING = 32  # published configs nest 4 deep (quantization_config.config_groups.group_0.weights)

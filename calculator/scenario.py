@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .engine.vllm_versions import LATEST_VERSION, Device
-from .gpus import MAX_GPU_MEMORY_GIB, MIN_GPU_MEMORY_GIB
+from .gpus import MAX_GPU_MEMORY_GIB, MIN_GPU_MEMORY_GIB, Interconnect
 from .limits import (
     MAX_BLOCK_SIZE_TOKENS,
     MAX_CONTEXT_TOKENS,
     MAX_KV_CACHE_MEMORY_BYTES,
+    MAX_LORAS,
     MAX_MODEL_REFERENCE_CHARS,
     MAX_NAME_CHARS,
     MAX_NUM_GPU_BLOCKS,
     MAX_NUM_SEQS,
     MAX_PARALLEL_SIZE,
+    MAX_SPECULATIVE_TOKENS,
 )
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DEFAULT_GPU = "h100-sxm-80gb"
 _MAX_OPTION_CHARS = 64  # dtype, kv_cache_dtype, quantization and version names are short words
 MAX_CAPTURE_SIZES = 1024  # vLLM's default list has 67 sizes at most; a longer one is not a launch line
+# vLLM's --speculative-config "method" values the plan models (vllm/config/speculative.py SpeculativeMethod; the
+# per-model MTP names such as "deepseek_mtp" are read as "mtp").
+SpeculativeMethod = Literal["ngram", "draft_model", "eagle", "eagle3", "mtp"]
 CaptureSize = Annotated[int, Field(ge=1, le=MAX_CONTEXT_TOKENS)]
 
 
@@ -35,6 +40,7 @@ class Scenario(BaseModel):
     gpu: str | None = Field(DEFAULT_GPU, max_length=MAX_NAME_CHARS)  # catalog key, name or nvidia-smi alias
     gpu_memory_gib: float | None = Field(None, ge=MIN_GPU_MEMORY_GIB, lt=MAX_GPU_MEMORY_GIB)  # custom memory; overrides the catalog's
     device: Device | None = None  # None: the GPU's platform (cuda or rocm)
+    interconnect: Interconnect | None = None  # how the GPUs talk (NCCL's buffers); None: the card's usual link
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_PARALLEL_SIZE)
     pipeline_parallel_size: int = Field(1, ge=1, le=MAX_PARALLEL_SIZE)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
@@ -61,11 +67,28 @@ class Scenario(BaseModel):
     cudagraph_capture_sizes: tuple[CaptureSize, ...] | None = Field(None, min_length=1, max_length=MAX_CAPTURE_SIZES)
     # Overhead the estimate missed, back-solved from a running server (live page "Calibrate"); may be negative.
     overhead_adjustment_gib: float = Field(0.0, ge=-1000, le=1000)
+    # LoRA adapters (--enable-lora ...): slots of max_lora_rank on every linear layer, allocated before the KV cache.
+    enable_lora: bool = False
+    max_loras: int = Field(1, ge=1, le=MAX_LORAS)
+    max_lora_rank: int = Field(16, ge=1, le=512)  # vLLM accepts 1, 8, 16, 32, 64, 128, 256, 320, 512
+    max_cpu_loras: int | None = Field(None, ge=1, le=MAX_LORAS)  # adapters cached in CPU memory: no GPU memory
+    lora_dtype: Literal["auto", "float16", "bfloat16"] = "auto"
+    fully_sharded_loras: bool = False
+    # Speculative decoding (--speculative-config JSON): its method, model and num_speculative_tokens keys.
+    speculative_method: SpeculativeMethod | None = None
+    speculative_model: str | None = Field(None, min_length=1, max_length=MAX_MODEL_REFERENCE_CHARS)
+    num_speculative_tokens: int | None = Field(None, ge=1, le=MAX_SPECULATIVE_TOKENS)
+    draft_tensor_parallel_size: int | None = Field(None, ge=1, le=MAX_PARALLEL_SIZE)
+    # The planner's assumption, not a vLLM flag: the chance each draft token is accepted (None: the method's
+    # typical value, calculator.engine.speculative.TYPICAL_ACCEPTANCE).
+    speculative_acceptance_rate: float | None = Field(None, ge=0, lt=1)
 
     @model_validator(mode="after")
     def _has_memory(self) -> Scenario:
         if self.gpu is None and self.gpu_memory_gib is None and self.device != "cpu":
             raise ValueError("give a GPU from the catalog or its memory (gpu_memory_gib)")
+        if self.speculative_method is None and (self.speculative_model or self.num_speculative_tokens):
+            raise ValueError("a speculative model or num_speculative_tokens needs a speculative method")
         return self
 
     def replace(self, **changes: object) -> Scenario:
