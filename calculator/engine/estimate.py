@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from ..errors import InvalidInput
 from ..gpus import GpuSpec, custom_gpu, find_gpu
 from ..model.model_source import load_model_spec
 from ..model.quantization import quantization_from_flag
@@ -43,9 +44,11 @@ from .overheads import (
     cudagraph_bytes,
     non_torch_bytes,
 )
+from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
 from .placement import cpu_offloaded_bytes, experts_placed
 from .quant_kernels import expert_storage, resident_quantization
 from .settings import ResolvedSettings, resolve_settings
+from .speculative import Proposer, proposer, with_proposer_layers
 from .vllm_versions import (
     ESTIMATE_HINT,
     EXTENSIBLE_HINT_UTIL_BELOW_ONE,
@@ -83,6 +86,8 @@ class Estimate(BaseModel):
     max_fitting_model_len: int
     weights_by_role: dict[str, int]  # the busiest stage's weights: embedding, attention, mlp, expert, ...
     warnings: tuple[str, ...]
+    lora: LoraSlots | None = None  # --enable-lora: the adapter slots on each stage
+    proposer: Proposer | None = None  # speculative decoding: the draft model, heads or n-gram look-up
 
     @property
     def on_gpu(self) -> bool:
@@ -162,8 +167,15 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                         f"{spec.mla.latent_size} values per token and layer")
     quantization = applied_quantization(scenario, spec)
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    lora = _lora_slots(scenario, spec, rules, settings)
+    drafter = _proposer(scenario, spec, settings, quantization)
+    if drafter is not None:
+        warnings.append(f"speculative decoding ({drafter.method}, {drafter.num_speculative_tokens} tokens per step, "
+                        f"acceptance {drafter.acceptance_rate:g}): {drafter.note}")
     kernel = attention_kernel_blocks(rules, device=settings.device)
-    layout = plan_kv_cache(spec, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
+    # NOTE: the proposer's attention layers join the target's pool (one block holds the pages of both).
+    cached = with_proposer_layers(spec, drafter.layers if drafter else ())
+    layout = plan_kv_cache(cached, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
                            kernel_block_alignment=kernel.smallest,
@@ -182,7 +194,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                         "GPU stay in pinned CPU memory and cross the host link on every forward pass (slower)")
     reading = free_memory_reading(gpu, rules, settings.device)
     budgets = _stage_budgets(scenario, spec, rules, settings, resident, layout, quantization,
-                             host_counts=host_use_counts(reading), free_pool_bytes=host_pool_free_bytes(gpu, reading))
+                             host_counts=host_use_counts(reading), free_pool_bytes=host_pool_free_bytes(gpu, reading),
+                             lora=lora,
+                             draft_weights_bytes=drafter.weights_bytes if drafter else 0)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
@@ -199,7 +213,10 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
     refusal = settings.refusal or kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None)
-    error = (_refusal_error(rules, settings, refusal) if refusal else settings.error
+    lora_problem = lora_error(spec, max_lora_rank=scenario.max_lora_rank, max_loras=scenario.max_loras,
+                              max_cpu_loras=scenario.max_cpu_loras, tensor_parallel_size=tp,
+                              fully_sharded=scenario.fully_sharded_loras) if lora else None
+    error = (_refusal_error(rules, settings, refusal) if refusal else settings.error or lora_problem
              or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
              or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting))
     warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
@@ -208,7 +225,43 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, refusal=refusal, max_fitting_model_len=max_fitting,
-                    weights_by_role=weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings))
+                    weights_by_role=weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings), lora=lora,
+                    proposer=drafter)
+
+
+def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
+                settings: ResolvedSettings) -> LoraSlots | None:
+    """The adapter slots ``--enable-lora`` allocates (None without it: vLLM ignores the other LoRA flags then)."""
+    if not scenario.enable_lora:
+        return None
+    return lora_slots(spec, rules.version, max_loras=scenario.max_loras, max_lora_rank=scenario.max_lora_rank,
+                      dtype_bytes=lora_dtype_bytes(scenario.lora_dtype, settings.dtype_bytes),
+                      tensor_parallel_size=settings.tensor_parallel_size,
+                      pipeline_parallel_size=settings.pipeline_parallel_size,
+                      fully_sharded=scenario.fully_sharded_loras,
+                      max_num_batched_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs)
+
+
+def _proposer(scenario: Scenario, spec: ModelSpec, settings: ResolvedSettings,
+              quantization: QuantizationSpec | None) -> Proposer | None:
+    """The speculative proposer (None without --speculative-config)."""
+    method = scenario.speculative_method
+    if method is None:
+        return None
+    if settings.pipeline_parallel_size > 1 and method != "ngram":
+        raise InvalidInput("speculative decoding with pipeline parallelism is not modelled: the plan puts the "
+                           "proposer's layers beside the target's on one stage; plan it at "
+                           "--pipeline-parallel-size 1")
+    draft = None
+    if method == "draft_model":
+        if not scenario.speculative_model:
+            raise InvalidInput("speculative method draft_model needs a draft model (the config's \"model\")")
+        draft = load_model_spec(scenario.speculative_model)
+    return proposer(spec, method=method, num_speculative_tokens=scenario.num_speculative_tokens,
+                    acceptance_rate=scenario.speculative_acceptance_rate, draft_spec=draft,
+                    tensor_parallel_size=settings.tensor_parallel_size,
+                    draft_tensor_parallel_size=scenario.draft_tensor_parallel_size,
+                    dtype_bytes=settings.dtype_bytes, quantization=quantization)
 
 
 def clear_caches() -> None:
@@ -228,7 +281,8 @@ def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantiz
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
                    weights_per_stage: tuple[int, ...], layout: KvCacheLayout,
                    quantization: QuantizationSpec | None, *, host_counts: bool,
-                   free_pool_bytes: int | None) -> list[MemoryBudget]:
+                   free_pool_bytes: int | None, lora: LoraSlots | None = None,
+                   draft_weights_bytes: int = 0) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
     max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
     subtracts, cudagraph_note = subtracts_cudagraph_estimate(rules, spec, quantization, device=device,
@@ -270,6 +324,8 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             kv_cache_memory_bytes=kv_given,
             adjustment_bytes=adjustment,
             free_pool_bytes=free_pool_bytes,
+            lora_bytes=lora.bytes_per_stage[stage] if lora else 0,
+            draft_weights_bytes=draft_weights_bytes if stage == pp - 1 else 0,
         ))
     return budgets
 

@@ -59,6 +59,8 @@ class MemoryBudget(BaseModel):
     other_processes_bytes: int
     context_bytes: int
     weights_bytes: int
+    lora_bytes: int = 0  # --enable-lora: adapter slots and punica buffers, allocated with the weights
+    draft_weights_bytes: int = 0  # speculative decoding: the draft model's or heads' weights
     activation_bytes: int
     non_torch_bytes: int
     cudagraph_bytes: int
@@ -88,6 +90,9 @@ class MemoryBudget(BaseModel):
         kv = max(self.kv_cache_bytes, 0)
         parts = [
             MemorySegment(key="weights", label="Weights", bytes=self.weights_bytes, inside_budget=True),
+            MemorySegment(key="lora", label="LoRA adapter slots", bytes=self.lora_bytes, inside_budget=True),
+            MemorySegment(key="draft", label="Speculative proposer weights", bytes=self.draft_weights_bytes,
+                          inside_budget=True),
             MemorySegment(key="activation", label="Activation peak", bytes=self.activation_bytes, inside_budget=True),
             MemorySegment(key="non_torch", label="Non-torch (NCCL, cuBLAS)", bytes=self.non_torch_bytes,
                           inside_budget=True),
@@ -124,11 +129,14 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
                   non_torch_bytes: int, cudagraph_bytes: int, subtracts_cudagraph: bool,
                   has_startup_check: bool, platform: str, kv_cache_memory_bytes: int | None = None,
                   adjustment_bytes: int = 0, device_label: str = "cuda:0", cudagraph_note: str = "",
-                  free_pool_bytes: int | None = None) -> MemoryBudget:
+                  free_pool_bytes: int | None = None, lora_bytes: int = 0,
+                  draft_weights_bytes: int = 0) -> MemoryBudget:
     """The KV-cache budget of one GPU under the version's formula (§1.2-1.9).
 
     ``free_pool_bytes``: the host pool vLLM reads free memory from (``calculator.engine.free_memory``), else total.
+    ``lora_bytes`` and ``draft_weights_bytes`` are allocated while the model loads, so they count as weights do.
     """
+    loaded = weights_bytes + lora_bytes + draft_weights_bytes
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
     free_at_start_bytes = free_at_start(total_bytes, free_pool_bytes, other_processes_bytes, context_bytes)
     startup_error = None
@@ -145,14 +153,14 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
     elif extensible:
         # §1.7: sized after warm-up and graph capture from what is really free, minus a margin and the peak.
         cudagraph_in_budget = True
-        non_kv_used = weights_bytes + non_torch_bytes + cudagraph_bytes
+        non_kv_used = loaded + non_torch_bytes + cudagraph_bytes
         headroom = free_at_start_bytes - non_kv_used
         margin = max(EXTENSIBLE_MARGIN_FLOOR_BYTES.get(platform, 1 << 30),
                      int(activation_bytes * EXTENSIBLE_MARGIN_FRACTION))
         kv = min(requested - non_kv_used, headroom - margin) - activation_bytes - adjustment_bytes
         reserve = max(0, min(margin, headroom - max(kv, 0) - activation_bytes - max(adjustment_bytes, 0)))
     else:
-        non_kv = weights_bytes + activation_bytes + non_torch_bytes
+        non_kv = loaded + activation_bytes + non_torch_bytes
         if formula == "v1_global":
             # NOTE: V1 0.7-0.9.0 charged every process's memory (and the context) against total x util.
             non_kv += other_processes_bytes + context_bytes
@@ -160,7 +168,8 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
     return MemoryBudget(
         formula=formula, total_bytes=total_bytes, requested_bytes=requested,
         gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
-        context_bytes=context_bytes, weights_bytes=weights_bytes, activation_bytes=activation_bytes,
+        context_bytes=context_bytes, weights_bytes=weights_bytes, lora_bytes=lora_bytes,
+        draft_weights_bytes=draft_weights_bytes, activation_bytes=activation_bytes,
         non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, cudagraph_in_budget=cudagraph_in_budget,
         cudagraph_note=cudagraph_note,
         extensible_reserve_bytes=reserve, adjustment_bytes=adjustment_bytes if kv_cache_memory_bytes is None else 0,

@@ -1,0 +1,146 @@
+"""LoRA adapter slots: the memory vLLM allocates for ``--enable-lora`` and the work they add to a step.
+
+Pure arithmetic on a ``ModelSpec``, read from vLLM's source (vllm/lora/, 0.28.0 to 0.32.0 read in full):
+
+* ``LoRAModelManager._create_lora_modules`` wraps every linear layer of the model (``get_supported_lora_modules``:
+  every ``LinearBase`` and fused-MoE module, plus the model's ``embedding_modules``: ``embed_tokens`` and
+  ``lm_head``) whatever modules an adapter targets, and each wrapper's ``create_lora_weights`` allocates
+  ``max_loras`` slots of ``max_lora_rank`` before the KV cache is sized (``load_lora_model`` runs inside the
+  weight-loading measurement), so the slots count like weights.
+* A linear layer holds, per slice (q, k and v of a merged QKV; gate and up of a merged gate-up), A of
+  ``(max_loras, 1, rank, in)`` and B of ``(max_loras, 1, out, rank)`` in ``lora_dtype``; ``in`` and ``out`` are the
+  rank's shares (column-parallel layers split ``out``, row-parallel ones split ``in``); ``--fully-sharded-loras``
+  also splits A's rank on column-parallel layers and B's ``out`` on row-parallel ones (base_linear.py,
+  column_parallel_linear.py, row_parallel_linear.py).
+* ``embed_tokens``: A of ``(max_loras, vocab, rank)`` and B of ``(max_loras, 1, hidden, rank)``; the LM head
+  (``LogitsProcessorWithLoRA``): A of ``(max_loras, 1, rank, hidden)`` and B of ``(max_loras, 1, vocab, rank)``; both
+  whole on every rank. Before 0.12 (vLLM PR #28545 removed it) every adapter could add 256 tokens
+  (``lora_extra_vocab_size``): the embedding's A had ``vocab + 256`` rows, the LM head's B the vocabulary padded to
+  256, and both kept ``(max_loras, 256, hidden)`` of extra embeddings.
+* The punica wrapper's index buffers: four int64 of ``max_num_batched_tokens`` and three of ``max_num_seqs``
+  (punica_base.py), and two ``LoRAKernelMeta`` of two int32 per token and three small per-slot arrays
+  (punica_gpu.py, lora_kernel_metadata.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from ..model.spec import ModelSpec, WeightTensor
+from ..model.weights import shard_shape
+from .kv_cache import pp_layer_ranges
+from .vllm_versions import VllmVersion
+
+# vllm/config/lora.py MaxLoRARanks (0.28-0.32).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# vllm/lora/layers/logits_processor.py create_lora_weights: "When using LoRA, vocab size must be <= 258048".
+MAX_LORA_VOCAB = 258_048
+EXTRA_VOCAB_TOKENS = 256  # lora_extra_vocab_size and lora_vocab_padding_size defaults before 0.12
+_LORA_ROLES = frozenset({"attention", "mlp", "expert", "router"})
+_LORA_DTYPE_BYTES = {"float16": 2, "bfloat16": 2}
+
+
+class LoraSlots(BaseModel):
+    """What ``--enable-lora`` adds on one rank of each pipeline stage."""
+
+    model_config = ConfigDict(frozen=True)
+    max_loras: int
+    max_lora_rank: int
+    dtype_bytes: int
+    linear_bytes_per_stage: tuple[int, ...]  # A and B of every linear layer on the stage, all slots
+    vocab_bytes_per_stage: tuple[int, ...]  # embed_tokens (first stage) and the LM head (last stage), all slots
+    punica_bytes: int  # the punica wrapper's index buffers, on every rank
+    linear_rank_features_per_token: float  # sum over linear slices of (A's rank x in + out x B's rank), busiest stage
+    modules_per_layer: int  # wrapped modules per decoder layer (each runs a shrink and an expand kernel)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def bytes_per_stage(self) -> tuple[int, ...]:
+        return tuple(a + b + self.punica_bytes for a, b in zip(self.linear_bytes_per_stage,
+                                                               self.vocab_bytes_per_stage))
+
+    @property
+    def slot_bytes_busiest(self) -> float:
+        """One adapter's A and B on the busiest stage (what a step streams per adapter in the batch)."""
+        stage = max(range(len(self.bytes_per_stage)), key=self.bytes_per_stage.__getitem__)
+        return (self.linear_bytes_per_stage[stage] + self.vocab_bytes_per_stage[stage]) / self.max_loras
+
+
+def lora_dtype_bytes(lora_dtype: str, model_dtype_bytes: int) -> int:
+    """``--lora-dtype``: ``auto`` takes the model's dtype."""
+    return _LORA_DTYPE_BYTES.get(lora_dtype, model_dtype_bytes)
+
+
+def lora_error(spec: ModelSpec, *, max_lora_rank: int, max_loras: int, max_cpu_loras: int | None,
+               tensor_parallel_size: int, fully_sharded: bool) -> str | None:
+    """What vLLM refuses about these LoRA settings before it allocates anything (vllm/config/lora.py,
+    logits_processor.py, the sharded layers' ``divide``), in its words where it has them."""
+    if max_lora_rank not in LORA_RANKS:
+        return (f"--max-lora-rank {max_lora_rank}: vLLM accepts {', '.join(map(str, LORA_RANKS))} "
+                "(vllm/config/lora.py MaxLoRARanks)")
+    if max_cpu_loras is not None and max_cpu_loras < max_loras:
+        return f"max_cpu_loras ({max_cpu_loras}) must be >= max_loras ({max_loras})"
+    if spec.vocab_size > MAX_LORA_VOCAB:
+        return f"When using LoRA, vocab size must be <= {MAX_LORA_VOCAB}"
+    if fully_sharded and max_lora_rank % tensor_parallel_size:
+        return (f"--fully-sharded-loras splits the rank over the {tensor_parallel_size} tensor-parallel ranks: "
+                f"{max_lora_rank} is not divisible by {tensor_parallel_size}")
+    return None
+
+
+def _linear_dims(tensor: WeightTensor, tp: int) -> tuple[int, int]:
+    """(in, out) features of one rank's share of a linear layer."""
+    shape = shard_shape(tensor, tp)
+    return shape[-1], math.prod(shape[:-1])
+
+
+def _slice_elements(tensor: WeightTensor, tp: int, rank: int, fully_sharded: bool) -> tuple[int, int]:
+    """(A, B) elements of one slot of one slice on one rank."""
+    features_in, features_out = _linear_dims(tensor, tp)
+    a_rank = rank // tp if fully_sharded and tensor.tp in ("column", "expert") else rank
+    b_out = features_out // tp if fully_sharded and tensor.tp == "row" else features_out
+    return a_rank * features_in, b_out * rank
+
+
+def _is_lora_linear(tensor: WeightTensor) -> bool:
+    return tensor.loaded and tensor.role in _LORA_ROLES and len(tensor.shape) >= 2 and tensor.layers is not None
+
+
+def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lora_rank: int, dtype_bytes: int,
+               tensor_parallel_size: int, pipeline_parallel_size: int, fully_sharded: bool,
+               max_num_batched_tokens: int, max_num_seqs: int) -> LoraSlots:
+    """The LoRA slots and buffers vLLM ``version`` allocates on each rank (see the module's docstring)."""
+    tp, rank = tensor_parallel_size, max_lora_rank
+    stages = pp_layer_ranges(spec.num_hidden_layers, pipeline_parallel_size)
+    linear = [0] * len(stages)
+    features = [0.0] * len(stages)
+    for tensor in filter(_is_lora_linear, spec.weights):
+        a, b = _slice_elements(tensor, tp, rank, fully_sharded)
+        for stage, (first, last) in enumerate(stages):
+            low, high = tensor.layers  # type: ignore[misc]
+            layers = max(0, min(high, last) - max(low, first))
+            linear[stage] += layers * tensor.count * (a + b) * max_loras * dtype_bytes
+            # NOTE: fused-MoE LoRA runs only the experts a token is routed to; the slots hold all of them.
+            used = spec.moe.experts_per_token if tensor.role == "expert" and spec.moe else tensor.count
+            features[stage] += layers * used * (a + b)
+    extra = 0 if version.at_least(12) else EXTRA_VOCAB_TOKENS
+    hidden, vocab = spec.hidden_size, spec.vocab_size
+    padded_vocab = math.ceil(vocab / EXTRA_VOCAB_TOKENS) * EXTRA_VOCAB_TOKENS if extra else vocab
+    embedding = ((vocab + extra) * rank + hidden * rank + extra * hidden) * max_loras * dtype_bytes
+    lm_head = (rank * hidden + padded_vocab * rank + extra * hidden) * max_loras * dtype_bytes
+    vocab_bytes = [0] * len(stages)
+    vocab_bytes[0] += embedding
+    vocab_bytes[-1] += lm_head
+    tokens, seqs = max_num_batched_tokens, max_num_seqs
+    punica = (4 * tokens + 3 * seqs) * 8 + 2 * (2 * tokens * 4 + (3 * max_loras + 5) * 4)
+    busiest = max(range(len(stages)), key=lambda s: linear[s] + vocab_bytes[s])
+    rows = sum(1 for t in spec.weights if _is_lora_linear(t) and t.tp == "row" and t.role != "expert")
+    # NOTE: each row-parallel layer (o_proj, down_proj) follows one merged column-parallel module (qkv, gate_up):
+    # two wrapped modules per row-parallel tensor kind.
+    modules = 2 * rows if rows else 0
+    return LoraSlots(max_loras=max_loras, max_lora_rank=rank, dtype_bytes=dtype_bytes,
+                     linear_bytes_per_stage=tuple(linear), vocab_bytes_per_stage=tuple(vocab_bytes),
+                     punica_bytes=punica, linear_rank_features_per_token=features[busiest],
+                     modules_per_layer=modules)
