@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import get_args
 
 from pydantic import ValidationError
 
@@ -17,7 +18,7 @@ from . import diagnose_cli
 from .engine.estimate import Estimate, estimate
 from .engine.vllm_versions import LATEST_VERSION
 from .errors import CalculatorError, one_line_validation_error
-from .gpus import gpu_catalog
+from .gpus import Interconnect, gpu_catalog
 from .model.model_source import preset_ids
 from .scenario import Scenario
 from .speed import cli as speed_cli
@@ -44,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--device", choices=("cuda", "rocm", "cpu"), help="platform; default: the GPU's")
     est.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     est.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    est.add_argument("--data-parallel-size", "-dp", type=int, default=1,
+                     help="engines (replicas) of TP x PP GPUs in one server; MoE experts split over TP x DP GPUs")
+    est.add_argument("--enable-expert-parallel", "-ep", action="store_true",
+                     help="MoE: whole experts per GPU over TP x DP ranks instead of a slice of every expert")
+    est.add_argument("--interconnect", choices=get_args(Interconnect),
+                     help="how the GPUs talk (NCCL and all-reduce memory at TP > 1); default: the card's usual link")
     est.add_argument("--gpu-memory-utilization", type=float)
     est.add_argument("--max-model-len", type=_max_model_len, help="tokens, e.g. 32k; auto or -1: the model's own")
     est.add_argument("--max-num-seqs", type=int)
@@ -96,7 +103,8 @@ def render_table(result: Estimate) -> str:
     rows = [
         ("model", f"{result.model.model_id} ({result.model.num_params:,} params)"),
         ("GPU", f"{result.gpu.name if result.gpu else s.device} x {result.num_gpus} (TP {s.tensor_parallel_size}, "
-                f"PP {s.pipeline_parallel_size}), {gib(b.total_bytes):.2f} GiB each"),
+                f"PP {s.pipeline_parallel_size}), {gib(b.total_bytes):.2f} GiB each"
+                + (f", linked by {s.interconnect}" if result.num_gpus > 1 else "")),
         ("vLLM", f"{result.rules.version} — {result.rules.era}"),
         ("settings", f"dtype {s.dtype}, kv {s.kv_cache_dtype}, block {s.block_size}, util {s.gpu_memory_utilization}, "
                      f"max_num_seqs {s.max_num_seqs}, max_num_batched_tokens {s.max_num_batched_tokens}"),

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
 from calculator.errors import InvalidInput, UnknownGpu
 from calculator.units import gib_to_bytes
 
-__all__ = ["GpuFamily", "GpuSpec", "MemoryArchitecture", "custom_gpu", "find_gpu", "gpu_catalog"]
+__all__ = ["GpuFamily", "GpuSpec", "Interconnect", "MemoryArchitecture", "custom_gpu", "find_gpu", "gpu_catalog"]
 
 # NOTE: "blackwell" is the data-centre part (sm_100/sm_103: B200, B300); the GeForce RTX 50 and RTX PRO
 # cards are sm_120 ("blackwell-rtx"), which vLLM treats differently (e.g. no FlashMLA or CUTLASS MLA).
@@ -36,6 +36,12 @@ GpuFamily = Literal[
 # NUMA node (NUMA or "unified" mode), where vLLM's free memory depends on the version
 # (``calculator.engine.free_memory``).
 MemoryArchitecture = Literal["discrete", "coherent", "coherent-numa", "integrated"]
+
+# How the GPUs of one server reach each other, which decides NCCL's transport and buffers and whether vLLM's custom
+# all-reduce runs (``calculator.engine.interconnect``): "nvswitch" every GPU on NVLink through switches (HGX/DGX),
+# "nvlink" NVLink bridges or a switchless mesh (H100 NVL pairs, V100 SXM2 cube mesh, bridged A6000s), "pcie" PCIe
+# only, "xgmi" AMD Infinity Fabric (MI300X platforms: every GPU linked to every other).
+Interconnect = Literal["nvswitch", "nvlink", "pcie", "xgmi"]
 
 MAX_GPU_MEMORY_GIB = 10_000.0  # far above any accelerator; catches MiB or bytes typed as GiB
 MIN_GPU_MEMORY_GIB = 0.25  # the least the engine plans for (below it not even a CUDA context fits)
@@ -67,6 +73,8 @@ class GpuSpec(BaseModel):
     fp4_dense_tflops: float | None = Field(None, gt=0)  # FP4 tensor cores (NVFP4/MXFP4 on Blackwell, CDNA4)
     interconnect: str | None = None  # how TP ranks talk: "NVLink 4", "PCIe 4.0 x16", "Infinity Fabric (xGMI)"
     interconnect_gb_s: float | None = Field(None, gt=0)  # per GPU, each direction
+    # the topologies the card is sold in, the usual one first (a PCIe card that takes an NVLink bridge has two)
+    topologies: tuple[Interconnect, ...] = ("pcie",)
     speed_source: str | None = None  # where the speed fields come from
     aliases: tuple[str, ...] = ()  # exact nvidia-smi / torch names first, then short forms
     memory_architecture: MemoryArchitecture = "discrete"

@@ -40,6 +40,8 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "gpu_memory_bytes": result.budget.total_bytes,
         "tensor_parallel_size": result.settings.tensor_parallel_size,
         "pipeline_parallel_size": result.settings.pipeline_parallel_size,
+        "interconnect": result.settings.interconnect,
+        "enable_expert_parallel": result.scenario.enable_expert_parallel,
         "dtype": result.settings.dtype,
         "kv_cache_dtype": result.settings.kv_cache_dtype,
         "quantization": result.settings.quantization,

@@ -36,7 +36,7 @@ SCENARIO_KEYS: dict[str, str] = {
     "enable_extensible_kv_cache": "ext", "async_scheduling": "async", "vllm_version": "v",
     "other_processes_memory_gib": "other", "overhead_adjustment_gib": "adj", "data_parallel_size": "dp",
     "enable_expert_parallel": "ep", "cpu_offload_gb": "offload", "enable_prefix_caching": "pc",
-    "cudagraph_capture_sizes": "cgs",
+    "cudagraph_capture_sizes": "cgs", "interconnect": "link",
 }
 WORKLOAD_KEYS: dict[str, str] = {
     "prompt_tokens_mean": "in", "output_tokens_mean": "out", "prompt_tokens_p95": "in95",

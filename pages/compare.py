@@ -29,7 +29,7 @@ from calculator.summary import requests_at_once
 from calculator.units import GIB
 from calculator.url_state import read_link, to_query_params
 from pages.common import import_box, outcomes, page_setup, sentence
-from pages.common.inputs import cached_model_spec, valid_quantizations
+from pages.common.inputs import cached_model_spec, interconnect_picker, valid_quantizations
 from pages.common.capacity_view import gpu_count
 from pages.common.outputs import CHART_CONFIG
 from pages.common.speed_view import usd
@@ -46,7 +46,8 @@ STARTERS = (
     Scenario(model="Qwen/Qwen3-32B", gpu="a100-sxm-80gb", max_model_len=32768, kv_cache_dtype="fp8"),
 )
 # Edited here; every other field of a scenario (from a link or an import) is kept as it came.
-EDITABLE = ("model", "gpu", "tensor_parallel_size", "quantization", "kv_cache_dtype", "max_model_len", "vllm_version")
+EDITABLE = ("model", "gpu", "tensor_parallel_size", "quantization", "kv_cache_dtype", "max_model_len", "vllm_version",
+            "interconnect")
 VERDICT_BOX = {"fits with margin": st.success, "borderline": st.warning, "does not fit": st.error,
                "does not run": st.error}
 
@@ -136,6 +137,7 @@ def scenario_editor(letter: str, column) -> Scenario | str:
             "max_model_len": st.number_input("max_model_len", 1, 100_000_000, key=f"{key}_max_model_len",
                                              placeholder="config"),
             "vllm_version": st.selectbox("vLLM", versions, key=f"{key}_vllm_version"),
+            "interconnect": interconnect_picker(key),
         }
     if values["quantization"] == FROM_CHECKPOINT:
         values["quantization"] = None

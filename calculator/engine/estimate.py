@@ -25,6 +25,7 @@ from .engine_support import (
     sliding_window_block_size,
 )
 from .flag_checks import oversized_kv_pool_error
+from .interconnect import has_nvls
 from .free_memory import free_memory_reading, host_pool_free_bytes, host_use_counts, unified_memory_warning
 from .known_issues import known_issues
 from .kv_cache import (
@@ -195,7 +196,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     reading = free_memory_reading(gpu, rules, settings.device)
     budgets = _stage_budgets(scenario, spec, rules, settings, resident, layout, quantization,
                              host_counts=host_use_counts(reading), free_pool_bytes=host_pool_free_bytes(gpu, reading),
-                             lora=lora,
+                             nvls=has_nvls(settings.interconnect, gpu), lora=lora,
                              draft_weights_bytes=drafter.weights_bytes if drafter else 0)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
@@ -281,7 +282,7 @@ def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantiz
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
                    weights_per_stage: tuple[int, ...], layout: KvCacheLayout,
                    quantization: QuantizationSpec | None, *, host_counts: bool,
-                   free_pool_bytes: int | None, lora: LoraSlots | None = None,
+                   free_pool_bytes: int | None, nvls: bool, lora: LoraSlots | None = None,
                    draft_weights_bytes: int = 0) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
     max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
@@ -293,9 +294,10 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     # NOTE: where free memory is read from a host pool larger than the GPU, the host's own use is taken out of that
     # pool (host_pool_free_bytes), not out of the GPU's memory.
     context = cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
-                                 unified_memory=host_counts and free_pool_bytes is None)
+                                 unified_memory=host_counts and free_pool_bytes is None,
+                                 interconnect=settings.interconnect)
     non_torch = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device, rules=rules,
-                                unified_memory=host_counts)
+                                unified_memory=host_counts, interconnect=settings.interconnect, nvls=nvls)
     other_processes = int(scenario.other_processes_memory_gib * GIB)
     adjustment = int(scenario.overhead_adjustment_gib * GIB)
     budgets = []

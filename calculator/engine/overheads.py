@@ -12,8 +12,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
+from ..gpus import Interconnect
 from ..model.spec import ModelSpec
 from ..units import GIB
+from .interconnect import UNKNOWN_INTERCONNECT, custom_all_reduce_bytes, nccl_buffer_bytes
 from .vllm_versions import CudagraphCaptureRule, Device, OverheadEra, VersionRules
 
 # --- Activation peak (profile_run, §1.4) -------------------------------------------------------------------
@@ -33,8 +35,10 @@ class EraConstants(NamedTuple):
 
     sampler_logits_copies: float
     non_torch_tp1_bytes: int  # cuBLAS workspaces and allocations made after the snapshot, one GPU
-    nccl_first_peer_bytes: int  # NCCL/all-reduce buffers that grow after the snapshot, TP = 2
-    nccl_extra_peer_bytes: int  # each TP peer past the second
+    # NCCL buffers that grow after the snapshot at TP = 2 on an NVSwitch system with NVLS (the records' H100/H200 SXM
+    # and A100 SXM runs); other links: ``interconnect.P2P_BUFFER_BYTES``
+    nccl_first_peer_bytes: int
+    nccl_extra_peer_bytes: int  # each TP peer past the second (NVLS)
     pipeline_p2p_bytes: int  # PP send/recv buffers
     cudagraph_bytes_per_hidden: float  # graph pool per (layer x capture size x hidden unit)
     held_after_profile_bytes: int = 0  # <= 0.6.3: memory in use after profiling that later versions leave out
@@ -184,8 +188,10 @@ def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_n
 
 
 def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
-                    rules: VersionRules | None = None, unified_memory: bool = False) -> int:
-    """Non-torch growth during profiling: cuBLAS workspaces, plus NCCL buffers that grow with the peers.
+                    rules: VersionRules | None = None, unified_memory: bool = False,
+                    interconnect: Interconnect = UNKNOWN_INTERCONNECT, nvls: bool = True) -> int:
+    """Non-torch growth during profiling: cuBLAS workspaces, plus NCCL buffers that depend on the link
+    (``interconnect.nccl_buffer_bytes``: NVLS on Hopper+ NVSwitch systems, P2P/SHM buffers elsewhere).
 
     From 0.27 also the persistent memory the free-memory drop counts; on an integrated GPU, the host's growth.
     """
@@ -196,24 +202,27 @@ def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, d
              + (ROCM_EXTRA_NON_TORCH_BYTES if device == "rocm" else 0)
              + (FREE_DROP_PERSISTENT_BYTES if rules and rules.version.at_least(27) else 0)
              + (UMA_HOST_GROWTH_BYTES if unified_memory else 0))
-    if tensor_parallel_size > 1:
-        total += era.nccl_first_peer_bytes + era.nccl_extra_peer_bytes * (tensor_parallel_size - 2)
+    total += nccl_buffer_bytes(interconnect=interconnect, nvls=nvls, tensor_parallel_size=tensor_parallel_size,
+                               first_peer_nvls_bytes=era.nccl_first_peer_bytes,
+                               extra_peer_nvls_bytes=era.nccl_extra_peer_bytes)
     if pipeline_parallel_size > 1:
         total += era.pipeline_p2p_bytes
     return total
 
 
 def cuda_context_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
-                       unified_memory: bool = False) -> int:
+                       unified_memory: bool = False, interconnect: Interconnect = UNKNOWN_INTERCONNECT) -> int:
     """Memory taken before vLLM's snapshot; it must fit in the (1 - utilization) slack.
 
     On an integrated GPU that is the host's own use too (the OS, vLLM's processes), since free = MemAvailable.
+    With TP, the communicators and, where vLLM enables it, the custom all-reduce's buffers.
     """
     if device == "cpu":
         return 0
     distributed = tensor_parallel_size > 1 or pipeline_parallel_size > 1
     base = UMA_HOST_BASELINE_BYTES if unified_memory else CUDA_CONTEXT_BYTES
-    return base + (DISTRIBUTED_CONTEXT_BYTES if distributed else 0)
+    return (base + (DISTRIBUTED_CONTEXT_BYTES if distributed else 0)
+            + custom_all_reduce_bytes(interconnect, tensor_parallel_size, device))
 
 
 def cudagraph_bytes(spec: ModelSpec, *, layers_on_rank: int, max_num_seqs: int, enforce_eager: bool,

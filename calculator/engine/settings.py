@@ -7,12 +7,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InvalidInput
-from ..gpus import GpuSpec
+from ..gpus import GpuSpec, Interconnect
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GIB
 from .engine_support import PRE_AMPERE_FAMILIES, engine_support
 from .flag_checks import flag_problems
+from .interconnect import interconnect_warning, resolve_interconnect
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from .vllm_versions import (
     Device,
@@ -35,6 +36,7 @@ class ResolvedSettings(BaseModel):
     gpu_memory_bytes: int
     tensor_parallel_size: int
     pipeline_parallel_size: int
+    interconnect: Interconnect  # the link between the GPUs (``interconnect.py``)
     dtype: str
     dtype_bytes: int
     kv_cache_dtype: str
@@ -88,6 +90,9 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         raise InvalidInput(f"pipeline_parallel_size {pp} exceeds the model's {spec.num_hidden_layers} layers")
     dtype, dtype_warnings = resolve_dtype(scenario.dtype, spec.config_dtype, rules, family, device)
     warnings += dtype_warnings
+    interconnect = resolve_interconnect(scenario.interconnect, gpu)
+    if link_note := interconnect_warning(interconnect, gpu, tp * pp):
+        warnings.append(link_note)
     kv_dtype = scenario.kv_cache_dtype
     if kv_dtype not in SUPPORTED_KV_CACHE_DTYPES:
         raise InvalidInput(f"unknown --kv-cache-dtype {kv_dtype!r}; vLLM {rules.version} accepts "
@@ -154,7 +159,7 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         raise InvalidInput("GPU memory must be at least 0.25 GiB")
     return ResolvedSettings(
         device=device, gpu_memory_bytes=gpu_memory_bytes, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-        dtype=dtype, dtype_bytes=DTYPE_BYTES[dtype], kv_cache_dtype=kv_dtype,
+        interconnect=interconnect, dtype=dtype, dtype_bytes=DTYPE_BYTES[dtype], kv_cache_dtype=kv_dtype,
         quantization=quantization,
         block_size=block_size, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=util, extensible_kv_cache=extensible,

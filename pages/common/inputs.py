@@ -24,6 +24,7 @@ from calculator import (
     gpu_catalog,
     preset_ids,
 )
+from calculator.engine.interconnect import INTERCONNECT_LABELS
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.engine.vllm_versions import (
     LATEST_VERSION,
@@ -55,6 +56,7 @@ from .state import (
 # NOTE: a None option shows as "Choose an option" in a selectbox, so pickers hold words and map them back.
 TRI_STATE = {"vLLM's default": None, "on": True, "off": False}
 PLATFORMS = {"the GPU's own": None, "cuda": "cuda", "rocm": "rocm", "cpu": "cpu"}
+INTERCONNECTS = {"the card's usual link": None, **{label: key for key, label in INTERCONNECT_LABELS.items()}}
 
 
 def _word(mapping: dict[str, object], value: object) -> str:
@@ -68,6 +70,14 @@ def _picker(label: str, mapping: dict[str, object], prefix: str, field: str, col
     if f"{prefix}_{field}" in st.session_state:  # set by a link or an import
         st.session_state[key] = _word(mapping, st.session_state.pop(f"{prefix}_{field}"))
     return mapping[column.selectbox(label, list(mapping), key=key, **kwargs)]
+
+
+def interconnect_picker(prefix: str, column=st) -> object:
+    """How the GPUs talk (``--interconnect``); None: the card's usual link."""
+    return _picker("GPU interconnect", INTERCONNECTS, prefix, "interconnect", column,
+                   help="At TP > 1 NCCL's buffers and vLLM's custom all-reduce depend on it: NVLink SHARP buffers on "
+                        "NVSwitch systems, far smaller ones over PCIe. Cards sold both ways (A100 PCIe, A6000, "
+                        "H100 NVL) default to their usual link.")
 
 
 def _bounded(field: str) -> dict[str, float | None]:
@@ -175,9 +185,10 @@ def parallelism_section(prefix: str, spec: ModelSpec | None) -> dict[str, object
     ep = st.checkbox("Expert parallel (MoE)", key=f"{prefix}_enable_expert_parallel",
                         help="--enable-expert-parallel: each GPU holds whole experts instead of a slice of each "
                              "(MoE models)")
+    link = interconnect_picker(prefix)
     st.caption(f"{tp * pp} GPU(s) per engine" + (f", {tp * pp * dp} in all" if dp > 1 else ""))
     return {"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "data_parallel_size": dp,
-            "enable_expert_parallel": ep}
+            "enable_expert_parallel": ep, "interconnect": link}
 
 
 def valid_quantizations(spec: ModelSpec | None) -> list[str]:

@@ -1,0 +1,108 @@
+"""What tensor parallelism costs in memory on each interconnect: NCCL's buffers and vLLM's custom all-reduce.
+
+Read from vLLM's source (0.28-0.32 CPU builds' site-packages; the same code in 0.17+ releases):
+
+* ``v1/worker/gpu_worker.py`` ``init_device``: ``init_worker_distributed_environment`` runs before the memory
+  snapshot ("This ensures NCCL buffers are allocated before we measure"), so what it allocates is outside the budget:
+  the communicators and the custom all-reduce's IPC buffers. NCCL itself connects its peers lazily (NCCL 2.22+
+  ``NCCL_RUNTIME_CONNECT=1``, the default in the NCCL that torch 2.8+ ships): its transport buffers, and the NVLink
+  SHARP (NVLS) buffers on NVSwitch systems, are made by the first all-reduce, inside the profiling run, so vLLM
+  counts them as non-torch memory.
+* ``distributed/device_communicators/custom_all_reduce.py`` ``CustomAllreduce.__init__``: enabled only for world
+  sizes 2, 4, 6, 8 (16 in 0.32), on fully NVLink-connected GPUs or on exactly two PCIe GPUs ("Custom allreduce is
+  disabled because it's not supported on more than two PCIe-only GPUs"), and only where P2P works. It allocates an
+  IPC buffer of ``meta_size() + max_size`` and one of ``max_size`` (8 MiB by default) plus an 8 MiB ``rank_data``
+  tensor, before the snapshot.
+
+NCCL's buffers depend on the transport it picks: NVLS exists only on NVSwitch systems with Hopper or later GPUs
+(multicast objects); elsewhere it uses P2P (NVLink or PCIe) or SHM with ring/tree channels, each rank connected to
+two or three neighbours whatever the TP size, and fewer channels over PCIe than over NVLink.
+"""
+
+from __future__ import annotations
+
+from ..gpus import GpuSpec, Interconnect
+from ..units import GIB, MIB
+from .vllm_versions import Device
+
+INTERCONNECT_LABELS: dict[Interconnect, str] = {
+    "nvswitch": "NVSwitch (HGX / DGX: every GPU on NVLink through switches)",
+    "nvlink": "NVLink bridge or mesh (no switch)",
+    "pcie": "PCIe only (no NVLink)",
+    "xgmi": "AMD Infinity Fabric (xGMI)",
+}
+# NOTE: a custom GPU's link is unknown; the NVSwitch figures are the largest, so the KV pool is not overstated.
+UNKNOWN_INTERCONNECT: Interconnect = "nvswitch"
+NVLS_MIN_COMPUTE_CAPABILITY = (9, 0)  # NVLink SHARP multicast: Hopper and later on an NVSwitch fabric
+
+# custom_all_reduce.py (0.28-0.32): ``_SUPPORTED_WORLD_SIZES``, ``max_size=8192 * 1024`` and ``rank_data``.
+CUSTOM_ALL_REDUCE_WORLD_SIZES = frozenset({2, 4, 6, 8, 16})
+CUSTOM_ALL_REDUCE_MAX_SIZE_BYTES = 8 * MIB
+CUSTOM_ALL_REDUCE_RANK_DATA_BYTES = 8 * MIB
+
+# NCCL's buffers made after the snapshot without NVLS, per rank, whatever the TP size (ring and tree neighbours do
+# not grow with it). PCIe: vllm-project/vllm#13061, 2 x RTX 4090, vLLM 0.7 (V0), TP 2 printed "non_torch_memory
+# takes 0.25GiB", 0.12 above the TP = 1 figure of the era (0.13). NVLink P2P without NVLS: vllm-16570 (4 x A100
+# 40GB SXM, NVSwitch but no NVLS before Hopper) grew 0.25 GiB at TP 4; more channels than PCIe.
+P2P_BUFFER_BYTES: dict[Interconnect, int] = {
+    "pcie": int(0.12 * GIB),
+    "nvlink": int(0.25 * GIB),
+    "nvswitch": int(0.25 * GIB),
+    # NOTE: no record of ours prints RCCL's figure at TP > 1; xGMI is P2P between every pair, like NVLink.
+    "xgmi": int(0.25 * GIB),
+}
+
+
+def resolve_interconnect(requested: Interconnect | None, gpu: GpuSpec | None) -> Interconnect:
+    """The link between the GPUs: the one asked for, else the usual one for the card."""
+    if requested is not None:
+        return requested
+    if gpu is None or gpu.family is None:
+        return UNKNOWN_INTERCONNECT
+    return gpu.topologies[0]
+
+
+def interconnect_warning(interconnect: Interconnect, gpu: GpuSpec | None, world_size: int) -> str | None:
+    """A sentence when the chosen link is not one the card is sold with."""
+    if gpu is None or gpu.family is None or world_size <= 1 or interconnect in gpu.topologies:
+        return None
+    sold = " or ".join(INTERCONNECT_LABELS[t] for t in gpu.topologies)
+    return (f"{gpu.name} is sold with {sold}; the NCCL and all-reduce memory here assumes "
+            f"{INTERCONNECT_LABELS[interconnect]}, as chosen")
+
+
+def has_nvls(interconnect: Interconnect, gpu: GpuSpec | None) -> bool:
+    """Whether NCCL builds NVLink SHARP buffers: an NVSwitch fabric of Hopper-or-later NVIDIA GPUs."""
+    if interconnect != "nvswitch":
+        return False
+    if gpu is None or gpu.compute_capability is None:
+        return True  # NOTE: unknown GPU on NVSwitch: assume the larger (NVLS) figure
+    return gpu.vendor == "nvidia" and tuple(gpu.compute_capability) >= NVLS_MIN_COMPUTE_CAPABILITY
+
+
+def custom_all_reduce_enabled(interconnect: Interconnect, world_size: int, device: Device) -> bool:
+    """vLLM's rule (custom_all_reduce.py): a supported world size, and NVLink/xGMI or exactly two PCIe GPUs."""
+    if device == "cpu" or world_size not in CUSTOM_ALL_REDUCE_WORLD_SIZES:
+        return False
+    return interconnect != "pcie" or world_size == 2
+
+
+def custom_all_reduce_bytes(interconnect: Interconnect, world_size: int, device: Device) -> int:
+    """Per rank, before the snapshot: the two IPC buffers and ``rank_data`` (meta_size, a few KiB, left out)."""
+    if not custom_all_reduce_enabled(interconnect, world_size, device):
+        return 0
+    return 2 * CUSTOM_ALL_REDUCE_MAX_SIZE_BYTES + CUSTOM_ALL_REDUCE_RANK_DATA_BYTES
+
+
+def nccl_buffer_bytes(*, interconnect: Interconnect, nvls: bool, tensor_parallel_size: int,
+                      first_peer_nvls_bytes: int, extra_peer_nvls_bytes: int) -> int:
+    """NCCL's buffers counted as non-torch memory at TP > 1.
+
+    With NVLS the era's measured NVSwitch figures (``overheads.ERA_CONSTANTS``) apply; they grow a little with each
+    peer. Without it, P2P/SHM ring and tree buffers, the same for any TP size and era.
+    """
+    if tensor_parallel_size <= 1:
+        return 0
+    if nvls:
+        return first_peer_nvls_bytes + extra_peer_nvls_bytes * (tensor_parallel_size - 2)
+    return P2P_BUFFER_BYTES[interconnect]
