@@ -12,6 +12,7 @@ from functools import lru_cache
 from pydantic import BaseModel, ConfigDict
 
 from ..engine.estimate import Estimate
+from ..engine.speculative import tokens_per_step
 from ..engine.kv_cache import kv_page_bytes_per_token, mamba_state_bytes, pp_layer_ranges
 from ..engine.overheads import FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS
 from ..model.spec import LayerAttention, ModelSpec, WeightTensor
@@ -63,6 +64,25 @@ class ForwardCosts(BaseModel):
     all_reduce_bytes_per_token: float  # one all-reduce's payload per token (hidden x activation bytes)
     tensor_parallel_size: int
     pipeline_parallel_size: int
+    # --enable-lora (punica shrink and expand on every wrapped module): one adapter's A and B on this rank, the
+    # slots a step may hold, 2 x rank x (in + out) FLOPs per token, and two kernels per wrapped module.
+    lora_slot_bytes: float = 0.0
+    lora_slots: int = 0
+    lora_flops_per_token: float = 0.0
+    lora_kernels: int = 0
+    # Speculative decoding: k proposals per request and step, the chance each is accepted, and one proposal
+    # pass of the drafter (its weights, its KV per context token and its FLOPs per token, this rank).
+    speculative_tokens: int = 0
+    acceptance_rate: float = 0.0
+    draft_weight_bytes: float = 0.0
+    draft_kv_bytes_per_context_token: float = 0.0
+    draft_flops_per_token: float = 0.0
+    draft_kernels: int = 0
+
+    @property
+    def tokens_per_decode_step(self) -> float:
+        """Tokens one decoding request gains per step (1 without speculative decoding)."""
+        return tokens_per_step(self.speculative_tokens, self.acceptance_rate)
 
     def touched_expert_fraction(self, tokens: float) -> float:
         """Expected share of routed experts that ``tokens`` tokens touch (uniform top-k routing).
@@ -97,9 +117,25 @@ def _span(context_tokens: float, window: int | None) -> float:
 def forward_costs(result: Estimate) -> ForwardCosts:
     """The step costs of ``result``'s deployment (memoised per model and parallel layout)."""
     s = result.settings
-    return _forward_costs(result.model, s.tensor_parallel_size, s.pipeline_parallel_size, s.dtype_bytes,
-                          s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())), not s.enforce_eager,
-                          s.async_scheduling)
+    costs = _forward_costs(result.model, s.tensor_parallel_size, s.pipeline_parallel_size, s.dtype_bytes,
+                           s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())), not s.enforce_eager,
+                           s.async_scheduling)
+    extra: dict[str, float | int] = {}
+    if result.lora is not None:
+        lora = result.lora
+        extra.update(lora_slot_bytes=lora.slot_bytes_busiest, lora_slots=lora.max_loras,
+                     lora_flops_per_token=2.0 * lora.linear_rank_features_per_token,
+                     lora_kernels=2 * lora.modules_per_layer * costs.layers)
+    drafter = result.proposer
+    if drafter is not None:
+        extra.update(speculative_tokens=drafter.num_speculative_tokens, acceptance_rate=drafter.acceptance_rate)
+        if drafter.spec is not None:
+            draft = _forward_costs(drafter.spec, drafter.tensor_parallel_size, 1, s.dtype_bytes, s.kv_cache_dtype,
+                                   (("attention", drafter.weights_bytes),), not s.enforce_eager, s.async_scheduling)
+            extra.update(draft_weight_bytes=float(drafter.weights_bytes),
+                         draft_kv_bytes_per_context_token=sum(g.kv_bytes_per_context_token for g in draft.attention),
+                         draft_flops_per_token=draft.linear_flops_per_token, draft_kernels=draft.kernels_per_step)
+    return costs.model_copy(update=extra) if extra else costs
 
 
 @lru_cache(maxsize=1024)

@@ -132,7 +132,7 @@ class _Replica:
 
     def service_s(self, running: float, traffic: Traffic) -> tuple[SteadyState, float, float, float]:
         state = self.state(running, traffic)
-        tpot = self.token_latency_s(state.step.total_s)
+        tpot = self.token_latency_s(state.step.total_s) / self.costs.tokens_per_decode_step
         ttft = self.first_token_s(state, traffic.input_tokens)
         return state, ttft, tpot, ttft + (traffic.output_tokens - 1) * tpot
 

@@ -66,7 +66,8 @@ def steady_state(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants
     In an average step D = running x (O - 1) / (k + O - 1) requests decode and the others' prompts arrive at
     running x P / (k + O - 1) tokens per step; the budget left after the decodes sets k = ceil(P / left).
     """
-    decode_steps = max(output_tokens - 1, 0.0)
+    # NOTE: speculative decoding yields tokens_per_decode_step tokens per step, so a request decodes in fewer steps.
+    decode_steps = max(output_tokens - 1, 0.0) / costs.tokens_per_decode_step
     k = max(1, math.ceil(prompt_tokens / budget_tokens))
     decode = prefill = 0.0
     for _ in range(_FIXED_POINT_ROUNDS):
@@ -151,6 +152,6 @@ def burst_timeline(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstan
     batch = requests * output_tokens / longest
     decode_step = step_time(costs, rates, constants, decode_tokens=batch,
                             decode_context_tokens=prompt_tokens + output_tokens / 2)
-    decode = max(longest - 1, 0) * decode_step.total_s
+    decode = max(longest - 1, 0) / costs.tokens_per_decode_step * decode_step.total_s
     return BurstTimeline(requests=requests, prefill_s=prefill, mean_first_token_s=first_token_sum / requests,
                          decode_s=decode, decode_step=decode_step)

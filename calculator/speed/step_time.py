@@ -3,7 +3,11 @@ the tensor-parallel all-reduces and a fixed latency per kernel; on the CPU, sche
 when vLLM schedules synchronously, and overlap under async scheduling (0.14+), where the step takes the longer.
 
 A step is what vLLM's scheduler hands the model runner once: some decode tokens (one per running request) and,
-with chunked prefill, some prompt tokens, all in one forward pass over the same weights.
+with chunked prefill, some prompt tokens, all in one forward pass over the same weights. LoRA adds the adapters'
+A and B (streamed once per adapter in the batch) and a shrink and an expand matmul on every wrapped module.
+Speculative decoding verifies k proposals per decoding request in the same pass (k + 1 query tokens each) after k
+proposal passes of the drafter; the tokens it yields per step are ``ForwardCosts.tokens_per_decode_step``. At high
+concurrency the step turns compute-bound and the k extra tokens per request cost more than they save.
 """
 
 from __future__ import annotations
@@ -51,22 +55,30 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
     ``requests`` (default: the decode tokens, plus the prompts when a chunk is present) carry recurrent state.
     ``with_overheads=False`` returns just ``(memory_s, compute_s)`` (searches that only compare the two).
     """
-    tokens = decode_tokens + prefill_tokens
+    k = costs.speculative_tokens
+    # NOTE: with speculative decoding each decoding request verifies its k proposals and its own token in one pass.
+    tokens = decode_tokens * (k + 1) + prefill_tokens
     if requests is None:
         requests = decode_tokens + (prefill_prompts if prefill_tokens else 0)
     streamed = (costs.dense_weight_bytes + costs.expert_weight_bytes * costs.touched_expert_fraction(tokens)
                 + decode_tokens * costs.kv_read_bytes(decode_context_tokens)
                 + (costs.kv_read_bytes(prefill_start_tokens) if prefill_tokens else 0.0)
                 + tokens * costs.activation_bytes_per_token
-                + requests * costs.recurrent_state_bytes_per_request)
-    flops = (tokens * costs.linear_flops_per_token + decode_tokens * costs.decode_attention_flops(decode_context_tokens)
-             + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens))
+                + requests * costs.recurrent_state_bytes_per_request
+                + min(costs.lora_slots, requests) * costs.lora_slot_bytes
+                + k * (costs.draft_weight_bytes
+                       + decode_tokens * costs.draft_kv_bytes_per_context_token * decode_context_tokens))
+    flops = (tokens * (costs.linear_flops_per_token + costs.lora_flops_per_token)
+             + decode_tokens * (k + 1) * costs.decode_attention_flops(decode_context_tokens)
+             + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens)
+             + k * decode_tokens * costs.draft_flops_per_token)
     memory_s = streamed / (rates.memory_bandwidth_bytes_s * constants.bandwidth_efficiency)
     compute_s = flops / (rates.peak_flops * constants.compute_efficiency)
     if not with_overheads:
         return memory_s, compute_s  # type: ignore[return-value]
-    kernels = costs.kernels_per_step * (constants.kernel_overhead_s
-                                        + (0.0 if costs.cuda_graphs else constants.eager_kernel_overhead_s))
+    launched = costs.kernels_per_step + costs.lora_kernels + k * costs.draft_kernels
+    kernels = launched * (constants.kernel_overhead_s
+                          + (0.0 if costs.cuda_graphs else constants.eager_kernel_overhead_s))
     host = constants.step_overhead_s + constants.sequence_overhead_s * requests
     # NOTE: model_construct skips validation: every field is a float computed above (this runs ~10^4 times per
     # recommender call).
