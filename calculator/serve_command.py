@@ -38,6 +38,10 @@ VALUE_FLAGS: dict[str, str] = {
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "num_gpu_blocks_override": "--num-gpu-blocks-override",
     "cpu_offload_gb": "--cpu-offload-gb",
+    "max_loras": "--max-loras",
+    "max_lora_rank": "--max-lora-rank",
+    "max_cpu_loras": "--max-cpu-loras",
+    "lora_dtype": "--lora-dtype",
 }
 _FLAG_TO_FIELD = {flag: field for field, flag in VALUE_FLAGS.items()}
 # A launch line is a few hundred characters; a longer paste is not one, and reading it costs time (issue 28).
@@ -50,6 +54,8 @@ _BOOLEAN_FLAGS: dict[str, str] = {
     "--async-scheduling": "async_scheduling",
     "--enable-expert-parallel": "enable_expert_parallel",
     "--enable-prefix-caching": "enable_prefix_caching",
+    "--enable-lora": "enable_lora",
+    "--fully-sharded-loras": "fully_sharded_loras",
 }
 # vLLM's --dtype choices and the spellings people use for them (vllm/config/model.py _STR_DTYPE_TO_TORCH_DTYPE).
 DTYPE_NAMES = {"auto": "auto", "half": "float16", "float16": "float16", "fp16": "float16", "bfloat16": "bfloat16",
@@ -77,18 +83,13 @@ _NO_MEMORY_EFFECT = frozenset({
 
 # Flags that change the memory a deployment uses in ways the plan does not model: the import says so and which way
 # the plan is off, instead of "no effect" (issue 25 item 4). Keys are canonical spellings.
-_LORA = ("LoRA adapters' weights and their buffers take GPU memory: the deployment has less KV cache than the plan "
-         "shows (LoRA is not modelled yet)")
-_SPECULATIVE = ("speculative decoding loads a draft model or heads and their KV cache: the deployment uses more "
-                "memory than the plan shows (not modelled yet)")
+_SPECULATIVE = ("this speculative method is not modelled (the plan models draft_model, eagle, eagle3, mtp and "
+                "ngram): its proposer's weights and KV cache are missing from the plan")
 _MULTIMODAL = ("the multimodal encoder's cache and profiling take memory the plan does not count: the deployment "
                "uses more memory than the plan shows")
 PLAN_IS_OFF: dict[str, str] = {
-    "--enable-lora": _LORA, "--max-loras": _LORA, "--max-lora-rank": _LORA, "--max-cpu-loras": _LORA,
-    "--lora-extra-vocab-size": _LORA, "--fully-sharded-loras": _LORA, "--lora-dtype": _LORA,
-    "--speculative-config": _SPECULATIVE, "--num-speculative-tokens": _SPECULATIVE,
-    "--speculative-model": _SPECULATIVE, "--speculative-draft-tensor-parallel-size": _SPECULATIVE,
-    "--ngram-prompt-lookup-max": _SPECULATIVE,
+    "--lora-extra-vocab-size": ("sets the tokens each adapter may add (before 0.12): the plan assumes vLLM's "
+                                "default of 256, so the LoRA slots may be more or less than it shows"),
     "--hf-overrides": ("changes the model's config.json (layers, heads, lengths ...): the plan reads the checkpoint's "
                        "config as published, so its memory may be off either way"),
     "--max-seq-len-to-capture": ("sets the longest sequence V0 runs in CUDA graphs: the plan assumes vLLM's "
@@ -166,6 +167,9 @@ def serve_command(scenario: Scenario, *, multiline: bool = True) -> str:
         written = flag if value else flag.replace("--", "--no-", 1)
         if value is not None and value != Scenario.model_fields[field].default and written in table:
             parts.append(written)
+    config = speculative_config(scenario)
+    if config and "--speculative-config" in table:
+        parts.append(f"--speculative-config {shlex.quote(json.dumps(config, separators=(',', ':')))}")
     if scenario.cudagraph_capture_sizes:
         flag = "--cudagraph-capture-sizes" if "--cudagraph-capture-sizes" in table else "--cuda-graph-sizes"
         parts.append(f"{flag} {' '.join(map(str, scenario.cudagraph_capture_sizes))}")
@@ -230,6 +234,9 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
             rest = _graph_keys(str(value))[1] if canonical == "--compilation-config" else ()
             if rest:
                 incomplete.append(f"--compilation-config {', '.join(rest)}: {PLAN_IS_OFF[canonical]}")
+        elif canonical in SPECULATIVE_FLAGS:
+            problem = _speculative_fields(canonical, str(value), fields)
+            (incomplete.append(f"{shown}: {problem}") if problem else imported.append(shown))
         elif canonical in PLAN_IS_OFF:
             incomplete.append(f"{shown}: {PLAN_IS_OFF[canonical]}")
         elif canonical == "--max-model-len" and str(value).lower() in ("auto", "-1"):
@@ -347,6 +354,88 @@ def _coerce(field: str, value: str) -> Any:
             return DTYPE_NAMES[value.lower()]
         if field in ("kv_cache_dtype", "quantization"):
             return value
+        if field == "lora_dtype":
+            if value not in ("auto", "float16", "bfloat16"):
+                raise ValueError(value)
+            return value
         return int(value)
     except (ValueError, OverflowError) as exc:
         raise InvalidInput(f"{VALUE_FLAGS[field]}: not a valid value: {value!r}") from exc
+
+
+# The speculative-decoding flags: --speculative-config (JSON, 0.7+), and the separate flags of older releases.
+SPECULATIVE_FLAGS = frozenset({"--speculative-config", "--speculative-model", "--num-speculative-tokens",
+                               "--speculative-draft-tensor-parallel-size", "--ngram-prompt-lookup-max"})
+_SPECULATIVE_KEYS = {"method": "speculative_method", "model": "speculative_model",
+                     "num_speculative_tokens": "num_speculative_tokens",
+                     "draft_tensor_parallel_size": "draft_tensor_parallel_size"}
+_SPECULATIVE_METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp")
+
+
+def speculative_method(method: str | None, model: str | None) -> str | None:
+    """vLLM's method for a --speculative-config (vllm/config/speculative.py ``__post_init__``): every per-model MTP
+    name (deepseek_mtp, qwen3_next_mtp ...) is MTP; without a method, a model named like an EAGLE head is one, an
+    "[ngram]" model is n-gram and any other model is a draft model; None when the plan does not model it."""
+    if method:
+        name = method.lower()
+        if name.endswith("mtp"):
+            return "mtp"
+        return name if name in _SPECULATIVE_METHODS else None
+    if model is None:
+        return "mtp"  # NOTE: vLLM runs the target's own MTP layers when only num_speculative_tokens is given
+    lowered = model.lower()
+    if lowered == "[ngram]":
+        return "ngram"
+    if "eagle3" in lowered or "eagle-3" in lowered:
+        return "eagle3"
+    return "eagle" if "eagle" in lowered else "draft_model"
+
+
+def _speculative_fields(flag: str, value: str, fields: dict[str, Any]) -> str | None:
+    """Read a speculative-decoding flag into ``fields``; the reason the plan is off when it cannot model it."""
+    if flag != "--speculative-config":
+        key = {"--speculative-model": "model", "--num-speculative-tokens": "num_speculative_tokens",
+               "--speculative-draft-tensor-parallel-size": "draft_tensor_parallel_size"}.get(flag)
+        if key is None:  # --ngram-prompt-lookup-max: the n-gram window, which the plan does not need
+            return None
+        config: dict[str, Any] = {k: fields[f] for k, f in _SPECULATIVE_KEYS.items() if fields.get(f) is not None}
+        config[key] = value
+        config.pop("method", None)
+    else:
+        try:
+            config = json.loads(value)
+        except ValueError:
+            return "not JSON: vLLM refuses it"
+        if not isinstance(config, dict):
+            return "not a JSON object: vLLM refuses it"
+    method = speculative_method(config.get("method"), config.get("model"))
+    if method is None:
+        return _SPECULATIVE
+    fields["speculative_method"] = method
+    for key, field in _SPECULATIVE_KEYS.items():
+        if key != "method" and config.get(key) is not None:
+            fields[field] = str(config[key]) if key == "model" else _whole(flag, key, config[key])
+    if method == "draft_model" and not fields.get("speculative_model"):
+        return "a draft model needs its \"model\""
+    return None
+
+
+def _whole(flag: str, key: str, value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError as exc:
+        raise InvalidInput(f"{flag}: {key} is not a whole number: {str(value)[:40]!r}") from exc
+
+
+def speculative_config(scenario: Scenario) -> dict[str, Any] | None:
+    """The --speculative-config JSON for a scenario (None without speculative decoding)."""
+    if scenario.speculative_method is None:
+        return None
+    config: dict[str, Any] = {"method": scenario.speculative_method}
+    if scenario.speculative_model:
+        config["model"] = scenario.speculative_model
+    if scenario.num_speculative_tokens:
+        config["num_speculative_tokens"] = scenario.num_speculative_tokens
+    if scenario.draft_tensor_parallel_size:
+        config["draft_tensor_parallel_size"] = scenario.draft_tensor_parallel_size
+    return config
