@@ -37,6 +37,9 @@ SCENARIO_KEYS: dict[str, str] = {
     "other_processes_memory_gib": "other", "overhead_adjustment_gib": "adj", "data_parallel_size": "dp",
     "enable_expert_parallel": "ep", "cpu_offload_gb": "offload", "enable_prefix_caching": "pc",
     "cudagraph_capture_sizes": "cgs", "interconnect": "link",
+    "enable_lora": "lora", "max_loras": "loras", "max_lora_rank": "lrank", "max_cpu_loras": "cpuloras",
+    "lora_dtype": "ldt", "fully_sharded_loras": "lshard", "speculative_method": "spec", "speculative_model": "draft",
+    "num_speculative_tokens": "ntok", "draft_tensor_parallel_size": "dtp", "speculative_acceptance_rate": "accept",
 }
 WORKLOAD_KEYS: dict[str, str] = {
     "prompt_tokens_mean": "in", "output_tokens_mean": "out", "prompt_tokens_p95": "in95",
