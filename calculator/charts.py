@@ -323,13 +323,19 @@ def live_history_figure(times: Sequence[float], used_tokens: Sequence[float], ca
                          **{**_LAYOUT, "yaxis": dict(gridcolor="#e2e8f0", range=[0, top] if top > 0 else None)},
                          **({} if zoomed else _reference_line("y", capacity_tokens,
                                                               f"capacity {capacity_tokens:,.0f} tokens", "#0f172a")))
-    if unreachable is not None:
-        since, until = (datetime.fromtimestamp(t, tz=timezone.utc) for t in unreachable)
-        figure.add_vrect(x0=since, x1=until, fillcolor="#fecaca", opacity=0.5, line_width=0,
-                         annotation_text=f"server unreachable since {since:%H:%M:%S} UTC",
-                         annotation_position="top left")
+    _unreachable_band(figure, unreachable)
     figure.update_layout(legend_y=-0.3)  # below the date line and the axis title
     return figure
+
+
+def _unreachable_band(figure: go.Figure, unreachable: tuple[float, float] | None) -> None:
+    """Shade (since, now), the Unix seconds the server has not answered, on a time axis."""
+    if unreachable is None:
+        return
+    since, until = (datetime.fromtimestamp(t, tz=timezone.utc) for t in unreachable)
+    figure.add_vrect(x0=since, x1=until, fillcolor="#fecaca", opacity=0.5, line_width=0,
+                     annotation_text=f"server unreachable since {since:%H:%M:%S} UTC",
+                     annotation_position="top left")
 
 
 def histogram_figure(title: str, buckets: Sequence[tuple[float, float]]) -> go.Figure:
@@ -388,9 +394,11 @@ LATENCY_COLORS = ("#64748b", "#2563eb", "#ea580c", "#16a34a", "#a855f7", "#0f172
 
 
 def latency_percentiles_figure(series: dict[str, Sequence[tuple[float, float, float]]],
-                               labels: dict[str, str]) -> go.Figure:
+                               labels: dict[str, str],
+                               unreachable: tuple[float, float] | None = None) -> go.Figure:
     """p50 (solid) and p95 (dashed) of each latency per interval between reads; ``series`` maps a latency to
-    (Unix time, p50 s, p95 s) points, shown in ms on a log axis (queue waits and decodes differ by 1000x)."""
+    (Unix time, p50 s, p95 s) points, shown in ms on a log axis (queue waits and decodes differ by 1000x);
+    ``unreachable`` (since, now) shades the time the server has not answered."""
     figure = go.Figure()
     for color, (name, points) in zip(LATENCY_COLORS, series.items(), strict=False):
         if not points:
@@ -403,5 +411,6 @@ def latency_percentiles_figure(series: dict[str, Sequence[tuple[float, float, fl
                                         hovertemplate=f"{labels[name]} {quantile}: %{{y:,.1f}} ms<extra></extra>"))
     figure.update_layout(title="Latency p50 and p95 per interval between reads", xaxis_title="time (UTC)",
                          **{**_LAYOUT, "yaxis": dict(gridcolor="#e2e8f0", type="log", title="ms")})
+    _unreachable_band(figure, unreachable)
     figure.update_layout(legend_y=-0.3)
     return figure

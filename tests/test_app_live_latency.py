@@ -112,3 +112,21 @@ def test_quantiles_the_buckets_cannot_resolve_are_bounded_by_the_histograms_sum(
     assert rows["Queue time"]["p95 (ms)"] == f"< {queue_sum_ms / 0.45:.3g} (below the first bucket)"
     assert rows["Prefill time"]["p50 (ms)"] == "< 11.4 (below the first bucket)"
     assert rows["Inter-token latency"]["counted"] == "6,039 token gaps"
+
+
+def test_when_the_server_stops_the_latency_table_and_chart_stay_with_an_unreachable_band(serve):
+    # issue 29 item 4: the latency record is kept like the KV chart and the session totals
+    server = serve(routes([ttft_before(2, 0.005), CAPTURE]))
+    app = run(server.url)
+    app.run()
+    server.close()
+    app.run()
+    assert not app.exception and app.error[0].value.startswith("Server unreachable since ")
+    rows = {row["latency"]: row for row in _frame(app, "latency")}
+    # the last interval before the stop, as read then: 7 first tokens in (10, 20] ms, p50 15.0 ms, p95 19.5 ms
+    assert (rows["Time to first token"]["p50 (ms)"], rows["Time to first token"]["p95 (ms)"]) == ("15.0", "19.5")
+    assert rows["Time to first token"]["counted"] == "7 requests"
+    assert any(c.value.startswith("Requests that finished between the last two reads before the server stopped;")
+               for c in app.caption)
+    chart = next(c for c in app.get("plotly_chart") if "Latency p50 and p95" in c.proto.spec)
+    assert "Time to first token p95" in chart.proto.spec and "server unreachable since" in chart.proto.spec

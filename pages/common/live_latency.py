@@ -54,13 +54,29 @@ def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, 
                     workload: Workload | None, key: str, advice: list[str], on_cpu: bool = False) -> None:
     """Everything about latency for one engine, then the diagnosis; ``points`` holds (time, metrics, activity) per
     read, ``advice`` what the latest read alone says (shown where the diagnosis of the recent reads is silent)."""
-    st.markdown("#### Latency")
     reads = [(t, e) for t, e, _ in points]
-    previous = reads[-2][1] if len(reads) > 1 else None
-    recent = interval_percentiles(previous, engine)
-    since = "since the previous read"
+    recent = latency_record(reads, key)
+    prediction = _prediction(engine, points, change, actual, workload, recent, key)
+    _efficiency(reads, actual, workload, key)
+    measured = change.generation_tokens_per_s if change is not None else None
+    st.markdown("#### Diagnosis")
+    shown = notes_to_show(diagnosis(reads, measured, prediction, on_cpu), advice)
+    for note, diagnosed in shown:
+        st.warning(note, icon="🩺" if diagnosed else "⚠️")
+    if not shown:
+        st.caption("Nothing in the recent reads points to a bottleneck.")
+
+
+def latency_record(reads: list, key: str, unreachable: tuple[float, float] | None = None) -> dict:
+    """The latest interval's quantile table and the p50/p95 chart over ``reads`` ((time, metrics) per read);
+    ``unreachable`` (since, now) shades the time the server has not answered, the record kept from before it
+    stopped. Returns the table's percentiles per latency."""
+    st.markdown("#### Latency")
+    latest = reads[-1][1]
+    recent = interval_percentiles(reads[-2][1] if len(reads) > 1 else None, latest)
+    since = "between the last two reads before the server stopped" if unreachable else "since the previous read"
     if not recent:
-        recent, since = interval_percentiles(None, engine), "since the server started"
+        recent, since = interval_percentiles(None, latest), "since the server started"
     if not recent:
         st.caption("The server has not finished a request yet: its latency histograms are empty.")
     else:
@@ -72,16 +88,9 @@ def latency_section(points: deque, engine: EngineMetrics, change: Rates | None, 
     history = latency_history(reads)
     if any(history.values()):
         series = {field: [(t, p.p50_s, p.p95_s) for t, p in values] for field, values in history.items()}
-        st.plotly_chart(latency_percentiles_figure(series, LABELS), config=CHART_CONFIG, key=f"latency_chart_{key}")
-    prediction = _prediction(engine, points, change, actual, workload, recent, key)
-    _efficiency(reads, actual, workload, key)
-    measured = change.generation_tokens_per_s if change is not None else None
-    st.markdown("#### Diagnosis")
-    shown = notes_to_show(diagnosis(reads, measured, prediction, on_cpu), advice)
-    for note, diagnosed in shown:
-        st.warning(note, icon="🩺" if diagnosed else "⚠️")
-    if not shown:
-        st.caption("Nothing in the recent reads points to a bottleneck.")
+        st.plotly_chart(latency_percentiles_figure(series, LABELS, unreachable), config=CHART_CONFIG,
+                        key=f"latency_chart_{key}")
+    return recent
 
 
 def _prediction(engine: EngineMetrics, points: deque, change: Rates | None, actual: Estimate | None,

@@ -50,7 +50,7 @@ from calculator.scenario import DEFAULT_GPU
 from calculator.units import GIB
 
 from . import sentence
-from .live_latency import latency_section
+from .live_latency import latency_record, latency_section
 from .outputs import CHART_CONFIG
 from .state import plan_link
 
@@ -297,7 +297,8 @@ def read_pace(url: str, now: float, asked_s: float | None) -> None:
 
 
 def unreachable_panel(url: str, base_url: str | None, problem: str) -> None:
-    """The server stopped answering: say since when, and keep what this session saw (charts, session totals)."""
+    """The server stopped answering: say since when, and keep what this session saw (the KV and latency charts,
+    the last latency table, session totals)."""
     since = st.session_state.setdefault("live_unreachable", {}).setdefault(url, time.time())
     store = st.session_state.get("live_history", {})
     kept = {name: points for name, points in store.items()
@@ -313,9 +314,11 @@ def unreachable_panel(url: str, base_url: str | None, problem: str) -> None:
         st.subheader(f"{key} (last read {_clock(points[-1][0])} UTC)")
         busy = [(t, a) for t, _, a in points if a is not None and a.busy]
         st.caption(session_totals(busy) if busy else "No request finished while this session read the server.")
+        band = (since, time.time())
         capacity = st.session_state.get("live_capacity", {}).get(name)
         if capacity:
-            history_chart(points, capacity, key, unreachable=(since, time.time()))
+            history_chart(points, capacity, key, unreachable=band)
+        latency_record([(t, e) for t, e, _ in points], key, unreachable=band)
 
 
 # --- estimate vs reality -------------------------------------------------------------------------------------
