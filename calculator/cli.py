@@ -22,6 +22,7 @@ from .gpus import Interconnect, gpu_catalog
 from .model.model_source import preset_ids
 from .scenario import Scenario
 from .speed import cli as speed_cli
+from .speed.cli import add_feature_flags, feature_fields
 from .summary import estimate_summary
 from .units import gib, parse_size
 
@@ -68,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--other-processes-memory-gib", type=float, default=0.0,
                      help="memory other processes already hold on each GPU")
     est.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_feature_flags(est)
     speed_cli.register(commands, est)
     diagnose_cli.register(commands)
     commands.add_parser("presets", help="list the bundled model presets")
@@ -91,6 +93,7 @@ def _max_model_len(text: str) -> int | None:
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     fields = {name: getattr(args, name) for name in Scenario.model_fields if getattr(args, name, None) is not None}
+    fields.update(feature_fields(args))
     if args.gpu_memory_gib is not None:
         fields.pop("gpu", None)
         fields["gpu"] = None

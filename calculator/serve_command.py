@@ -420,6 +420,16 @@ def _speculative_fields(flag: str, value: str, fields: dict[str, Any]) -> str | 
     return None
 
 
+def speculative_fields(text: str) -> dict[str, Any]:
+    """Scenario fields from a --speculative-config JSON, as the import reads it; ``InvalidInput`` when the plan
+    cannot use it (not JSON, a method it does not model, a draft model without its model)."""
+    fields: dict[str, Any] = {}
+    problem = _speculative_fields("--speculative-config", text, fields)
+    if problem:
+        raise InvalidInput(f"--speculative-config {text[:120]}: {problem}")
+    return fields
+
+
 def _whole(flag: str, key: str, value: Any) -> int:
     try:
         return int(str(value))

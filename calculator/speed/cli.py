@@ -19,8 +19,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..engine.estimate import estimate
 from ..engine.vllm_versions import LATEST_VERSION
-from ..errors import InvalidInput
+from ..errors import CalculatorError, InvalidInput
 from ..model.model_source import load_model_spec
+from ..serve_command import speculative_fields
 from .inputs import RecommendRequest, SpeedInputs
 from .plan import Slo
 from .predict import SpeedEstimate, speed_estimate
@@ -110,6 +111,38 @@ def register(commands: argparse._SubParsersAction, estimate_parser: argparse.Arg
                           "(GPUs it does not list are not ranked)")
     rec.add_argument("--top", type=_positive_int, default=10, help="rows to print (text output)")
     rec.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_feature_flags(rec)
+
+
+def add_feature_flags(parser: argparse.ArgumentParser) -> None:
+    """LoRA and speculative decoding, with vLLM's flag names (estimate, speed and recommend)."""
+    group = parser.add_argument_group("LoRA adapters and speculative decoding")
+    group.add_argument("--enable-lora", action="store_true", help="allocate LoRA adapter slots")
+    group.add_argument("--max-loras", type=int, help="adapters on the GPU at once (vLLM's default 1)")
+    group.add_argument("--max-lora-rank", type=int, help="largest adapter rank (vLLM's default 16)")
+    group.add_argument("--max-cpu-loras", type=int, help="adapters cached in CPU memory (no GPU memory)")
+    group.add_argument("--lora-dtype", choices=("auto", "float16", "bfloat16"))
+    group.add_argument("--fully-sharded-loras", action="store_true", help="shard the adapters over TP too")
+    group.add_argument("--speculative-config", type=_speculative_config,
+                       help='JSON, e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\'')
+    group.add_argument("--speculative-acceptance-rate", type=float,
+                       help="the chance each draft token is accepted (the plan's assumption; default: the method's "
+                            "typical value)")
+
+
+def feature_fields(args: argparse.Namespace) -> dict[str, object]:
+    """The Scenario fields of the LoRA and speculative-decoding flags that were given."""
+    names = ("enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "lora_dtype", "fully_sharded_loras",
+             "speculative_acceptance_rate")
+    fields = {name: getattr(args, name) for name in names if getattr(args, name, None) not in (None, False)}
+    return {**fields, **(getattr(args, "speculative_config", None) or {})}
+
+
+def _speculative_config(text: str) -> dict[str, object]:
+    try:
+        return speculative_fields(text)
+    except CalculatorError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _traffic(args: argparse.Namespace) -> Traffic:
@@ -126,7 +159,8 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
                   e2e_s=args.e2e_s)
         result = recommend(load_model_spec(args.model), traffic, slo, gpus=args.gpu, max_gpus=args.max_gpus,
                            budget_per_hour=args.budget_per_hour, vllm_version=args.vllm_version,
-                           max_model_len=args.max_model_len, price_set=args.price_set)
+                           max_model_len=args.max_model_len, price_set=args.price_set,
+                           features=feature_fields(args))
         return json.dumps(recommendations_summary(result)) if args.json else render_recommendations(result, args.top)
     deployment = estimate(scenario_from_args(args))
     rates = {"memory_bandwidth_gb_s": args.gpu_memory_bandwidth_gb_s, "bf16_dense_tflops": args.gpu_bf16_tflops,

@@ -102,9 +102,11 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
               max_gpus: int | None = None, budget_per_hour: float | None = None,
               quantizations: Sequence[str | None] | None = None, kv_cache_dtypes: Sequence[str] = ("auto", "fp8"),
               prices: Mapping[str, GpuPrice] | None = None, vllm_version: str = LATEST_VERSION,
-              max_model_len: int | None = None, price_set: str | None = None) -> Recommendations:
+              max_model_len: int | None = None, price_set: str | None = None,
+              features: Mapping[str, object] | None = None) -> Recommendations:
     """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost (``prices`` over
-    the default list, or over the consistent ``price_set``)."""
+    the default list, or over the consistent ``price_set``). ``features``: Scenario fields every candidate runs
+    with (LoRA slots, speculative decoding)."""
     slo = slo or Slo()
     _check_servable(spec, traffic, vllm_version, max_model_len)
     max_model_len = max_model_len or workload_model_len(spec, traffic)
@@ -117,9 +119,10 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
         if reason:
             options.append(Option(deployment=deployment, reason=reason))
             continue
-        option = _evaluate(spec, deployment, traffic, slo, table, vllm_version, max_model_len)
+        option = _evaluate(spec, deployment, traffic, slo, table, vllm_version, max_model_len, features)
         if option.reason == "weights exceed memory" and deployment.tensor_parallel_size == TENSOR_PARALLEL_SIZES[-1]:
-            option = _with_pipeline(spec, deployment, traffic, slo, table, vllm_version, max_model_len) or option
+            option = _with_pipeline(spec, deployment, traffic, slo, table, vllm_version, max_model_len,
+                                    features) or option
         options.append(_limits(option, max_gpus, budget_per_hour))
     feasible = [o for o in options if o.feasible]
     return Recommendations(
@@ -153,9 +156,10 @@ def workload_model_len(spec: ModelSpec, traffic: Traffic) -> int:
 
 
 def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Slo, prices: Mapping[str, GpuPrice],
-              vllm_version: str, max_model_len: int | None) -> Option:
+              vllm_version: str, max_model_len: int | None, features: Mapping[str, object] | None = None) -> Option:
     try:
-        result = estimate(deployment.scenario(spec.model_id, vllm_version, max_model_len), spec)
+        scenario = deployment.scenario(spec.model_id, vllm_version, max_model_len)
+        result = estimate(scenario.replace(**features) if features else scenario, spec)
     except CalculatorError as exc:
         return Option(deployment=deployment, reason=str(exc).split("\n")[0])
     if not result.fits:
@@ -174,11 +178,12 @@ def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Sl
 
 
 def _with_pipeline(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Slo,
-                   prices: Mapping[str, GpuPrice], vllm_version: str, max_model_len: int | None) -> Option | None:
+                   prices: Mapping[str, GpuPrice], vllm_version: str, max_model_len: int | None,
+                   features: Mapping[str, object] | None = None) -> Option | None:
     """TP 8 cannot hold the weights: the smallest pipeline that can, if any."""
     for pp in PIPELINE_PARALLEL_SIZES:
         staged = deployment.model_copy(update={"pipeline_parallel_size": pp})
-        option = _evaluate(spec, staged, traffic, slo, prices, vllm_version, max_model_len)
+        option = _evaluate(spec, staged, traffic, slo, prices, vllm_version, max_model_len, features)
         if option.reason != "weights exceed memory":
             return option
     return None
