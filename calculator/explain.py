@@ -111,7 +111,19 @@ def verdict_word(verdict: str) -> str:
 
 
 def lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) -> str:
-    """One plain sentence: fits / does not / borderline, and why, before any band or quote."""
+    """One plain sentence: fits / does not / borderline, and why, before any band or quote; an unknown
+    architecture says so first."""
+    sentence = _lead_sentence(result, verdict, weights_problem)
+    if result.model.known_architecture:
+        return sentence
+    if verdict == "borderline":
+        return ("Borderline, unknown architecture: " + result.model.architecture + " is estimated as a generic "
+                "decoder, and the error band generic estimates need straddles the answer.")
+    return (f"Unknown architecture {result.model.architecture} (estimated as a generic decoder, band widened): "
+            f"{sentence[0].lower()}{sentence[1:]}")
+
+
+def _lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) -> str:
     s, cap = result.settings, result.capacity
     running = min(int(cap.max_concurrency), s.max_num_seqs)
     bound = "max_num_seqs" if s.max_num_seqs < int(cap.max_concurrency) else "the KV cache"

@@ -89,10 +89,12 @@ def kv_page_bytes_per_token(layer: LayerAttention, *, kv_cache_dtype: str, model
                             tensor_parallel_size: int) -> float:
     """Bytes one token of one layer occupies on one TP rank (the per-token part of the page size)."""
     if layer.kind == "mla":
+        # NOTE: the sparse-attention indexer's cache is an MLAAttentionSpec of the same block size, so vLLM puts it
+        # in the latent's group (UniformTypeKVCacheSpecs) and a block id costs both pages.
         if kv_cache_dtype == "fp8_ds_mla":
-            return FP8_DS_MLA_BYTES_PER_TOKEN
+            return FP8_DS_MLA_BYTES_PER_TOKEN + layer.indexer_bytes_per_token
         if kv_cache_dtype == "nvfp4_ds_mla":
-            return NVFP4_DS_MLA_BYTES_PER_TOKEN
+            return NVFP4_DS_MLA_BYTES_PER_TOKEN + layer.indexer_bytes_per_token
         heads = 1  # NOTE: MLA latent is replicated on every TP rank (MLAAttentionSpec, max_tp_shards=1)
     else:
         # NOTE: vLLM replicates KV heads when there are fewer than TP ranks: max(1, kv_heads // tp).
@@ -108,7 +110,7 @@ def kv_page_bytes_per_token(layer: LayerAttention, *, kv_cache_dtype: str, model
     if kv_cache_dtype not in KV_CACHE_DTYPE_BYTES:
         raise InvalidInput(f"unknown --kv-cache-dtype {kv_cache_dtype!r}; known: {', '.join(SUPPORTED_KV_CACHE_DTYPES)}")
     element = KV_CACHE_DTYPE_BYTES[kv_cache_dtype] or model_dtype_bytes
-    return heads * content * element
+    return heads * content * element + layer.indexer_bytes_per_token
 
 
 def mamba_state_bytes(layer: LayerAttention, *, tensor_parallel_size: int, model_dtype_bytes: int,
@@ -163,7 +165,7 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
     """
     if block_size < 1:
         raise InvalidInput("block_size must be at least 1")
-    layers = list(enumerate(spec.layers))
+    layers = [(i, layer) for i, layer in enumerate(spec.layers) if layer.kv_sharing_target is None]
     attention = [(i, layer) for i, layer in layers if layer.kind != "mamba"]
     recurrent = [(i, layer) for i, layer in layers if layer.kind == "mamba"]
     page_per_token = {i: kv_page_bytes_per_token(layer, kv_cache_dtype=kv_cache_dtype,

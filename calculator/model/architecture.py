@@ -15,6 +15,8 @@ from ..limits import MAX_CONTEXT_TOKENS
 from .config_json import check_config
 from .inventory import checkpoint_num_params, generic_decoder_tensors, is_known_architecture, weight_tensors
 from .inventory._config import CLASS_DEFAULTS, TEXT_CONFIG_TYPE_DEFAULTS
+from .inventory.deepseek import indexer_layers
+from .inventory.gemma4 import gemma4_layers
 from .quantization import quantization_from_config
 from .spec import LayerAttention, MlaSpec, ModelSpec, MoeSpec
 
@@ -105,6 +107,9 @@ def _build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
         tensors, assumptions = generic_decoder_tensors(config)
         warnings.append(f"Unknown architecture {architecture} (model_type {model_type!r}): estimated as a generic "
                         "decoder. Assumptions: " + "; ".join(assumptions))
+    if model_type == "gemma4" and isinstance(config.get("audio_config"), Mapping):
+        warnings.append("Gemma 4's audio tower (audio_config) is not in the weight estimate; it adds a few hundred "
+                        "million parameters (E2B, E4B)")
     moe = _moe_spec(text, num_layers, intermediate)
     if moe is not None and moe.experts_per_token > moe.num_experts:
         raise InvalidConfig(f"{model_id}: num_experts_per_tok ({moe.experts_per_token}) exceeds the number of "
@@ -198,10 +203,14 @@ def _sliding_flags(text: Mapping[str, Any], model_type: str, num_layers: int) ->
 
 def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, num_kv_heads: int, head_dim: int,
                      mla: MlaSpec | None) -> tuple[LayerAttention, ...]:
+    if str(text.get("model_type")) == "gemma4_text":
+        return gemma4_layer_attention(text)
     if mla is not None:
         # NOTE: MLA caches one latent per token (kv_lora_rank + rope), shared by all heads, never split by TP.
         latent = LayerAttention(kind="mla", num_kv_heads=1, head_size=mla.latent_size, head_size_v=0)
-        return (latent,) * num_layers
+        indexed = latent.model_copy(update={"indexer_bytes_per_token": indexer_bytes_per_token(text)})
+        return tuple(indexed if built else latent for built in indexer_layers(text)) if indexed != latent \
+            else (latent,) * num_layers
     window = text.get("sliding_window")
     chunk = text.get("attention_chunk_size")
     layer_types = text.get("layer_types") if isinstance(text.get("layer_types"), list) else None
@@ -222,6 +231,32 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
         else:
             result.append(full)
     return tuple(result)
+
+
+# DeepSeek-V3.2's indexer quantizes its keys to fp8 in blocks of 128 with one fp32 scale each (Indexer.quant_block_size).
+_INDEXER_QUANT_BLOCK = 128
+
+
+def indexer_bytes_per_token(text: Mapping[str, Any]) -> int:
+    """Bytes per token and layer of a sparse-attention (DSA) indexer cache; 0 without ``index_topk``.
+
+    vLLM's ``DeepseekV32IndexerCache``: ``head_dim = index_head_dim + index_head_dim // 128 * 4`` uint8 elements, one
+    head, replicated on every TP rank (DeepSeek-V3.2, GLM-5's ``glm_moe_dsa``)."""
+    if not text.get("index_topk") or not text.get("index_head_dim"):
+        return 0
+    head_dim = int(text["index_head_dim"])
+    return head_dim + head_dim // _INDEXER_QUANT_BLOCK * 4
+
+
+def gemma4_layer_attention(text: Mapping[str, Any]) -> tuple[LayerAttention, ...]:
+    """Gemma 4's layers: sliding layers at head_dim, full layers at global_head_dim (K = V heads where
+    attention_k_eq_v), the KV-shared tail reading an earlier layer's cache."""
+    window = int(text.get("sliding_window") or 0) or None
+    return tuple(LayerAttention(kind="sliding_window" if layer.sliding and window else "full",
+                                num_kv_heads=layer.num_kv_heads, head_size=layer.head_dim,
+                                head_size_v=layer.head_dim, sliding_window=window if layer.sliding else None,
+                                kv_sharing_target=layer.kv_sharing_target)
+                 for layer in gemma4_layers(text))
 
 
 _RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "mamba", "mamba2"})
@@ -268,7 +303,7 @@ def _moe_spec(text: Mapping[str, Any], num_layers: int, intermediate: int) -> Mo
     num_experts = text.get("num_local_experts") or text.get("n_routed_experts") or text.get("num_experts")
     if not num_experts:
         return None
-    top_k = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or 1)
+    top_k = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or text.get("top_k_experts") or 1)
     expert_size = int(text.get("moe_intermediate_size") or intermediate)
     shared = int(text.get("n_shared_experts") or 0)
     shared_size = expert_size * shared

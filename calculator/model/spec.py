@@ -37,6 +37,12 @@ class LayerAttention(_Frozen):
     mamba_conv_dim: int | None = Field(None, ge=1)
     mamba_conv_len: int | None = Field(None, ge=0)
     mamba_temporal_shape: tuple[int, int, int] | None = None
+    # NOTE: a layer that reads an earlier layer's cache allocates none (vLLM's kv_sharing_target_layer_name;
+    # Gemma 4's last num_kv_shared_layers).
+    kv_sharing_target: int | None = Field(None, ge=0)
+    # kind == "mla" with DeepSeek-V3.2-style sparse attention: bytes per token of the indexer's key cache beside the
+    # latent (DeepseekV32IndexerCache: index_head_dim fp8 values + one fp32 scale per 128, whatever the KV dtype).
+    indexer_bytes_per_token: int = Field(0, ge=0)
 
 
 class MlaSpec(_Frozen):

@@ -57,14 +57,16 @@ def verdict(result: Estimate, substituted: dict[str, str]) -> None:
     if substituted:
         asked = ", ".join(f"{field} {value!r}" for field, value in substituted.items())
         lead = f"Substituted ({asked} not available): {lead[0].lower()}{lead[1:]}"
-    band = (f"Calibrated error band: KV cache {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB, "
+    band_name = "Calibrated error band" if result.model.known_architecture else \
+        "Error band (widened: unknown architecture)"
+    band = (f"{band_name}: KV cache {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB, "
             f"{low_tokens:,}–{high_tokens:,} tokens.")
     log = f"vLLM {result.rules.version} would log: `{' | '.join(result.log_lines())}`"
     quote = f"vLLM's message:\n\n> {result.error}"
     if call == "fits with margin":
         st.success(f"**{lead}**\n\n{band} {log}", icon="✅")
     elif call == "borderline":
-        reason = uncertainty.verdict_reason(result) if result.fits else None
+        reason = uncertainty.verdict_reason(result) if result.fits or not result.model.known_architecture else None
         st.warning(f"**{lead}**\n\n" + (f"Why borderline: {reason}\n\n" if reason else "") + f"{band} "
                    + (log if result.fits else quote), icon="⚖️")
     else:

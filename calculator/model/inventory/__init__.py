@@ -14,6 +14,7 @@ from ..spec import WeightTensor
 from .checkpoint import CheckpointFacts, checkpoint_facts, checkpoint_num_params
 from .decoders import dense_decoder
 from .deepseek import deepseek_decoder
+from .gemma4 import gemma4_model
 from .generic import generic_decoder_tensors
 from .legacy import opt_decoder, phi_decoder
 from .moe import gpt_oss_decoder, mixtral_decoder, qwen_moe_decoder
@@ -31,9 +32,13 @@ FAMILIES: dict[str, Inventory] = {
     "gpt_oss": gpt_oss_decoder,
     "deepseek_v2": deepseek_decoder,
     "deepseek_v3": deepseek_decoder,
+    "deepseek_v32": deepseek_decoder,  # DeepSeek-V3.2: V3 plus the sparse-attention indexer
+    "glm_moe_dsa": deepseek_decoder,  # GLM-5: MLA + DSA indexer + DeepSeek-style MoE (vLLM's deepseek_v32 module)
     "kimi_k2": deepseek_decoder,  # Kimi K2 ships DeepseekV3ForCausalLM weights under its own model_type
     "phi": phi_decoder,
     "opt": opt_decoder,
+    "gemma4": gemma4_model,
+    "gemma4_text": gemma4_model,
     **MULTIMODAL,
 }
 

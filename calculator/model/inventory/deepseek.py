@@ -33,6 +33,34 @@ def mla_attention(c: Cfg, layers: Span, *, loaded: bool = True) -> list[WeightTe
             *linear("self_attn.o_proj", (hidden,), heads * v_dim, "attention", tp="row", **common)]
 
 
+def indexer_layers(text: Mapping[str, Any]) -> list[bool]:
+    """Which decoder layers build a sparse-attention indexer (and its cache): all of them unless IndexCache
+    (``index_topk_freq`` / ``index_topk_pattern``) lets some reuse an earlier layer's top-k (deepseek_v2.py, 0.32)."""
+    num_layers = int(text.get("num_hidden_layers") or 0)
+    if not text.get("index_topk"):
+        return [False] * num_layers
+    pattern = text.get("index_topk_pattern")
+    if isinstance(pattern, (list, str)):
+        return [not (i < len(pattern) and pattern[i] == "S") for i in range(num_layers)]
+    frequency = int(text.get("index_topk_freq") or 1)
+    offset = int(text.get("index_skip_topk_offset", 2))
+    return [max(i - offset + 1, 0) % frequency == 0 for i in range(num_layers)]
+
+
+def _indexer(c: Cfg, layers: Span, *, loaded: bool) -> list[WeightTensor]:
+    """DeepSeek-V3.2 / GLM-5 sparse-attention indexer: its query from the q latent, one key head, per-head weights."""
+    if not c.get("index_topk") or not c.get("q_lora_rank") or not c.get("index_head_dim"):
+        return []
+    hidden, heads, size = c.int("hidden_size"), c.int("index_n_heads"), c.int("index_head_dim")
+    common: dict[str, Any] = {"layers": layers, "loaded": loaded, "tp": "replicated"}
+    # NOTE: every part is replicated on every TP rank; wk and weights_proj are fused without quantization (vLLM
+    # upcasts an FP8 wk to 16 bits), wq_b follows the model's quantization.
+    return [*linear("self_attn.indexer.wq_b", (heads * size,), c.int("q_lora_rank"), "attention", **common),
+            *linear("self_attn.indexer.wk", (size,), hidden, "attention", quantizable=False, **common),
+            *norm("self_attn.indexer.k_norm", size, bias=True, layers=layers, loaded=loaded),
+            *linear("self_attn.indexer.weights_proj", (heads,), hidden, "attention", quantizable=False, **common)]
+
+
 def moe_block(c: Cfg, layers: Span, *, loaded: bool = True) -> list[WeightTensor]:
     hidden, experts, expert_size = c.int("hidden_size"), c.int("n_routed_experts"), c.int("moe_intermediate_size")
     tensors = [tensor("mlp.gate.weight", (experts, hidden), "router", layers=layers, loaded=loaded)]
@@ -68,7 +96,8 @@ def mtp_module(c: Cfg) -> list[WeightTensor]:
                       quantizable=False),
               *norm("shared_head.norm", hidden, layers=span, role="mtp", loaded=False),
               tensor("shared_head.head.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False)]
-    return [*extras, *mla_attention(c, span, loaded=False), *layer_norms(c, DecoderStyle(), span, loaded=False),
+    return [*extras, *mla_attention(c, span, loaded=False), *_indexer(c, span, loaded=False),
+            *layer_norms(c, DecoderStyle(), span, loaded=False),
             *moe_block(c, span, loaded=False)]
 
 
@@ -77,6 +106,8 @@ def deepseek_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
     num_layers = c.int("num_hidden_layers")
     everything = (0, num_layers)
     tensors = [*edges(c), *mla_attention(c, everything), *layer_norms(c, DecoderStyle(), everything)]
+    for span in runs(i for i, built in enumerate(indexer_layers(config.get("text_config") or config)) if built):
+        tensors += _indexer(c, span, loaded=True)
     moe_layers = [i for i in range(num_layers) if is_moe_layer(c, i)]
     for span in runs(moe_layers):
         tensors += moe_block(c, span)
