@@ -1,0 +1,110 @@
+"""LoRA adapter slots (calculator/engine/lora.py): the shapes vLLM allocates, checked by hand.
+
+The issue's hand check counts the decoder's linear layers only: Llama-3.1-8B has, per layer, q 4096->4096, k and v
+4096->1024, o 4096->4096, gate and up 4096->14336, down 14336->4096, so sum(in + out) = 81,920 and 4 slots of rank 64
+hold 81,920 x 64 x 4 x 2 B x 32 layers = 1,342,177,280 B = 1.25 GiB. vLLM 0.32 also wraps ``embed_tokens`` and the
+LM head (LlamaForCausalLM.embedding_modules; vllm/lora/layers/vocab_parallel_embedding.py, logits_processor.py):
+(vocab + hidden) x rank per slot each, (128,256 + 4,096) x 64 x 2 x 4 slots x 2 B = 135,528,448 B more.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calculator.cli import main
+from calculator.engine.estimate import estimate
+from calculator.engine.lora import lora_error, lora_slots
+from calculator.engine.vllm_versions import VllmVersion
+from calculator.model.model_source import load_model_spec
+from calculator.scenario import Scenario
+from calculator.serve_command import import_serve_command, serve_command
+from calculator.speed.costs import forward_costs
+from calculator.url_state import read_link, to_query_params
+
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+DECODER_LINEAR_BYTES = 81_920 * 64 * 4 * 2 * 32  # 1.25 GiB
+VOCAB_BYTES = (128_256 + 4_096) * 64 * 2 * 4 * 2
+
+
+def _slots(version: str = "0.32.0", tp: int = 1, fully_sharded: bool = False):
+    return lora_slots(load_model_spec(LLAMA_8B), VllmVersion.parse(version), max_loras=4, max_lora_rank=64,
+                      dtype_bytes=2, tensor_parallel_size=tp, pipeline_parallel_size=1, fully_sharded=fully_sharded,
+                      max_num_batched_tokens=8192, max_num_seqs=256)
+
+
+def test_four_slots_of_rank_64_on_llama_8b_take_one_and_a_quarter_gib_in_the_decoder():
+    slots = _slots()
+    assert slots.linear_bytes_per_stage == (DECODER_LINEAR_BYTES,) and DECODER_LINEAR_BYTES == 1.25 * 2**30
+    assert slots.vocab_bytes_per_stage == (VOCAB_BYTES,)
+
+
+def test_tensor_parallel_ranks_hold_the_column_and_row_shares():
+    # TP 2: column layers keep in and halve out, row layers halve in and keep out:
+    # q 4096+2048, k and v 4096+512, o 2048+4096, gate and up 4096+7168, down 7168+4096 = 55,296.
+    assert _slots(tp=2).linear_bytes_per_stage == (55_296 * 64 * 4 * 2 * 32,)
+    # --fully-sharded-loras also halves A's rank on column layers and B's out on row layers:
+    # q 32x4096 + 2048x64, k and v 32x4096 + 512x64, o 64x2048 + 2048x64, gate and up 32x4096 + 7168x64,
+    # down 64x7168 + 2048x64 = 2,621,440 elements per slot and layer.
+    assert _slots(tp=2, fully_sharded=True).linear_bytes_per_stage == (2_621_440 * 4 * 2 * 32,)
+
+
+def test_before_0_12_every_adapter_could_add_256_tokens():
+    # embed A (128,256 + 256) x 64, B 4,096 x 64, extra 256 x 4,096; LM head A 64 x 4,096, B 128,256 x 64
+    # (already a multiple of 256), extra 256 x 4,096: 19,054,592 elements per slot.
+    assert _slots("0.11.0").vocab_bytes_per_stage == (19_054_592 * 4 * 2,)
+
+
+def test_the_slots_come_out_of_the_kv_cache_and_show_in_the_json(capsys):
+    base = Scenario(model=LLAMA_8B, vllm_version="0.32.0")
+    plain, with_lora = estimate(base), estimate(base.replace(enable_lora=True, max_loras=4, max_lora_rank=64))
+    lora = with_lora.budget.lora_bytes
+    assert lora - with_lora.lora.punica_bytes == DECODER_LINEAR_BYTES + VOCAB_BYTES
+    assert plain.budget.kv_cache_bytes - with_lora.budget.kv_cache_bytes == lora
+    assert main(["estimate", "--model", LLAMA_8B, "--vllm-version", "0.32.0", "--enable-lora", "--max-loras", "4",
+                 "--max-lora-rank", "64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lora_bytes"] == lora
+
+
+def test_lora_dtype_float32_models_keep_16_bit_slots_when_asked():
+    base = Scenario(model=LLAMA_8B, enable_lora=True, max_loras=4, max_lora_rank=64, dtype="float32")
+    assert estimate(base.replace(lora_dtype="bfloat16")).lora.linear_bytes_per_stage == (DECODER_LINEAR_BYTES,)
+    assert estimate(base).lora.linear_bytes_per_stage == (2 * DECODER_LINEAR_BYTES,)
+
+
+@pytest.mark.parametrize(("model", "rank", "cpu", "expected"), [
+    (LLAMA_8B, 48, None, "--max-lora-rank 48: vLLM accepts 1, 8, 16, 32, 64, 128, 256, 320, 512"),
+    (LLAMA_8B, 16, 2, "max_cpu_loras (2) must be >= max_loras (4)"),
+    ("google/gemma-3-27b-it", 16, None, "When using LoRA, vocab size must be <= 258048"),
+])
+def test_what_vllm_refuses(model, rank, cpu, expected):
+    problem = lora_error(load_model_spec(model), max_lora_rank=rank, max_loras=4, max_cpu_loras=cpu,
+                         tensor_parallel_size=1, fully_sharded=False)
+    assert problem is not None and problem.startswith(expected)
+    result = estimate(Scenario(model=model, enable_lora=True, max_loras=4, max_lora_rank=rank, max_cpu_loras=cpu))
+    assert not result.fits and result.error == problem
+
+
+def test_each_step_adds_the_shrink_and_expand_matmuls():
+    base = Scenario(model=LLAMA_8B, vllm_version="0.32.0")
+    costs = forward_costs(estimate(base.replace(enable_lora=True, max_loras=4, max_lora_rank=64)))
+    assert costs.lora_flops_per_token == 2 * 64 * 81_920 * 32
+    assert costs.lora_kernels == 2 * 4 * 32  # shrink and expand on qkv, o, gate_up and down of 32 layers
+    assert costs.lora_slot_bytes == (DECODER_LINEAR_BYTES + VOCAB_BYTES) / 4
+
+
+def test_import_link_and_export_round_trip():
+    line = ("vllm serve meta-llama/Llama-3.1-8B-Instruct --enable-lora --max-loras 4 --max-lora-rank 64 "
+            "--max-cpu-loras 8 --lora-dtype bfloat16 --fully-sharded-loras")
+    scenario, report = import_serve_command(line, Scenario(vllm_version="0.32.0"))
+    assert (scenario.enable_lora, scenario.max_loras, scenario.max_lora_rank, scenario.max_cpu_loras,
+            scenario.lora_dtype, scenario.fully_sharded_loras) == (True, 4, 64, 8, "bfloat16", True)
+    assert report.incomplete == () and "--max-lora-rank 64" in report.imported
+    assert import_serve_command(serve_command(scenario), Scenario(vllm_version="0.32.0"))[0] == scenario
+    params = to_query_params(scenario)
+    assert {k: params[k] for k in ("lora", "loras", "lrank", "cpuloras", "ldt", "lshard")} == {
+        "lora": "1", "loras": "4", "lrank": "64", "cpuloras": "8", "ldt": "bfloat16", "lshard": "1"}
+    assert read_link(params).scenario == scenario
+    assert read_link({"lrank": "100000"}).warnings == (
+        "ignored link value lrank='100000': input should be less than or equal to 512; using the default",)
