@@ -1,0 +1,117 @@
+"""Speculative decoding (calculator/engine/speculative.py): the proposer's memory and the tokens a step yields.
+
+Hand figures: Llama-3.1-8B keeps 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072 B per token; its
+Llama-3.2-1B draft 16 x 8 x 64 x 2 x 2 B = 32,768 B, in the same pool: 163,840 B per token. The draft's weights:
+embed 128,256 x 2,048 (tied) + 16 layers x (q 2,048^2 + k, v 512 x 2,048 + o 2,048^2 + gate, up, down 8,192 x 2,048
++ two norms of 2,048) + the final norm = 1,235,814,400 parameters x 2 B = 2,471,628,800 B.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calculator.cli import main
+from calculator.engine.estimate import estimate
+from calculator.engine.speculative import tokens_per_step
+from calculator.errors import InvalidInput
+from calculator.scenario import Scenario
+from calculator.serve_command import import_serve_command, serve_command
+from calculator.speed.predict import speed_estimate
+from calculator.speed.traffic import Traffic
+from calculator.url_state import read_link, to_query_params
+
+LLAMA_8B, LLAMA_1B = "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"
+BASE = Scenario(model=LLAMA_8B, vllm_version="0.32.0")
+DRAFT = BASE.replace(speculative_method="draft_model", speculative_model=LLAMA_1B, num_speculative_tokens=4)
+# One Llama-3.1-8B decoder layer: q 4,096^2, k and v 1,024 x 4,096, o 4,096^2, gate, up, down 14,336 x 4,096, two norms.
+LAYER_PARAMS = 16_777_216 + 2 * 4_194_304 + 16_777_216 + 3 * 58_720_256 + 2 * 4_096
+
+
+def test_a_draft_model_adds_its_weights_and_its_kv_layers_to_the_same_pool():
+    result = estimate(DRAFT)
+    assert result.layout.kv_bytes_per_token == 163_840
+    assert result.budget.draft_weights_bytes == 2_471_628_800
+    assert result.fits and result.proposer.num_speculative_tokens == 4
+
+
+def test_eagle_heads_are_one_decoder_layer_of_the_target():
+    eagle = estimate(BASE.replace(speculative_method="eagle"))
+    # + fc 4,096 x 8,192; the embedding and LM head are the target's.
+    assert eagle.budget.draft_weights_bytes == (LAYER_PARAMS + 4_096 * 8_192) * 2 == 503_332_864
+    assert eagle.layout.kv_bytes_per_token == 131_072 + 4_096
+    eagle3 = estimate(BASE.replace(speculative_method="eagle3"))
+    # q, k and v read 2 x hidden; fc 4,096 x 12,288; its own LM head of 32,000 x 4,096 (yuhuili/EAGLE3-LLaMA3.1).
+    qkv_extra = (4_096 + 2 * 1_024) * 4_096
+    assert eagle3.budget.draft_weights_bytes == (LAYER_PARAMS + qkv_extra + 4_096 * 12_288 + 32_000 * 4_096) * 2
+    assert eagle3.budget.draft_weights_bytes == 849_362_944
+
+
+def test_mtp_runs_the_checkpoints_own_layers_and_ngram_takes_no_memory():
+    v3 = Scenario(model="deepseek-ai/DeepSeek-V3", gpu="H200 141GB", tensor_parallel_size=8)
+    plain, mtp = estimate(v3), estimate(v3.replace(speculative_method="mtp", num_speculative_tokens=1))
+    # One more MLA layer: 576 latent values x 2 B per token.
+    assert mtp.layout.kv_bytes_per_token - plain.layout.kv_bytes_per_token == 576 * 2
+    assert mtp.budget.draft_weights_bytes > 0 and "1 MTP layer(s) from the checkpoint" in mtp.proposer.note
+    ngram = estimate(BASE.replace(speculative_method="ngram", num_speculative_tokens=3))
+    base = estimate(BASE)
+    assert (ngram.budget.draft_weights_bytes, ngram.layout.kv_bytes_per_token) == (0, 131_072)
+    assert ngram.budget.kv_cache_bytes == base.budget.kv_cache_bytes
+    with pytest.raises(InvalidInput, match="has none: use eagle, eagle3, draft_model or ngram"):
+        estimate(BASE.replace(speculative_method="mtp"))
+
+
+def test_what_vllm_refuses_about_the_draft():
+    with pytest.raises(InvalidInput, match="cannot be other value than 1 or target model tensor_parallel_size"):
+        estimate(DRAFT.replace(tensor_parallel_size=4, draft_tensor_parallel_size=2))
+    with pytest.raises(InvalidInput, match="differs from the target's"):
+        estimate(DRAFT.replace(speculative_model="Qwen/Qwen3-0.6B"))
+
+
+def test_tokens_per_step_follow_the_acceptance_rate():
+    assert tokens_per_step(3, 0.8) == pytest.approx((1 - 0.8 ** 4) / 0.2) == pytest.approx(2.952)
+    assert tokens_per_step(0, 0.9) == 1.0
+    assert tokens_per_step(4, 0.0) == 1.0
+
+
+def test_speculation_pays_at_low_concurrency_and_stops_paying_when_the_step_is_compute_bound():
+    traffic = {"input_tokens": 1000, "output_tokens": 200}
+    plain, ngram = estimate(BASE), estimate(BASE.replace(speculative_method="ngram", num_speculative_tokens=3))
+    one = Traffic(**traffic, concurrency=1)
+    assert speed_estimate(ngram, one).tpot_ms < speed_estimate(plain, one).tpot_ms
+    many = Traffic(**traffic, concurrency=256)
+    assert speed_estimate(ngram, many).output_throughput_tok_s < speed_estimate(plain, many).output_throughput_tok_s
+    # The user's acceptance rate sets the gain: nothing accepted is only the cost.
+    never = estimate(BASE.replace(speculative_method="ngram", num_speculative_tokens=3,
+                                  speculative_acceptance_rate=0.0))
+    assert speed_estimate(never, one).tpot_ms > speed_estimate(plain, one).tpot_ms
+
+
+def test_import_export_link_and_cli(capsys):
+    line = ("vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config "
+            "'{\"model\": \"meta-llama/Llama-3.2-1B-Instruct\", \"num_speculative_tokens\": 4}'")
+    scenario, report = import_serve_command(line, BASE)
+    assert scenario == DRAFT and report.incomplete == ()
+    exported = serve_command(scenario, multiline=False)
+    assert exported.endswith("--speculative-config '{\"method\":\"draft_model\",\"model\":"
+                             "\"meta-llama/Llama-3.2-1B-Instruct\",\"num_speculative_tokens\":4}'")
+    assert import_serve_command(exported, BASE)[0] == scenario
+    mtp, _ = import_serve_command("vllm serve deepseek-ai/DeepSeek-V3 --speculative-config "
+                                  "'{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 1}'", BASE)
+    assert mtp.speculative_method == "mtp"
+    _, medusa = import_serve_command(f"vllm serve {LLAMA_8B} --speculative-config '{{\"method\": \"medusa\"}}'", BASE)
+    assert medusa.incomplete and "not modelled" in medusa.incomplete[0]
+    linked = DRAFT.replace(speculative_acceptance_rate=0.6)
+    params = to_query_params(linked)
+    assert {k: params[k] for k in ("spec", "draft", "ntok", "accept")} == {
+        "spec": "draft_model", "draft": LLAMA_1B, "ntok": "4", "accept": "0.6"}
+    assert read_link(params).scenario == linked
+    assert main(["estimate", "--model", LLAMA_8B, "--vllm-version", "0.32.0", "--speculative-config",
+                 '{"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct"}', "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["draft_weights_bytes"], shown["kv_bytes_per_token"], shown["speculative_method"]) == (
+        2_471_628_800, 163_840, "draft_model")
+    with pytest.raises(SystemExit):
+        main(["estimate", "--model", LLAMA_8B, "--speculative-config", '{"method": "medusa"}'])
+    assert "this speculative method is not modelled" in capsys.readouterr().err
