@@ -18,6 +18,7 @@ from .engine.vllm_versions import VllmVersion, version_notice
 from .errors import CalculatorError, InvalidInput
 from .gpus import find_gpu
 from .launch_line import LaunchLine, find_launch_line
+from .model.hf_overrides import hf_overrides_text, parse_hf_overrides
 from .scenario import MAX_CAPTURE_SIZES, Scenario
 from .serve_parser import Refused, parse_arguments, table_for
 from .units import parse_size
@@ -90,8 +91,6 @@ _MULTIMODAL = ("the multimodal encoder's cache and profiling take memory the pla
 PLAN_IS_OFF: dict[str, str] = {
     "--lora-extra-vocab-size": ("sets the tokens each adapter may add (before 0.12): the plan assumes vLLM's "
                                 "default of 256, so the LoRA slots may be more or less than it shows"),
-    "--hf-overrides": ("changes the model's config.json (layers, heads, lengths ...): the plan reads the checkpoint's "
-                       "config as published, so its memory may be off either way"),
     "--max-seq-len-to-capture": ("sets the longest sequence V0 runs in CUDA graphs: the plan assumes vLLM's "
                                  "default, so the graph memory may be more or less than it shows"),
     "--compilation-config": ("sets CUDA-graph sizes and modes and the compiler's options: the plan assumes vLLM's "
@@ -170,6 +169,8 @@ def serve_command(scenario: Scenario, *, multiline: bool = True) -> str:
     config = speculative_config(scenario)
     if config and "--speculative-config" in table:
         parts.append(f"--speculative-config {shlex.quote(json.dumps(config, separators=(',', ':')))}")
+    if scenario.hf_overrides and "--hf-overrides" in table:
+        parts.append(f"--hf-overrides {shlex.quote(scenario.hf_overrides)}")
     if scenario.cudagraph_capture_sizes:
         flag = "--cudagraph-capture-sizes" if "--cudagraph-capture-sizes" in table else "--cuda-graph-sizes"
         parts.append(f"{flag} {' '.join(map(str, scenario.cudagraph_capture_sizes))}")
@@ -237,6 +238,9 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
         elif canonical in SPECULATIVE_FLAGS:
             problem = _speculative_fields(canonical, str(value), fields)
             (incomplete.append(f"{shown}: {problem}") if problem else imported.append(shown))
+        elif canonical == "--hf-overrides":
+            fields["hf_overrides"] = hf_overrides_text(parse_hf_overrides(str(value)))  # a JSON object, as vLLM
+            imported.append(shown)
         elif canonical in PLAN_IS_OFF:
             incomplete.append(f"{shown}: {PLAN_IS_OFF[canonical]}")
         elif canonical == "--max-model-len" and str(value).lower() in ("auto", "-1"):
@@ -370,25 +374,20 @@ _SPECULATIVE_KEYS = {"method": "speculative_method", "model": "speculative_model
                      "num_speculative_tokens": "num_speculative_tokens",
                      "draft_tensor_parallel_size": "draft_tensor_parallel_size"}
 _SPECULATIVE_METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp")
+_NOTHING_TO_SPECULATE = ("names no method, model or num_speculative_tokens: vLLM has nothing to propose tokens "
+                         "with, and the plan leaves speculative decoding out")
 
 
 def speculative_method(method: str | None, model: str | None) -> str | None:
-    """vLLM's method for a --speculative-config (vllm/config/speculative.py ``__post_init__``): every per-model MTP
-    name (deepseek_mtp, qwen3_next_mtp ...) is MTP; without a method, a model named like an EAGLE head is one, an
-    "[ngram]" model is n-gram and any other model is a draft model; None when the plan does not model it."""
+    """vLLM's method for a --speculative-config (vllm/config/speculative.py ``__post_init__``, 0.32): every
+    per-model MTP name (deepseek_mtp, qwen3_next_mtp ...) is MTP; without a method, an "ngram" or "[ngram]" model is
+    n-gram and any other is a draft model; None when the plan does not model the method."""
     if method:
         name = method.lower()
         if name.endswith("mtp"):
             return "mtp"
         return name if name in _SPECULATIVE_METHODS else None
-    if model is None:
-        return "mtp"  # NOTE: vLLM runs the target's own MTP layers when only num_speculative_tokens is given
-    lowered = model.lower()
-    if lowered == "[ngram]":
-        return "ngram"
-    if "eagle3" in lowered or "eagle-3" in lowered:
-        return "eagle3"
-    return "eagle" if "eagle" in lowered else "draft_model"
+    return "ngram" if (model or "").lower() in ("ngram", "[ngram]") else "draft_model"
 
 
 def _speculative_fields(flag: str, value: str, fields: dict[str, Any]) -> str | None:
@@ -408,6 +407,8 @@ def _speculative_fields(flag: str, value: str, fields: dict[str, Any]) -> str | 
             return "not JSON: vLLM refuses it"
         if not isinstance(config, dict):
             return "not a JSON object: vLLM refuses it"
+    if not any(config.get(key) for key in ("method", "model", "num_speculative_tokens")):
+        return _NOTHING_TO_SPECULATE
     method = speculative_method(config.get("method"), config.get("model"))
     if method is None:
         return _SPECULATIVE

@@ -130,9 +130,8 @@ def test_flags_that_change_nothing_are_listed_by_name_with_the_reason():
     assert report.ignored == (
         "--enable-chunked-prefill: always on in the V1 engine: nothing changes",
         "--kv-offloading-size 64: a CPU buffer for offloaded KV blocks: the GPU pool is unchanged")
-    assert report.incomplete == ("--speculative-config {}: speculative decoding loads a draft model or heads and "
-                                 "their KV cache: the deployment uses more memory than the plan shows (not modelled "
-                                 "yet)",)
+    assert report.incomplete == ("--speculative-config {}: names no method, model or num_speculative_tokens: vLLM "
+                                 "has nothing to propose tokens with, and the plan leaves speculative decoding out",)
 
 
 def test_a_misspelled_flag_gets_did_you_mean():
@@ -252,8 +251,8 @@ def test_fewer_capture_sizes_mean_proportionally_less_graph_memory():
 
 
 @pytest.mark.parametrize("flags", [
-    "--enable-lora --max-loras 4 --max-lora-rank 64", "--speculative-config '{\"method\": \"ngram\"}'",
-    "--hf-overrides '{\"num_hidden_layers\": 80}'", "--compilation-config '{\"mode\": 3}'",
+    "--speculative-config '{\"method\": \"suffix\"}'", "--speculative-config '{\"method\": \"medusa\"}'",
+    "--compilation-config '{\"mode\": 3}'",
     "--kv-transfer-config '{}'",
     "--limit-mm-per-prompt '{\"image\": 4}'", "--mm-processor-cache-gb 8", "--config serve.yaml",
 ])
@@ -261,6 +260,18 @@ def test_flags_that_change_memory_mark_the_import_incomplete(flags):
     _, report = import_serve_command(f"vllm serve m {flags}", base=V032)
     assert report.incomplete and not any("assumes vLLM's default" in i for i in report.ignored)
     assert all(flag in " ".join(report.incomplete) for flag in flags.split() if flag.startswith("--"))
+
+
+def test_hf_overrides_are_modelled_exported_and_read_back():
+    # issue 25 item 4: the overrides reach the plan (tests/test_hf_overrides.py has the figures), not "incomplete"
+    line = "vllm serve meta-llama/Llama-3.1-8B-Instruct --hf-overrides '{\"num_hidden_layers\": 16}'"
+    scenario, report = import_serve_command(line, base=V032)
+    assert scenario.hf_overrides == '{"num_hidden_layers":16}' and report.incomplete == ()
+    assert '--hf-overrides {"num_hidden_layers": 16}' in report.imported
+    assert serve_command(scenario, multiline=False).endswith(" --hf-overrides '{\"num_hidden_layers\":16}'")
+    assert import_serve_command(serve_command(scenario), base=V032)[0] == scenario
+    with pytest.raises(InvalidInput, match=r"^--hf-overrides must be a JSON object such as .*, not list$"):
+        import_serve_command("vllm serve m --hf-overrides '[80]'", base=V032)
 
 
 def test_rope_scaling_marks_the_import_incomplete_where_vllm_has_it():
