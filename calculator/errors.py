@@ -65,6 +65,8 @@ def one_line_validation_error(exc: object, *, as_flags: bool = False) -> str:
     field = ".".join(str(part) for part in first["loc"])
     if as_flags:
         field = "--" + field.replace("_", "-")
+    if message.startswith(f"Value error, {field} "):  # a validator's own sentence that names the flag already
+        return message.removeprefix("Value error, ")
     shown = repr(first.get("input"))
     got = f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})" if "input" in first and not isinstance(
         first["input"], dict) else ""

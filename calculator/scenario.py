@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .engine.vllm_versions import LATEST_VERSION, Device
 from .gpus import MAX_GPU_MEMORY_GIB, MIN_GPU_MEMORY_GIB, Interconnect
@@ -20,6 +20,7 @@ from .limits import (
     MAX_PARALLEL_SIZE,
     MAX_SPECULATIVE_TOKENS,
 )
+from .model.hf_overrides import hf_overrides_text, parse_hf_overrides
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DEFAULT_GPU = "h100-sxm-80gb"
@@ -82,6 +83,17 @@ class Scenario(BaseModel):
     # The planner's assumption, not a vLLM flag: the chance each draft token is accepted (None: the method's
     # typical value, calculator.engine.speculative.TYPICAL_ACCEPTANCE).
     speculative_acceptance_rate: float | None = Field(None, ge=0, lt=1)
+    # --hf-overrides: a JSON object applied to the model's config.json before the spec is built
+    # (``model/hf_overrides.py``), held as canonical JSON text so the Scenario stays hashable.
+    hf_overrides: str | None = None
+
+    @field_validator("hf_overrides", mode="before")
+    @classmethod
+    def _canonical_overrides(cls, value: object) -> str | None:
+        if value is None:
+            return None
+        overrides = parse_hf_overrides(value)  # type: ignore[arg-type]
+        return hf_overrides_text(overrides) if overrides else None
 
     @model_validator(mode="after")
     def _has_memory(self) -> Scenario:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..errors import InvalidInput
 from ..gpus import GpuSpec, custom_gpu, find_gpu
+from ..model.hf_overrides import with_hf_overrides
 from ..model.model_source import load_model_spec
 from ..model.quantization import quantization_from_flag
 from ..model.spec import ModelSpec, QuantizationSpec
@@ -156,7 +157,7 @@ def resolve_gpu(scenario: Scenario) -> GpuSpec | None:
 def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     """Everything vLLM decides at start-up for ``scenario``; ``spec`` skips loading the model again."""
     rules = rules_for(scenario.vllm_version)
-    spec = as_cached_by(spec or load_model_spec(scenario.model), rules)
+    spec = as_cached_by(with_hf_overrides(spec or load_model_spec(scenario.model), scenario.hf_overrides), rules)
     gpu = resolve_gpu(scenario)
     settings = resolve_settings(scenario, spec, rules, gpu)
     if settings.engine == "v0":

@@ -57,7 +57,7 @@ def build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
         raise InvalidConfig(f"{model_id}: config.json must be a JSON object")
     check_config(config, model_id)
     try:
-        return _build_model_spec(config, model_id)
+        return _build_model_spec(config, model_id).model_copy(update={"hf_config": dict(config)})
     except InvalidConfig as exc:
         if str(exc).startswith(model_id):
             raise

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -143,6 +143,8 @@ class ModelSpec(_Frozen):
     checkpoint_num_params: int | None = None  # elements stored in the checkpoint as the Hub counts them
     is_multimodal: bool = False
     warnings: tuple[str, ...] = ()
+    # The config.json dict the spec was read from, for --hf-overrides (``hf_overrides.py``); not part of a dump.
+    hf_config: dict[str, Any] | None = Field(None, exclude=True, repr=False)
 
     def __hash__(self) -> int:
         # NOTE: specs key the engine's caches; pydantic's default hash walks every nested field (slow), and
