@@ -156,6 +156,62 @@ class TestSparseAttentionIndexer:
         assert spec.known_architecture and kv_bytes_per_token(spec) == 78_324
 
 
+class TestGlm:
+    """GLM-4.7 (glm4_moe: GQA + DeepSeek-style MoE + an MTP layer) and GLM-4.7-Flash (glm4_moe_lite: MLA)."""
+
+    def test_glm47_weights_and_kv_from_its_shape(self) -> None:
+        spec = build_model_spec(GLM47, "zai-org/GLM-4.7")
+        h, vocab, q, kv = 5120, 151_552, 96 * 128, 8 * 128
+        # attention: q/k/v with biases (attention_bias), o without, q/k norms (128), two norms per layer
+        attention = h * (q + 2 * kv) + (q + 2 * kv) + q * h + 2 * 128 + 2 * h
+        dense = 3 * 12_288 * h
+        moe = 160 * h + 160 + 160 * 3 * 1536 * h + 3 * 1536 * h  # router, float32 bias, routed, shared
+        mtp = 2 * vocab * h + 3 * h + 2 * h * h + attention + moe  # embed + head copies, 3 norms, eh_proj
+        by_hand = 2 * vocab * h + h + 92 * attention + 3 * dense + 89 * moe + mtp
+        assert spec.num_params == by_hand
+        assert round(spec.num_params / 1e9) == 358  # the Hub's "358B" for zai-org/GLM-4.7 (MTP layer included)
+        assert spec.moe is not None and spec.moe.num_moe_layers == 89
+        assert kv_bytes_per_token(spec) == 92 * 8 * 128 * 2 * 2 == 376_832
+
+    def test_glm47_flash_counts_what_the_checkpoint_stores(self) -> None:
+        # Tensor sum of zai-org/GLM-4.7-Flash's safetensors (a model report listing every tensor): 31,221,488,576.
+        config = preset("zai-org__GLM-4.7-Flash")
+        assert checkpoint_num_params(config, weight_tensors(config)) == 31_221_488_576
+        spec = build_model_spec(config, "zai-org/GLM-4.7-Flash")
+        assert kv_bytes_per_token(spec) == 47 * (512 + 64) * 2 == 54_144  # one MLA latent per layer
+
+
+class TestMiniMaxM2:
+    def test_weights_and_kv_from_its_shape(self) -> None:
+        spec = build_model_spec(MINIMAX_M2, "MiniMaxAI/MiniMax-M2")
+        h, vocab = 3072, 200_064
+        # q/k/v/o, QK norms over the whole projected q (48 x 128) and k (8 x 128), two norms; router, float32 bias,
+        # 256 experts of w1/w3/w2 1536 wide; untied embeddings and head.
+        per_layer = (h * 48 * 128 * 2 + h * 8 * 128 * 2 + 48 * 128 + 8 * 128 + 2 * h
+                     + 256 * h + 256 + 256 * 3 * 1536 * h)
+        assert spec.num_params == 2 * vocab * h + h + 62 * per_layer
+        assert round(spec.num_params / 1e9) == 229  # the Hub's "229B" (the model card rounds to 230B)
+        assert kv_bytes_per_token(spec) == 62 * 8 * 128 * 2 * 2 == 253_952
+
+
+class TestQwen3VlMoe:
+    def test_counts_what_the_checkpoint_stores(self) -> None:
+        # Tensor sum of Qwen/Qwen3-VL-30B-A3B-Instruct's safetensors (a model report listing every tensor):
+        # 31,070,754,032 — text (Qwen3-MoE) + ViT + merger + three deepstack mergers.
+        config = preset("Qwen__Qwen3-VL-30B-A3B-Instruct")
+        vision = (1152 * 3 * 2 * 16 * 16 + 1152 + 2304 * 1152
+                  + 27 * (3456 * 1152 + 3456 + 1152 * 1152 + 1152 + 2 * 4304 * 1152 + 4304 + 1152 + 4 * 1152)
+                  + 2 * 1152 + 4608 * 4608 + 4608 + 2048 * 4608 + 2048
+                  + 3 * (2 * 4608 + 4608 * 4608 + 4608 + 2048 * 4608 + 2048))
+        text = (2 * 151_936 * 2048 + 2048
+                + 48 * (2048 * (4096 + 2 * 512) + 4096 * 2048 + 2 * 128 + 2 * 2048 + 128 * 2048
+                        + 128 * 3 * 768 * 2048))
+        assert vision + text == 31_070_754_032
+        assert checkpoint_num_params(config, weight_tensors(config)) == 31_070_754_032
+        spec = build_model_spec(config, "Qwen/Qwen3-VL-30B-A3B-Instruct")
+        assert spec.is_multimodal and kv_bytes_per_token(spec) == 48 * 4 * 128 * 2 * 2
+
+
 def as_unknown(config: dict) -> dict:
     """The same checkpoint under a model_type nobody knows, its text block completed with the class defaults."""
     unknown = copy.deepcopy(config)
@@ -263,3 +319,17 @@ GEMMA4_26B_TEXT = {
 # deepseek-ai/DeepSeek-V3.2-Exp: DeepSeek-V3's config with the indexer's three fields and its own architecture.
 DEEPSEEK_V32 = {**preset("deepseek-ai__DeepSeek-V3"), "architectures": ["DeepseekV32ForCausalLM"],
                 "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
+# zai-org/GLM-4.7's shape (the fields public copies of its config.json agree on; GLM-4.5/4.6 share it).
+GLM47 = {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "hidden_size": 5120,
+         "intermediate_size": 12_288, "num_hidden_layers": 92, "num_attention_heads": 96, "num_key_value_heads": 8,
+         "head_dim": 128, "vocab_size": 151_552, "n_routed_experts": 160, "num_experts_per_tok": 8,
+         "n_shared_experts": 1, "moe_intermediate_size": 1536, "first_k_dense_replace": 3,
+         "num_nextn_predict_layers": 1, "attention_bias": True, "use_qk_norm": True, "partial_rotary_factor": 0.5,
+         "tie_word_embeddings": False, "max_position_embeddings": 202_752, "dtype": "bfloat16"}
+# MiniMaxAI/MiniMax-M2's shape (public copies of its config.json).
+MINIMAX_M2 = {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "hidden_size": 3072,
+              "intermediate_size": 1536, "num_hidden_layers": 62, "num_attention_heads": 48,
+              "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 200_064, "num_local_experts": 256,
+              "num_experts_per_tok": 8, "use_qk_norm": True, "qk_norm_type": "per_layer", "use_routing_bias": True,
+              "rotary_dim": 64, "tie_word_embeddings": False, "max_position_embeddings": 196_608,
+              "scoring_func": "sigmoid"}

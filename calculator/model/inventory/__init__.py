@@ -17,7 +17,8 @@ from .deepseek import deepseek_decoder
 from .gemma4 import gemma4_model
 from .generic import generic_decoder_tensors
 from .legacy import opt_decoder, phi_decoder
-from .moe import gpt_oss_decoder, mixtral_decoder, qwen_moe_decoder
+from .glm import glm4_moe_decoder
+from .moe import gpt_oss_decoder, minimax_m2_decoder, mixtral_decoder, qwen_moe_decoder
 from .vision import MULTIMODAL
 
 Inventory = Callable[[Mapping[str, Any]], tuple[WeightTensor, ...]]
@@ -30,6 +31,9 @@ FAMILIES: dict[str, Inventory] = {
     "qwen2_moe": qwen_moe_decoder,
     "qwen3_moe": qwen_moe_decoder,
     "gpt_oss": gpt_oss_decoder,
+    "glm4_moe": glm4_moe_decoder,
+    "glm4_moe_lite": deepseek_decoder,  # GLM-4.7-Flash: DeepSeek-V3's MLA + MoE layout under GLM's name
+    "minimax_m2": minimax_m2_decoder,
     "deepseek_v2": deepseek_decoder,
     "deepseek_v3": deepseek_decoder,
     "deepseek_v32": deepseek_decoder,  # DeepSeek-V3.2: V3 plus the sparse-attention indexer

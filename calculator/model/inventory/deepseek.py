@@ -61,10 +61,12 @@ def _indexer(c: Cfg, layers: Span, *, loaded: bool) -> list[WeightTensor]:
             *linear("self_attn.indexer.weights_proj", (heads,), hidden, "attention", quantizable=False, **common)]
 
 
-def moe_block(c: Cfg, layers: Span, *, loaded: bool = True) -> list[WeightTensor]:
+def moe_block(c: Cfg, layers: Span, *, loaded: bool = True, routing_bias: bool | None = None) -> list[WeightTensor]:
+    """Routed experts, their router (with the aux-loss-free bias where ``routing_bias``, by default where
+    ``topk_method`` is noaux_tc) and the shared experts."""
     hidden, experts, expert_size = c.int("hidden_size"), c.int("n_routed_experts"), c.int("moe_intermediate_size")
     tensors = [tensor("mlp.gate.weight", (experts, hidden), "router", layers=layers, loaded=loaded)]
-    if c.get("topk_method") == "noaux_tc":
+    if c.get("topk_method") == "noaux_tc" if routing_bias is None else routing_bias:
         # NOTE: vLLM allocates the aux-loss-free routing bias in float32 whatever the model dtype.
         tensors.append(tensor("mlp.gate.e_score_correction_bias", (experts,), "router", layers=layers,
                               loaded=loaded, dtype_bytes=4))
@@ -80,23 +82,32 @@ def is_moe_layer(c: Cfg, index: int) -> bool:
             and index % c.int("moe_layer_freq", default=1) == 0)
 
 
-def mtp_module(c: Cfg) -> list[WeightTensor]:
-    """The multi-token-prediction layers after the main stack: in the checkpoint, skipped by vLLM by default."""
+def mtp_span(c: Cfg) -> Span | None:
+    """The multi-token-prediction layers after the main stack (``num_nextn_predict_layers``), if any."""
     first, count = c.int("num_hidden_layers"), c.int("num_nextn_predict_layers", default=0)
-    if not count:
-        return []
-    span = (first, first + count)
+    return (first, first + count) if count else None
+
+
+def mtp_extras(c: Cfg, span: Span) -> list[WeightTensor]:
+    """What an MTP layer stores besides its decoder layer: in the checkpoint, skipped by vLLM by default."""
     hidden, vocab = c.int("hidden_size"), c.int("vocab_size")
     # NOTE: each MTP layer stores its own embed_tokens and shared_head.head copies besides a full MoE decoder
     # layer, and its eh_proj has no FP8 scale: DeepSeek-V3's 684,531,386,000 only adds up that way.
-    extras = [tensor("embed_tokens.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False),
-              *norm("enorm", hidden, layers=span, role="mtp", loaded=False),
-              *norm("hnorm", hidden, layers=span, role="mtp", loaded=False),
-              *linear("eh_proj", (hidden,), 2 * hidden, "mtp", tp="replicated", layers=span, loaded=False,
-                      quantizable=False),
-              *norm("shared_head.norm", hidden, layers=span, role="mtp", loaded=False),
-              tensor("shared_head.head.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False)]
-    return [*extras, *mla_attention(c, span, loaded=False), *_indexer(c, span, loaded=False),
+    return [tensor("embed_tokens.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False),
+            *norm("enorm", hidden, layers=span, role="mtp", loaded=False),
+            *norm("hnorm", hidden, layers=span, role="mtp", loaded=False),
+            *linear("eh_proj", (hidden,), 2 * hidden, "mtp", tp="replicated", layers=span, loaded=False,
+                    quantizable=False),
+            *norm("shared_head.norm", hidden, layers=span, role="mtp", loaded=False),
+            tensor("shared_head.head.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False)]
+
+
+def mtp_module(c: Cfg) -> list[WeightTensor]:
+    """DeepSeek's MTP layers: the extras and a full MLA + MoE decoder layer each."""
+    span = mtp_span(c)
+    if span is None:
+        return []
+    return [*mtp_extras(c, span), *mla_attention(c, span, loaded=False), *_indexer(c, span, loaded=False),
             *layer_norms(c, DecoderStyle(), span, loaded=False),
             *moe_block(c, span, loaded=False)]
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..spec import WeightTensor
-from ._build import Span, linear, runs, tensor
+from ._build import Span, linear, norm, runs, tensor
 from ._config import Cfg, text_cfg
 from .decoders import STYLES, DecoderStyle, attention, decoder_layers, edges, gated_mlp, layer_norms
 
@@ -78,3 +78,26 @@ def gpt_oss_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
             *linear("mlp.experts.up_proj", (expert_size,), hidden, "expert", tp="column", **expert_common),
             *linear("mlp.experts.down_proj", (hidden,), expert_size, "expert", tp="row", **expert_common))
 
+
+
+def minimax_m2_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """MiniMax-M2 / M2.1 / M2.5: full GQA attention with QK norms over the whole projected q and k, and Mixtral-style
+    experts (w1/w3/w2, ``intermediate_size`` wide) behind a router with a float32 routing bias (minimax_m2.py, 0.32).
+
+    The ``num_mtp_modules`` layers vLLM drops on load (``hf_to_vllm_mapper``) are not counted."""
+    c = text_cfg(config)
+    everything = (0, c.int("num_hidden_layers"))
+    hidden, heads, kv_heads = c.int("hidden_size"), c.int("num_attention_heads"), c.int("num_key_value_heads")
+    size, experts = c.int("head_dim", default=hidden // heads), c.int("num_local_experts")
+    style = DecoderStyle(qkv_bias=c.flag("attention_bias"))
+    tensors = [*edges(c), *attention(c, style, everything), *layer_norms(c, style, everything),
+               *router("block_sparse_moe.gate", experts, hidden, everything),
+               *gated_mlp("block_sparse_moe.experts", c.int("intermediate_size"), hidden, everything, role="expert",
+                          count=experts, names=("w1", "w3", "w2"))]
+    if c.flag("use_qk_norm", default=True):
+        tensors += [*norm("self_attn.q_norm", heads * size, layers=everything),
+                    *norm("self_attn.k_norm", kv_heads * size, layers=everything)]
+    if c.flag("use_routing_bias"):
+        tensors.append(tensor("block_sparse_moe.e_score_correction_bias", (experts,), "router", layers=everything,
+                              dtype_bytes=4))
+    return tuple(tensors)

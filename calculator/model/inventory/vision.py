@@ -14,6 +14,7 @@ from ..spec import TpSharding, WeightRole, WeightTensor
 from ._build import linear, norm, tensor
 from ._config import Cfg, text_cfg, vision_cfg
 from .decoders import dense_text_model
+from .moe import qwen_moe_decoder
 
 ENCODER: dict[str, Any] = {"placement": "all", "quantizable": False}
 
@@ -123,6 +124,40 @@ def qwen2_5_vl_tower(v: Cfg) -> list[WeightTensor]:
     ]
 
 
+def qwen3_vl_tower(v: Cfg) -> list[WeightTensor]:
+    """Qwen3-VL's ViT: biased Conv3d patches, a learned position table, LayerNorm blocks with a fused biased qkv and
+    a biased fc1/fc2 MLP, the 2x2 merger and one deepstack merger per ``deepstack_visual_indexes`` entry, whose norm
+    runs after the 2x2 shuffle (qwen3_vl.py, 0.32)."""
+    hidden, inner, count = v.int("hidden_size"), v.int("intermediate_size"), v.int("depth")
+    patch, temporal = v.int("patch_size"), v.int("temporal_patch_size", default=2)
+    merged, out = hidden * v.int("spatial_merge_size", default=2) ** 2, v.int("out_hidden_size")
+    deepstack = len(v.get("deepstack_visual_indexes") or [])
+    common: dict[str, Any] = {"bias": True, "count": count}
+    tensors = [
+        tensor("visual.patch_embed.proj.weight", (hidden, v.int("in_channels", default=3), temporal, patch, patch),
+               "vision", **ENCODER),
+        tensor("visual.patch_embed.proj.bias", (hidden,), "vision", **ENCODER),
+        tensor("visual.pos_embed.weight", (v.int("num_position_embeddings"), hidden), "vision", **ENCODER),
+        *_vision_linear("visual.blocks.attn.qkv", 3 * hidden, hidden, "column", **common),
+        *_vision_linear("visual.blocks.attn.proj", hidden, hidden, "row", **common),
+        *_vision_linear("visual.blocks.mlp.linear_fc1", inner, hidden, "column", **common),
+        *_vision_linear("visual.blocks.mlp.linear_fc2", hidden, inner, "row", **common),
+        *_vision_norm("visual.blocks.norm1", hidden, bias=True, count=count),
+        *_vision_norm("visual.blocks.norm2", hidden, bias=True, count=count),
+        *_vision_norm("visual.merger.norm", hidden, bias=True, role="projector"),
+        *_vision_linear("visual.merger.linear_fc1", merged, merged, "column", bias=True, role="projector"),
+        *_vision_linear("visual.merger.linear_fc2", out, merged, "row", bias=True, role="projector"),
+    ]
+    if deepstack:
+        tensors += [*_vision_norm("visual.deepstack_merger_list.norm", merged, bias=True, count=deepstack,
+                                  role="projector"),
+                    *_vision_linear("visual.deepstack_merger_list.linear_fc1", merged, merged, "column", bias=True,
+                                    count=deepstack, role="projector"),
+                    *_vision_linear("visual.deepstack_merger_list.linear_fc2", out, merged, "row", bias=True,
+                                    count=deepstack, role="projector")]
+    return tensors
+
+
 def _feature_layers(config: Mapping[str, Any], total: int) -> int:
     """How many encoder layers vLLM builds: up to the deepest ``vision_feature_layer`` (llava.py)."""
     wanted = config.get("vision_feature_layer", -1)
@@ -174,10 +209,19 @@ def qwen2_5_vl_model(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
     return (*dense_text_model(text_cfg(config)), *qwen2_5_vl_tower(vision_cfg(config, "qwen2_5_vl")))
 
 
+def qwen3_vl_model(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """Qwen3-VL (dense text) and Qwen3-VL-MoE (Qwen3-MoE text) with the Qwen3-VL vision tower."""
+    text = qwen_moe_decoder(config) if str(config.get("model_type")) == "qwen3_vl_moe" \
+        else tuple(dense_text_model(text_cfg(config)))
+    return (*text, *qwen3_vl_tower(vision_cfg(config, "qwen3_vl")))
+
+
 MULTIMODAL: dict[str, Callable[[Mapping[str, Any]], tuple[WeightTensor, ...]]] = {
     "llava": llava_model,
     "llava_next": llava_model,
     "mistral3": mistral3_model,
     "gemma3": gemma3_model,
     "qwen2_5_vl": qwen2_5_vl_model,
+    "qwen3_vl": qwen3_vl_model,
+    "qwen3_vl_moe": qwen3_vl_model,
 }
