@@ -150,10 +150,19 @@ class TestSparseAttentionIndexer:
         spec = build_model_spec(config, "indexcache")
         assert [layer.indexer_bytes_per_token for layer in spec.layers] == [132, 0, 132, 0, 132, 0, 132, 0]
 
-    def test_glm5_is_the_same_shape_under_its_own_model_type(self) -> None:
-        config = {**DEEPSEEK_V32, "architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa"}
-        spec = build_model_spec(config, "zai-org/GLM-5")
-        assert spec.known_architecture and kv_bytes_per_token(spec) == 78_324
+    def test_glm51_counts_what_the_checkpoint_stores_and_caches_latent_plus_indexer(self) -> None:
+        # Tensor sum of zai-org/GLM-5.1's safetensors (a model report listing every tensor): 753,864,139,008. Its MTP
+        # layer 78 has eh_proj, enorm, hnorm and shared_head.norm but no embed_tokens or head copies of its own.
+        config = preset("zai-org__GLM-5.1")
+        assert checkpoint_num_params(config, weight_tensors(config)) == 753_864_139_008
+        spec = build_model_spec(config, "zai-org/GLM-5.1")
+        # 78 layers x (latent (512 + 64) x 2 B + the 132 B indexer key)
+        assert kv_bytes_per_token(spec) == 78 * (576 * 2 + 132) == 100_152
+        # the indexer's weights, per layer (and the MTP layer): wq_b 32 x 128 x 2048, wk 128 x 6144, k_norm weight
+        # and bias, weights_proj 32 x 6144
+        indexer = [t for t in spec.weights if ".indexer." in t.name]
+        assert sum(t.numel * t.num_layers for t in indexer) == 79 * (32 * 128 * 2048 + 128 * 6144 + 2 * 128
+                                                                     + 32 * 6144)
 
 
 class TestGlm:
@@ -182,6 +191,16 @@ class TestGlm:
 
 
 class TestMiniMaxM2:
+    def test_m27_counts_what_the_fp8_checkpoint_stores(self) -> None:
+        # Tensor sum of MiniMaxAI/MiniMax-M2.7's safetensors (a model report listing every tensor): 228,703,644,928
+        # = the parameters below + one fp32 scale per 128 x 128 block of every FP8 linear: per layer 256 experts x
+        # 3 x (12 x 24) and q 48 x 24, k and v 8 x 24, o 24 x 48 (the gate and lm_head stay unconverted).
+        config = preset("MiniMaxAI__MiniMax-M2.7")
+        scales = 62 * (256 * 3 * 12 * 24 + 2 * 48 * 24 + 2 * 8 * 24)
+        spec = build_model_spec(config, "MiniMaxAI/MiniMax-M2.7")
+        assert spec.num_params + scales == 228_703_644_928
+        assert checkpoint_num_params(config, weight_tensors(config)) == 228_703_644_928
+
     def test_weights_and_kv_from_its_shape(self) -> None:
         spec = build_model_spec(MINIMAX_M2, "MiniMaxAI/MiniMax-M2")
         h, vocab = 3072, 200_064

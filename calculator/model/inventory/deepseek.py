@@ -88,18 +88,25 @@ def mtp_span(c: Cfg) -> Span | None:
     return (first, first + count) if count else None
 
 
+# NOTE: GLM-5's MTP layer stores no embed_tokens or shared_head.head of its own (zai-org/GLM-5.1's tensor list has
+# only eh_proj, enorm, hnorm and shared_head.norm beside the decoder layer: 753,864,139,008 adds up that way).
+_MTP_WITHOUT_OWN_EMBEDDINGS = frozenset({"glm_moe_dsa"})
+
+
 def mtp_extras(c: Cfg, span: Span) -> list[WeightTensor]:
     """What an MTP layer stores besides its decoder layer: in the checkpoint, skipped by vLLM by default."""
     hidden, vocab = c.int("hidden_size"), c.int("vocab_size")
     # NOTE: each MTP layer stores its own embed_tokens and shared_head.head copies besides a full MoE decoder
     # layer, and its eh_proj has no FP8 scale: DeepSeek-V3's 684,531,386,000 only adds up that way.
-    return [tensor("embed_tokens.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False),
+    copies = [] if c.model_type in _MTP_WITHOUT_OWN_EMBEDDINGS else [
+        tensor("embed_tokens.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False),
+        tensor("shared_head.head.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False)]
+    return [*copies,
             *norm("enorm", hidden, layers=span, role="mtp", loaded=False),
             *norm("hnorm", hidden, layers=span, role="mtp", loaded=False),
             *linear("eh_proj", (hidden,), 2 * hidden, "mtp", tp="replicated", layers=span, loaded=False,
                     quantizable=False),
-            *norm("shared_head.norm", hidden, layers=span, role="mtp", loaded=False),
-            tensor("shared_head.head.weight", (vocab, hidden), "mtp", tp="vocab", layers=span, loaded=False)]
+            *norm("shared_head.norm", hidden, layers=span, role="mtp", loaded=False)]
 
 
 def mtp_module(c: Cfg) -> list[WeightTensor]:

@@ -91,7 +91,8 @@ def minimax_m2_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
     size, experts = c.int("head_dim", default=hidden // heads), c.int("num_local_experts")
     style = DecoderStyle(qkv_bias=c.flag("attention_bias"))
     tensors = [*edges(c), *attention(c, style, everything), *layer_norms(c, style, everything),
-               *router("block_sparse_moe.gate", experts, hidden, everything),
+               # NOTE: the router is a float32 GateLinear (params_dtype=torch.float32), as the checkpoint stores it
+               tensor("block_sparse_moe.gate.weight", (experts, hidden), "router", layers=everything, dtype_bytes=4),
                *gated_mlp("block_sparse_moe.experts", c.int("intermediate_size"), hidden, everything, role="expert",
                           count=experts, names=("w1", "w3", "w2"))]
     if c.flag("use_qk_norm", default=True):
