@@ -267,7 +267,9 @@ EVERY_KEY = {
     "m": "Qwen/Qwen3-30B-A3B", "g": "a100-sxm-80gb", "mem": "5000", "dev": "rocm", "tp": "2", "pp": "2", "u": "0.1",
     "len": "50000000", "seqs": "500000", "mbt": "50000000", "bs": "32", "dt": "float16", "kv": "fp8", "q": "fp8",
     "kvb": "8589934592", "blocks": "1000", "eager": "1", "ext": "0", "async": "0", "v": "0.30.0", "other": "5000",
-    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8",
+    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8", "link": "nvlink",
+    "lora": "1", "loras": "4096", "lrank": "512", "cpuloras": "4096", "ldt": "bfloat16", "lshard": "1",
+    "spec": "draft_model", "draft": "meta-llama/Llama-3.2-1B-Instruct", "ntok": "128", "dtp": "1", "accept": "0.99",
     "in": "2000", "out": "300", "in95": "4000", "out95": "600", "prefix": "512", "n": "4", "users": "64",
 }
 
@@ -379,3 +381,20 @@ def test_a_plain_command_after_a_docker_line_says_the_version_it_keeps():
             "container tag set") in notes
     report = next(s.value for s in [*app.success, *app.warning] if "Imported" in s.value)
     assert report.startswith("**Imported** (vllm serve): `Qwen/Qwen3-8B`, `--max-model-len 8192`")
+
+
+def test_imported_lora_and_speculative_decoding_reach_their_widgets_the_numbers_and_the_link():
+    command = ("vllm serve meta-llama/Llama-3.1-8B-Instruct --enable-lora --max-loras 4 --max-lora-rank 64 "
+               "--speculative-config '{\"method\": \"draft_model\", \"model\": \"meta-llama/Llama-3.2-1B-Instruct\", "
+               "\"num_speculative_tokens\": 4}'")
+    app = import_command(run_app(), command)
+    assert app.checkbox(key="plan_enable_lora").value is True
+    assert (app.number_input(key="plan_max_loras").value, app.number_input(key="plan_max_lora_rank").value) == (4, 64)
+    assert app.selectbox(key="plan_speculative_method_choice").value == "draft model"
+    assert app.text_input(key="plan_speculative_model_text").value == "meta-llama/Llama-3.2-1B-Instruct"
+    scenario = parse_serve_command(command)[0]
+    assert metrics(app)["KV cache tokens"] == expected_kpis(scenario)["KV cache tokens"]
+    assert {k: link_of(app).get(k) for k in ("lora", "loras", "lrank", "spec", "draft", "ntok")} == {
+        "lora": "1", "loras": "4", "lrank": "64", "spec": "draft_model", "draft": "meta-llama/Llama-3.2-1B-Instruct",
+        "ntok": "4"}
+    assert parse_serve_command(commands(app)[0])[0] == scenario

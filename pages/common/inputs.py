@@ -26,6 +26,8 @@ from calculator import (
 )
 from calculator.engine.interconnect import INTERCONNECT_LABELS
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
+from calculator.engine.lora import LORA_RANKS
+from calculator.engine.speculative import TYPICAL_ACCEPTANCE
 from calculator.engine.vllm_versions import (
     LATEST_VERSION,
     known_versions,
@@ -253,6 +255,7 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
               "dtype": dtype, "quantization": None if quantization == FROM_CHECKPOINT else quantization,
               "kv_cache_dtype": kv_dtype, "enforce_eager": eager}
     values.update(_advanced(prefix))
+    values.update(adapters_and_speculation(prefix))
     return values, util_note
 
 
@@ -291,6 +294,54 @@ def _advanced(prefix: str) -> dict[str, object]:
     return {"kv_cache_memory_bytes": kv_bytes, "num_gpu_blocks_override": blocks, "cpu_offload_gb": offload,
             "enable_extensible_kv_cache": extensible, "async_scheduling": asynchronous,
             "enable_prefix_caching": caching, "overhead_adjustment_gib": adjustment, "cudagraph_capture_sizes": sizes}
+
+
+SPECULATIVE_METHODS = {"off": None, "n-gram (prompt look-up)": "ngram", "draft model": "draft_model",
+                       "EAGLE head": "eagle", "EAGLE-3 head": "eagle3", "MTP (the model's own layers)": "mtp"}
+
+
+def adapters_and_speculation(prefix: str) -> dict[str, object]:
+    """LoRA slots (--enable-lora ...) and speculative decoding (--speculative-config), as vLLM names them."""
+    with st.expander("LoRA adapters and speculative decoding"):
+        left, right = st.columns(2)
+        lora = left.checkbox("enable-lora", key=f"{prefix}_enable_lora",
+                             help="max_loras slots of max_lora_rank on every linear layer, before the KV cache")
+        fully = right.checkbox("fully-sharded-loras", key=f"{prefix}_fully_sharded_loras", disabled=not lora)
+        loras = left.number_input("max_loras", key=f"{prefix}_max_loras", disabled=not lora,
+                                  **_bounded("max_loras"))
+        rank = right.number_input("max_lora_rank", key=f"{prefix}_max_lora_rank", disabled=not lora,
+                                  help=f"vLLM accepts {', '.join(map(str, LORA_RANKS))}", **_bounded("max_lora_rank"))
+        cpu = left.number_input("max_cpu_loras", key=f"{prefix}_max_cpu_loras", placeholder="= max_loras",
+                                disabled=not lora, help="adapters cached in CPU memory (no GPU memory)",
+                                **_bounded("max_cpu_loras"))
+        lora_dtype = right.selectbox("lora_dtype", ("auto", "float16", "bfloat16"), key=f"{prefix}_lora_dtype",
+                                     disabled=not lora)
+        method = _picker("Speculative decoding", SPECULATIVE_METHODS, prefix, "speculative_method",
+                         help="--speculative-config's method: the proposer's weights and KV layers join the plan")
+        if f"{prefix}_speculative_model" in st.session_state:  # set by a link or an import
+            st.session_state[f"{prefix}_speculative_model_text"] = st.session_state.pop(
+                f"{prefix}_speculative_model") or ""
+        draft = st.text_input("Draft model (Hugging Face id or preset)", key=f"{prefix}_speculative_model_text",
+                              disabled=method != "draft_model").strip() or None
+        left, right = st.columns(2)
+        tokens = left.number_input("num_speculative_tokens", key=f"{prefix}_num_speculative_tokens",
+                                   placeholder="the method's default", disabled=method is None,
+                                   **_bounded("num_speculative_tokens"))
+        draft_tp = right.number_input("draft_tensor_parallel_size", key=f"{prefix}_draft_tensor_parallel_size",
+                                      placeholder="= TP", disabled=method != "draft_model",
+                                      **_bounded("draft_tensor_parallel_size"))
+        accept = st.number_input("Acceptance rate per draft token (your assumption)", step=0.05, format="%.2f",
+                                 key=f"{prefix}_speculative_acceptance_rate", disabled=method is None,
+                                 placeholder="the method's typical value", min_value=0.0, max_value=0.99,
+                                 help="what vllm:spec_decode_num_accepted_tokens / num_draft_tokens shows on your "
+                                      "traffic; empty: " + ", ".join(f"{name} {rate:g}" for name, (rate, _)
+                                                                     in TYPICAL_ACCEPTANCE.items()))
+    return {"enable_lora": lora, "max_loras": loras, "max_lora_rank": rank, "max_cpu_loras": cpu,
+            "lora_dtype": lora_dtype, "fully_sharded_loras": fully, "speculative_method": method,
+            "speculative_model": draft if method == "draft_model" else None,
+            "num_speculative_tokens": tokens if method else None,
+            "draft_tensor_parallel_size": draft_tp if method == "draft_model" else None,
+            "speculative_acceptance_rate": accept if method else None}
 
 
 def workload_section(prefix: str) -> Workload | str:
