@@ -40,6 +40,7 @@ SCENARIO_KEYS: dict[str, str] = {
     "enable_lora": "lora", "max_loras": "loras", "max_lora_rank": "lrank", "max_cpu_loras": "cpuloras",
     "lora_dtype": "ldt", "fully_sharded_loras": "lshard", "speculative_method": "spec", "speculative_model": "draft",
     "num_speculative_tokens": "ntok", "draft_tensor_parallel_size": "dtp", "speculative_acceptance_rate": "accept",
+    "hf_overrides": "hfo",
 }
 WORKLOAD_KEYS: dict[str, str] = {
     "prompt_tokens_mean": "in", "output_tokens_mean": "out", "prompt_tokens_p95": "in95",
@@ -61,6 +62,7 @@ RECOMMEND_WORKLOAD_FIELDS = ("prompt_tokens_mean", "output_tokens_mean", "prompt
                              "target_concurrent_requests")
 RECOMMEND_SPEED_FIELDS = ("request_rate", "ttft_p95_ms", "tpot_ms", "min_tok_s_per_user", "e2e_s")
 _NONE = "none"
+_SHOWN_CHARS = 200  # of a refused link value, in a warning
 # Where a page's widget is narrower than the model, a link may ask only for what the widget can show (the widget
 # would refuse the value and the page would stop).
 UTILIZATION_SLIDER = (0.01, 1.0)  # the Plan page's gpu_memory_utilization slider moves in hundredths
@@ -239,8 +241,10 @@ def _validated(model_type: type[BaseModel], values: dict[str, Any], keys: Mappin
 
 def _drop(values: dict[str, Any], field: str, keys: Mapping[str, str], reason: str, warnings: list[str]) -> None:
     value = values.pop(field)
-    shown = _NONE if value is None else value
-    warnings.append(f"ignored link value {keys.get(field, field)}={shown!r}: {reason}; using the default")
+    shown = repr(_NONE if value is None else value)
+    if len(shown) > _SHOWN_CHARS:  # a 4 KB value is named, not repeated
+        shown = f"{shown[:_SHOWN_CHARS - 3]}...' ({len(str(value)):,} characters)"
+    warnings.append(f"ignored link value {keys.get(field, field)}={shown}: {reason}; using the default")
 
 
 def _fewest_to_drop(model_type: type[BaseModel], values: dict[str, Any]) -> list[str]:
@@ -276,7 +280,9 @@ def _reason(exc: ValidationError, field: str, value: Any) -> str:
         pass
     for error in exc.errors():
         if error["loc"] and error["loc"][0] == field:
-            return str(error["msg"]).lower()
+            message = str(error["msg"])
+            # NOTE: a validator's own sentence (--hf-overrides) is kept as written; pydantic's are lowercased
+            return message.removeprefix("Value error, ") if message.startswith("Value error, ") else message.lower()
     return "inconsistent with the other values"
 
 

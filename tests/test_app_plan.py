@@ -270,6 +270,7 @@ EVERY_KEY = {
     "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8", "link": "nvlink",
     "lora": "1", "loras": "4096", "lrank": "512", "cpuloras": "4096", "ldt": "bfloat16", "lshard": "1",
     "spec": "draft_model", "draft": "meta-llama/Llama-3.2-1B-Instruct", "ntok": "128", "dtp": "1", "accept": "0.99",
+    "hfo": '{"num_hidden_layers":16}',
     "in": "2000", "out": "300", "in95": "4000", "out95": "600", "prefix": "512", "n": "4", "users": "64",
 }
 
@@ -398,3 +399,18 @@ def test_imported_lora_and_speculative_decoding_reach_their_widgets_the_numbers_
         "lora": "1", "loras": "4", "lrank": "64", "spec": "draft_model", "draft": "meta-llama/Llama-3.2-1B-Instruct",
         "ntok": "4"}
     assert parse_serve_command(commands(app)[0])[0] == scenario
+
+
+def test_imported_hf_overrides_reach_their_field_the_numbers_the_link_and_the_command():
+    # issue 25 item 4: modelled, so the page plans the 16-layer model the line starts
+    command = "vllm serve meta-llama/Llama-3.1-8B-Instruct --hf-overrides '{\"num_hidden_layers\": 16}'"
+    app = import_command(run_app(), command)
+    assert app.text_input(key="plan_hf_overrides_text").value == '{"num_hidden_layers":16}'
+    scenario = parse_serve_command(command)[0]
+    expected = expected_kpis(scenario)
+    assert {k: metrics(app)[k] for k in expected} == expected != expected_kpis(scenario.replace(hf_overrides=None))
+    assert link_of(app).get("hfo") == '{"num_hidden_layers":16}'
+    assert parse_serve_command(commands(app)[0])[0] == scenario
+    assert not any("incomplete" in s.value for s in [*app.success, *app.warning])
+    app.text_input(key="plan_hf_overrides_text").set_value("[16]").run()
+    assert "hf_overrides: --hf-overrides must be a JSON object such as" in " ".join(e.value for e in app.error)

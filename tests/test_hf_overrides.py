@@ -85,3 +85,19 @@ def test_the_cli_plans_with_the_overrides_and_refuses_a_bad_one_with_exit_2():
     bad = run_cli("estimate", "--model", LLAMA, "--hf-overrides", "[16]")
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr == "error: --hf-overrides must be a JSON object such as '{\"num_hidden_layers\": 16}', not list\n"
+
+
+def test_a_link_carries_the_overrides_and_refuses_a_bad_one_keeping_the_rest():
+    from calculator.url_state import read_link, to_query_params
+
+    scenario = Scenario(model=LLAMA, hf_overrides={"num_hidden_layers": 16}, tensor_parallel_size=2)
+    params = to_query_params(scenario)
+    assert params["hfo"] == '{"num_hidden_layers":16}' and read_link(params).scenario == scenario
+    state = read_link({"m": LLAMA, "tp": "2", "hfo": "[16]"})
+    assert (state.scenario.hf_overrides, state.scenario.tensor_parallel_size) == (None, 2)
+    assert state.warnings == ("ignored link value hfo='[16]': --hf-overrides must be a JSON object such as "
+                              "'{\"num_hidden_layers\": 16}', not list; using the default",)
+    huge = '{"a": "' + "x" * 5000 + '"}'
+    (warning,) = read_link({"hfo": huge}).warnings
+    assert len(warning) < 400 and "(5,009 characters): --hf-overrides is 5,009 characters; the planner reads at " \
+                                  "most 4,096; using the default" in warning

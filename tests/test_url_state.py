@@ -60,6 +60,7 @@ EVERY_KEY = {
     "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8", "link": "nvlink",
     "lora": "1", "loras": "4096", "lrank": "512", "cpuloras": "4096", "ldt": "bfloat16", "lshard": "1",
     "spec": "draft_model", "draft": "meta-llama/Llama-3.2-1B-Instruct", "ntok": "128", "dtp": "1", "accept": "0.99",
+    "hfo": '{"num_hidden_layers":16}',
     "in": "2000", "out": "300", "in95": "4000", "out95": "600", "prefix": "512", "n": "4", "users": "64",
 }
 

@@ -37,6 +37,7 @@ from calculator.engine.vllm_versions import (
     version_provenance,
 )
 from calculator.limits import field_bounds
+from calculator.model.hf_overrides import hf_overrides_text, parse_hf_overrides
 from calculator.model.model_source import (
     hub_model_spec,
     load_model_spec,
@@ -278,6 +279,9 @@ def _advanced(prefix: str) -> dict[str, object]:
                                  f"{prefix}_kv_cache_memory_text", parse_size)
         sizes = _text_setting("cudagraph_capture_sizes (e.g. 1 2 4 8; empty: vLLM's default list)",
                               f"{prefix}_cudagraph_capture_sizes_text", capture_sizes_from_text)
+        overrides = _text_setting('hf_overrides (a JSON object applied to config.json, e.g. {"num_hidden_layers": '
+                                  '16}; empty: the config as published)', f"{prefix}_hf_overrides_text",
+                                  lambda text: hf_overrides_text(parse_hf_overrides(text)))
         blocks = st.number_input("num_gpu_blocks_override", key=f"{prefix}_num_gpu_blocks_override",
                                  placeholder="none", **_bounded("num_gpu_blocks_override"))
         offload = st.number_input("cpu_offload_gb (weights per GPU kept in CPU memory)", step=1.0,
@@ -293,7 +297,8 @@ def _advanced(prefix: str) -> dict[str, object]:
                                         **_bounded("overhead_adjustment_gib"))
     return {"kv_cache_memory_bytes": kv_bytes, "num_gpu_blocks_override": blocks, "cpu_offload_gb": offload,
             "enable_extensible_kv_cache": extensible, "async_scheduling": asynchronous,
-            "enable_prefix_caching": caching, "overhead_adjustment_gib": adjustment, "cudagraph_capture_sizes": sizes}
+            "enable_prefix_caching": caching, "overhead_adjustment_gib": adjustment, "cudagraph_capture_sizes": sizes,
+            "hf_overrides": overrides}
 
 
 SPECULATIVE_METHODS = {"off": None, "n-gram (prompt look-up)": "ngram", "draft model": "draft_model",

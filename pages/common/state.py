@@ -93,6 +93,7 @@ def apply_scenario(prefix: str, scenario: Scenario, workload: Workload | None = 
     state[f"{prefix}_kv_cache_memory_text"] = ("" if scenario.kv_cache_memory_bytes is None
                                                else str(scenario.kv_cache_memory_bytes))
     state[f"{prefix}_cudagraph_capture_sizes_text"] = " ".join(map(str, scenario.cudagraph_capture_sizes or ()))
+    state[f"{prefix}_hf_overrides_text"] = scenario.hf_overrides or ""
     if scenario.quantization is None:
         state[f"{prefix}_quantization"] = FROM_CHECKPOINT
     return warnings
