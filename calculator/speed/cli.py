@@ -22,6 +22,7 @@ from ..engine.vllm_versions import LATEST_VERSION
 from ..errors import CalculatorError, InvalidInput
 from ..model.model_source import load_model_spec
 from ..serve_command import speculative_fields
+from . import bench_cli
 from .inputs import RecommendRequest, SpeedInputs
 from .plan import Slo
 from .predict import SpeedEstimate, speed_estimate
@@ -30,7 +31,7 @@ from .recommend import Recommendations, recommend
 from .summary import recommendations_summary, speed_summary
 from .traffic import Traffic
 
-COMMANDS = ("speed", "recommend")
+COMMANDS = ("speed", "recommend", "bench")
 
 
 def _positive_int(text: str) -> int:
@@ -92,6 +93,7 @@ def register(commands: argparse._SubParsersAction, estimate_parser: argparse.Arg
     speed.add_argument("--gpu-bf16-tflops", type=tflops, help="dense BF16 TFLOPS (overrides the catalog's)")
     speed.add_argument("--gpu-fp8-tflops", type=tflops, help="dense FP8 TFLOPS (used by FP8 weights)")
     speed.add_argument("--gpu-interconnect-gb-s", type=bandwidth, help="link GB/s per direction (used by TP > 1)")
+    bench_cli.register(commands, estimate_parser)
     rec = commands.add_parser("recommend", help="every GPU x TP x quantization x KV dtype that meets the SLOs, "
                                                 "ranked by cost")
     rec.add_argument("--model", required=True, help="HF id (bundled presets work offline), config.json or folder")
@@ -152,7 +154,9 @@ def _traffic(args: argparse.Namespace) -> Traffic:
 
 
 def run(args: argparse.Namespace, scenario_from_args) -> str:
-    """Run ``speed`` or ``recommend``; returns the text to print. Raises CalculatorError/ValidationError."""
+    """Run ``speed``, ``recommend`` or ``bench``; returns the text to print. Raises CalculatorError/ValidationError."""
+    if args.command == "bench":
+        return bench_cli.run(args, scenario_from_args)
     traffic = _traffic(args)
     if args.command == "recommend":
         slo = Slo(ttft_p95_ms=args.ttft_p95_ms, tpot_ms=args.tpot_ms, min_tok_s_per_user=args.min_tok_s_per_user,

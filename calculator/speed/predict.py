@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from ..engine.estimate import Estimate
 from ..engine.workload import Workload, workload_capacity
 from ..errors import InvalidInput
+from .bench import BenchFigures, BenchLoad, EngineLimits, StepBatch, simulate
 from .calibration import BAND_FACTOR, SpeedConstants, constants_for
 from .costs import ForwardCosts, forward_costs
 from .hardware import ComputePath, GpuRates, gpu_rates
@@ -224,3 +225,44 @@ def _compute_bound_from(replica: _Replica, context_tokens: float) -> int | None:
         middle = (low + high) // 2
         low, high = (low, middle) if compute_bound(middle) else (middle, high)
     return high
+
+
+def bench_prediction(result: Estimate, load: BenchLoad, *, constants: SpeedConstants | None = None) -> BenchFigures:
+    """What ``vllm bench serve`` prints for ``load`` against ``result``'s deployment: vLLM's scheduler simulated step
+    by step (``bench.py``), each step timed by the roofline. ``InvalidInput`` where the simulation does not apply."""
+    replica = _Replica(result, constants)
+    if replica.pp > 1:
+        raise InvalidInput("the benchmark simulation runs one pipeline stage per step; pipeline parallel (PP > 1) "
+                           "keeps several micro-batches in flight, which it does not model: use `speed`")
+    longest = max(p + o for p, o in zip(load.input_tokens, load.output_tokens, strict=True))
+    if longest > result.settings.max_model_len:
+        raise InvalidInput(f"requests of up to {longest:,} tokens exceed max_model_len "
+                           f"{result.settings.max_model_len:,}: vLLM rejects them; raise --max-model-len")
+    block = result.layout.block_size
+    limits = EngineLimits(max_num_seqs=result.settings.max_num_seqs, max_num_batched_tokens=replica.budget,
+                          kv_cache_tokens=max(result.capacity.num_gpu_blocks - 1, 1) * block, block_size=block,
+                          request_overhead_s=replica.constants.request_overhead_s)
+    try:
+        return simulate(load, limits, roofline_step_cost(replica))
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def roofline_step_cost(replica: _Replica):
+    """A step's time from the roofline of ``step_time``: the decodes at their mean context and each prompt chunk
+    after the tokens of its prompt already computed."""
+    costs, rates, constants = replica.costs, replica.rates, replica.constants
+
+    def cost(batch: StepBatch) -> float:
+        chunks = batch.prefill_chunks
+        prefill = sum(size for size, _ in chunks)
+        start = sum(begun for _, begun in chunks) / len(chunks) if chunks else 0.0
+        step = step_time(costs, rates, constants, decode_tokens=batch.decode_requests,
+                         decode_context_tokens=batch.decode_context_tokens, prefill_tokens=prefill,
+                         prefill_start_tokens=start, prefill_prompts=max(len(chunks), 1),
+                         requests=batch.decode_requests + len(chunks)).total_s
+        # NOTE: with speculative decoding a decode step yields tokens_per_decode_step tokens; one simulated step
+        # stands for one token, so a decode-only step is counted at its share per token.
+        return step if chunks else step / costs.tokens_per_decode_step
+
+    return cost

@@ -1,0 +1,413 @@
+"""``vllm bench serve`` as it runs: a step-by-step simulation of vLLM V1's scheduler under the benchmark's load.
+
+The load is the benchmark client's (``vllm/benchmarks/serve.py``, 0.32.0): ``--num-prompts`` requests, sent as
+their arrival times say (all at once for ``--request-rate inf``; Poisson, or gamma with ``--burstiness``, rescaled so
+the last one leaves at num_prompts / rate), each waiting for one of ``--max-concurrency`` client slots, so a closed
+loop starts with a burst of C prompts and then sends one request each time one ends. TTFT is timed from the moment a
+request leaves the client (after its slot), so the client's own queue is not in it.
+
+The engine is vLLM V1's scheduler: every step it first gives each running request its tokens (one decode token, or
+the next chunk of a prompt), then admits waiting requests first-come first-served while ``max_num_seqs`` and the
+token budget ``max_num_batched_tokens`` allow, chunking the last prompt to what the budget leaves; a request whose
+KV blocks do not fit preempts the newest running request (its KV is dropped and recomputed later). A request that
+arrives while a step runs waits for the next one. A step's time comes from a ``StepCost`` (the roofline of
+``step_time.py`` for a GPU, or times measured on a server), so the scheduler half is hardware independent.
+
+Stretches of decode-only steps in which nothing arrives, finishes or runs out of KV are advanced in one go (the waves
+of fixed-length runs), so a few hundred requests take milliseconds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MS = 1e3
+MAX_SIMULATED_STEPS = 5_000_000  # a guard against a load that never drains (it cannot, but a bug must not hang)
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """What one engine step runs: the decoding requests (one token each, at a mean context) and prompt chunks
+    (tokens, tokens of that prompt already computed)."""
+
+    decode_requests: int
+    decode_context_tokens: float
+    prefill_chunks: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return self.decode_requests + sum(chunk for chunk, _ in self.prefill_chunks)
+
+
+StepCost = Callable[[StepBatch], float]  # seconds one step takes
+
+
+class EngineLimits(BaseModel):
+    """The scheduler's limits and the per-request time outside the engine step (HTTP, tokenizer, detokenizer)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
+    kv_cache_tokens: int = Field(ge=1)  # usable KV slots (blocks x block size)
+    block_size: int = Field(16, ge=1)
+    request_overhead_s: float = Field(0.0, ge=0)  # from the client's send to the engine's waiting queue
+
+
+class BenchLoad(BaseModel):
+    """The requests of one ``vllm bench serve`` run and how the client sends them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    input_tokens: tuple[int, ...] = Field(min_length=1)  # prompt tokens per request, as the engine counts them
+    output_tokens: tuple[int, ...] = Field(min_length=1)  # tokens generated per request (--ignore-eos: all of them)
+    max_concurrency: int | None = Field(None, ge=1)
+    request_rate: float | None = Field(None, gt=0)  # None: inf, every request at once
+    burstiness: float = Field(1.0, gt=0)
+    seed: int = 0
+    special_tokens: int = Field(0, ge=0)  # of each prompt, added by the server's tokenizer (the client counts without)
+
+    @property
+    def num_prompts(self) -> int:
+        return len(self.input_tokens)
+
+    @property
+    def arrival(self) -> str:
+        """The arrival pattern in words (every figure of the run assumes it)."""
+        if self.request_rate is None:
+            sent = f"all {self.num_prompts} requests at once"
+        elif math.isinf(self.burstiness):
+            sent = f"{self.num_prompts} requests evenly spaced at {self.request_rate:g} req/s"
+        else:
+            shape = "Poisson" if self.burstiness == 1 else f"gamma-distributed (burstiness {self.burstiness:g})"
+            sent = f"{self.num_prompts} requests, {shape} arrivals at {self.request_rate:g} req/s"
+        if self.max_concurrency is None:
+            return sent
+        closed = (f"closed loop of {self.max_concurrency} clients: a burst of {min(self.max_concurrency, self.num_prompts)}"
+                  " prompts at the start, then one request as each ends")
+        return closed if self.request_rate is None else f"{sent}, at most {self.max_concurrency} in flight"
+
+    def arrival_times_s(self) -> list[float]:
+        """When each request is ready to send, as ``get_request`` spaces them (before the concurrency limit).
+
+        NOTE: vLLM draws the gaps with numpy's global generator; this draws the same distribution with Python's
+        (seeded alike), then rescales the total to num_prompts / rate exactly as vLLM does.
+        """
+        n = self.num_prompts
+        if self.request_rate is None:
+            return [0.0] * n
+        if math.isinf(self.burstiness):
+            gaps = [1.0 / self.request_rate] * n
+        else:
+            draw = random.Random(self.seed)
+            theta = 1.0 / (self.request_rate * self.burstiness)
+            gaps = [draw.gammavariate(self.burstiness, theta) for _ in range(n)]
+        times, total = [], 0.0
+        for gap in gaps:
+            total += gap
+            times.append(total)
+        scale = (n / self.request_rate) / times[-1] if times[-1] > 0 else 1.0
+        return [t * scale for t in times]
+
+
+class BenchFigures(BaseModel):
+    """The "Serving Benchmark Result" block (ms and per-second figures, ``--save-result``'s key names)."""
+
+    model_config = ConfigDict(frozen=True)
+    arrival: str
+    completed: int
+    total_input_tokens: int
+    total_output_tokens: int
+    duration_s: float
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    mean_ttft_ms: float
+    median_ttft_ms: float
+    p99_ttft_ms: float
+    mean_tpot_ms: float
+    median_tpot_ms: float
+    p99_tpot_ms: float
+    mean_itl_ms: float
+    median_itl_ms: float
+    p99_itl_ms: float
+    mean_e2el_ms: float
+    median_e2el_ms: float
+    p99_e2el_ms: float
+    preemptions: int
+    steps: int
+
+    def render(self) -> str:
+        """The block as vLLM prints it, and the arrival it assumed."""
+        rows: list[tuple[str, str]] = [
+            ("Successful requests:", f"{self.completed}"),
+            ("Benchmark duration (s):", f"{self.duration_s:.2f}"),
+            ("Total input tokens:", f"{self.total_input_tokens}"),
+            ("Total generated tokens:", f"{self.total_output_tokens}"),
+            ("Request throughput (req/s):", f"{self.request_throughput:.2f}"),
+            ("Output token throughput (tok/s):", f"{self.output_throughput:.2f}"),
+            ("Total token throughput (tok/s):", f"{self.total_token_throughput:.2f}"),
+        ]
+        for title, key in (("Time to First Token", "ttft"), ("Time per Output Token (excl. 1st token)", "tpot"),
+                           ("Inter-token Latency", "itl"), ("End-to-end Latency", "e2el")):
+            rows.append((f"-{title}-", ""))
+            label = key.upper() if key != "e2el" else "E2EL"
+            for which in ("mean", "median", "p99"):
+                rows.append((f"{which.capitalize() if which != 'p99' else 'P99'} {label} (ms):",
+                             f"{getattr(self, f'{which}_{key}_ms'):.2f}"))
+        lines = ["{s:{c}^{n}}".format(s=" Predicted Serving Benchmark Result ", n=50, c="=")]
+        for label, value in rows:
+            lines.append("{s:{c}^{n}}".format(s=label, n=50, c="-") if label.startswith("-")
+                         else f"{label:<40} {value:<10}")
+        lines.append("=" * 50)
+        lines.append(f"arrival (every figure above): {self.arrival}")
+        lines.append("the means include the ramp-up (the first burst's queued prompts) and the tail (the last "
+                     "requests running alone)")
+        if self.preemptions:
+            lines.append(f"KV cache full: {self.preemptions} preemption(s) (recomputed prompts)")
+        return "\n".join(lines)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """numpy.percentile's default (linear) of an already sorted list."""
+    return weighted_percentile([(v, 1) for v in values], p)
+
+
+def weighted_percentile(pairs: Sequence[tuple[float, int]], p: float) -> float:
+    """numpy.percentile (linear) of the list in which each value appears ``count`` times; ``pairs`` sorted."""
+    n = sum(count for _, count in pairs)
+    if n == 0:
+        return 0.0
+    rank = (n - 1) * p / 100
+    low, fraction = int(math.floor(rank)), rank - math.floor(rank)
+    below = _at(pairs, low)
+    above = _at(pairs, min(low + 1, n - 1))
+    return below + (above - below) * fraction
+
+
+def _at(pairs: Sequence[tuple[float, int]], index: int) -> float:
+    seen = 0
+    for value, count in pairs:
+        seen += count
+        if index < seen:
+            return value
+    return pairs[-1][0]
+
+
+@dataclass
+class _Request:
+    index: int
+    prompt: int
+    output: int
+    sent_s: float = 0.0  # left the client (after its concurrency slot)
+    computed: int = 0  # tokens whose KV is computed
+    generated: int = 0
+    first_token_s: float | None = None
+    last_token_s: float = 0.0
+    done_s: float = 0.0
+    blocks: int = 0
+
+    @property
+    def due(self) -> int:
+        """Tokens to compute before the next token comes out: the prompt's chunks at first, one per decode step,
+        and after a preemption everything again (vLLM V1 recomputes the prompt and what was generated)."""
+        return self.prompt + self.generated - self.computed
+
+    @property
+    def decoding(self) -> bool:
+        return self.generated > 0 and self.due == 1
+
+
+@dataclass
+class _Engine:
+    limits: EngineLimits
+    free_blocks: int
+    waiting: deque = field(default_factory=deque)
+    running: list = field(default_factory=list)
+    preemptions: int = 0
+
+    def _allocate(self, request: _Request, tokens: int) -> bool:
+        needed = max(0, -(-tokens // self.limits.block_size) - request.blocks)
+        if needed > self.free_blocks:
+            return False
+        self.free_blocks -= needed
+        request.blocks += needed
+        return True
+
+    def release(self, request: _Request) -> None:
+        self.free_blocks += request.blocks
+        request.blocks = 0
+
+    def schedule(self) -> list[tuple[_Request, int]]:
+        """One step's work, as V1's ``Scheduler.schedule``: running requests first (preempting the newest running
+        request when KV runs out), then waiting ones while nothing was preempted."""
+        budget = self.limits.max_num_batched_tokens
+        scheduled: list[tuple[_Request, int]] = []
+        preempted = False
+        index = 0
+        while index < len(self.running) and budget > 0:
+            request = self.running[index]
+            tokens = min(request.due, budget)
+            while not self._allocate(request, request.computed + tokens):
+                victim = self.running.pop()
+                self.release(victim)
+                victim.computed = 0
+                self.waiting.appendleft(victim)
+                self.preemptions += 1
+                preempted = True
+                if victim is request:
+                    break
+            else:
+                scheduled.append((request, tokens))
+                budget -= tokens
+                index += 1
+                continue
+            break
+        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs and not preempted:
+            request = self.waiting[0]
+            tokens = min(request.due, budget)
+            if not self._allocate(request, request.computed + tokens):
+                break
+            self.running.append(self.waiting.popleft())
+            scheduled.append((request, tokens))
+            budget -= tokens
+        return scheduled
+
+
+class _Client:
+    """The benchmark client: requests in order, each sent when it is due and one of the slots is free."""
+
+    def __init__(self, load: BenchLoad, overhead_s: float) -> None:
+        self.ready = load.arrival_times_s()
+        self.unsent = deque(range(load.num_prompts))
+        self.free_slots = deque([0.0] * (load.max_concurrency or load.num_prompts))  # when each slot freed
+        self.overhead_s = overhead_s
+        self.arrivals: list[tuple[float, int]] = []  # (reaches the engine, request index), a heap
+
+    def send(self, now: float, requests: list[_Request]) -> None:
+        """Send every request due by ``now`` that has a slot: it leaves when both it and the slot are ready."""
+        while self.unsent and self.free_slots and self.ready[self.unsent[0]] <= now:
+            request = requests[self.unsent.popleft()]
+            request.sent_s = max(self.ready[request.index], self.free_slots.popleft())
+            heapq.heappush(self.arrivals, (request.sent_s + self.overhead_s, request.index))
+
+    def next_event_s(self) -> float | None:
+        """When the engine next hears of a request (one already sent, or the next one due with a slot free)."""
+        times = [self.arrivals[0][0]] if self.arrivals else []
+        if self.unsent and self.free_slots:
+            times.append(max(self.ready[self.unsent[0]], self.free_slots[0]) + self.overhead_s)
+        return min(times) if times else None
+
+
+def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigures:
+    """The printed result of ``load`` on an engine with ``limits`` whose steps take ``cost``; ``ValueError`` when a
+    request can never fit in the KV cache."""
+    requests = [_Request(index=i, prompt=p, output=o)
+                for i, (p, o) in enumerate(zip(load.input_tokens, load.output_tokens, strict=True))]
+    usable_blocks = limits.kv_cache_tokens // limits.block_size
+    longest = max(r.prompt + r.output for r in requests)
+    if -(-longest // limits.block_size) > usable_blocks:
+        raise ValueError(f"a request of {longest:,} tokens does not fit in the KV cache "
+                         f"({usable_blocks * limits.block_size:,} tokens)")
+    engine = _Engine(limits=limits, free_blocks=usable_blocks)
+    client = _Client(load, limits.request_overhead_s)
+    itl: dict[float, int] = {}  # gap (s) -> how many token gaps had it
+    now, steps, finished = 0.0, 0, 0
+    client.send(now, requests)
+    while finished < len(requests):
+        while client.arrivals and client.arrivals[0][0] <= now:
+            engine.waiting.append(requests[heapq.heappop(client.arrivals)[1]])
+        if not engine.running and not engine.waiting:
+            upcoming = client.next_event_s()
+            if upcoming is None:
+                raise ValueError("the simulated client has nothing left to send")  # cannot happen: a guard
+            now = max(now, upcoming)
+            client.send(now, requests)
+            continue
+        scheduled = engine.schedule()
+        if not scheduled:
+            raise ValueError("not one waiting request fits in the KV cache")
+        steps += 1
+        if steps > MAX_SIMULATED_STEPS:
+            raise ValueError("the simulated run did not drain")
+        repeat = _steady_steps(engine, scheduled, client, cost, now)
+        decodes = [r for r, _ in scheduled if r.decoding]
+        chunks = tuple((n, r.computed) for r, n in scheduled if not r.decoding)
+        context = sum(r.prompt + r.generated for r in decodes) / len(decodes) if decodes else 0.0
+        duration = cost(StepBatch(len(decodes), context + (repeat - 1) / 2, chunks))
+        start = now
+        now += duration * repeat
+        steps += repeat - 1
+        for request, tokens in scheduled:
+            request.computed += tokens * repeat
+            if request.due > 0:
+                continue  # a chunk of a longer prompt: no token yet
+            if request.first_token_s is None:
+                request.first_token_s = now
+            else:
+                gap = start + duration - request.last_token_s
+                itl[gap] = itl.get(gap, 0) + 1
+                if repeat > 1:
+                    itl[duration] = itl.get(duration, 0) + repeat - 1
+            request.generated += repeat
+            request.last_token_s = now
+            if request.generated >= request.output:
+                request.done_s = now
+                engine.running.remove(request)
+                engine.release(request)
+                client.free_slots.append(now)
+                finished += 1
+        client.send(now, requests)
+    return _figures(load, requests, itl, engine.preemptions, steps)
+
+
+def _steady_steps(engine: _Engine, scheduled: list[tuple[_Request, int]], client: _Client, cost: StepCost,
+                  now: float) -> int:
+    """How many identical decode-only steps can run from here before anything changes the batch (1: one step)."""
+    if engine.waiting or len(scheduled) != len(engine.running) or not all(r.decoding for r, _ in scheduled):
+        return 1
+    steps = min(r.output - r.generated for r, _ in scheduled)
+    upcoming = client.next_event_s()
+    if upcoming is not None and steps > 1:
+        one = cost(StepBatch(len(scheduled), sum(r.prompt + r.generated for r, _ in scheduled) / len(scheduled)))
+        if one <= 0:
+            return 1
+        # NOTE: a request that arrives while a step runs waits for the next step, so the run stops at the step
+        # in flight when it arrives.
+        steps = min(steps, max(1, math.ceil((upcoming - now) / one)))
+    # NOTE: KV grows one token per request per step; stop before any request needs a block the cache lacks.
+    growth = sum(max(0, -(-(r.computed + steps) // engine.limits.block_size) - r.blocks) for r, _ in scheduled)
+    return max(1, steps) if growth <= engine.free_blocks else 1
+
+
+def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], preemptions: int,
+             steps: int) -> BenchFigures:
+    ttft = sorted(r.first_token_s - r.sent_s for r in requests)
+    e2e = sorted(r.done_s - r.sent_s for r in requests)
+    tpot = sorted((r.done_s - r.first_token_s) / (r.output - 1) for r in requests if r.output > 1)
+    itl = sorted(gaps.items())
+    itl_count = sum(c for _, c in itl)
+    duration = max(r.done_s for r in requests)
+    total_in = sum(load.input_tokens) - load.special_tokens * len(requests)
+    total_out = sum(load.output_tokens)
+
+    def stats(values: list[float]) -> tuple[float, float, float]:
+        if not values:
+            return 0.0, 0.0, 0.0
+        return sum(values) / len(values) * MS, percentile(values, 50) * MS, percentile(values, 99) * MS
+
+    (mt, md, pt), (mp, mdp, pp), (me, mde, pe) = stats(ttft), stats(tpot), stats(e2e)
+    mean_itl = sum(v * c for v, c in itl) / itl_count * MS if itl_count else 0.0
+    return BenchFigures(
+        arrival=load.arrival, completed=len(requests), total_input_tokens=total_in, total_output_tokens=total_out,
+        duration_s=duration, request_throughput=len(requests) / duration, output_throughput=total_out / duration,
+        total_token_throughput=(total_in + total_out) / duration,
+        mean_ttft_ms=mt, median_ttft_ms=md, p99_ttft_ms=pt, mean_tpot_ms=mp, median_tpot_ms=mdp, p99_tpot_ms=pp,
+        mean_itl_ms=mean_itl, median_itl_ms=weighted_percentile(itl, 50) * MS,
+        p99_itl_ms=weighted_percentile(itl, 99) * MS, mean_e2el_ms=me, median_e2el_ms=mde, p99_e2el_ms=pe,
+        preemptions=preemptions, steps=steps)

@@ -1,0 +1,188 @@
+"""The `vllm bench serve` simulation (calculator/speed/bench.py), its command-line reader and `python -m calculator
+bench`. Every expected number is worked by hand from a linear step cost (10 ms a step + 0.1 ms a token) and vLLM
+V1's scheduling rules; the parser's refusals are vLLM's own (its option table)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calculator.cli import main
+from calculator.engine.estimate import estimate
+from calculator.errors import InvalidInput
+from calculator.scenario import Scenario
+from calculator.speed.bench import BenchLoad, EngineLimits, StepBatch, percentile, simulate
+from calculator.speed.bench_cli import BENCH_JSON_KEYS
+from calculator.speed.bench_command import parse_bench_command
+from calculator.speed.predict import _Replica, bench_prediction, speed_estimate
+from calculator.speed.step_time import step_time
+from calculator.speed.traffic import Traffic
+
+BIG = EngineLimits(max_num_seqs=256, max_num_batched_tokens=1000, kv_cache_tokens=1_000_000)
+
+
+def linear(batch: StepBatch) -> float:
+    return 0.010 + 0.0001 * batch.tokens
+
+
+def test_a_burst_in_one_step_then_lockstep_decodes() -> None:
+    # 4 prompts of 100 share one 400-token step (50 ms), then 9 decode steps of 4 tokens (10.4 ms each).
+    run = simulate(BenchLoad(input_tokens=(100,) * 4, output_tokens=(10,) * 4), BIG, linear)
+    assert run.mean_ttft_ms == pytest.approx(50.0) and run.p99_ttft_ms == pytest.approx(50.0)
+    assert run.mean_tpot_ms == pytest.approx(10.4) and run.mean_itl_ms == pytest.approx(10.4)
+    assert run.mean_e2el_ms == pytest.approx(50 + 9 * 10.4)
+    assert run.duration_s == pytest.approx(0.1436)
+    assert run.output_throughput == pytest.approx(40 / 0.1436)
+    assert run.total_token_throughput == pytest.approx(440 / 0.1436)
+
+
+def test_closed_loop_burst_queues_the_prompts_one_step_each() -> None:
+    # --max-concurrency 4 starts with 4 prompts at once; a 1000-token budget fits one 1000-token prompt per step
+    # (110 ms), so the i-th waits i steps: TTFT 110, 220, 330, 440 ms.
+    run = simulate(BenchLoad(input_tokens=(1000,) * 4, output_tokens=(1,) * 4, max_concurrency=4), BIG, linear)
+    assert run.mean_ttft_ms == pytest.approx(275.0) and run.median_ttft_ms == pytest.approx(275.0)
+    assert run.p99_ttft_ms == pytest.approx(330 + 0.97 * 110)  # numpy's linear percentile of the four
+    assert run.duration_s == pytest.approx(0.44)
+
+
+def test_a_new_prompt_shares_the_budget_with_the_running_decode() -> None:
+    # Step 1: r0's prompt (110 ms). Step 2: r0 decodes 1 token and r1 gets the 999 left of the budget (110 ms).
+    # Step 3: r0's last decode and r1's last prompt token (10.2 ms): r1's first token at 230.2 ms. Then r1 decodes
+    # twice (10.1 ms each).
+    run = simulate(BenchLoad(input_tokens=(1000, 1000), output_tokens=(3, 3)), BIG, linear)
+    assert run.mean_ttft_ms == pytest.approx((110 + 230.2) / 2)
+    assert run.p99_ttft_ms == pytest.approx(110 + 0.99 * 120.2)
+    assert run.mean_tpot_ms == pytest.approx(((230.2 - 110) / 2 + 10.1) / 2)
+    assert run.mean_itl_ms == pytest.approx((110 + 10.2 + 10.1 + 10.1) / 4)
+    assert run.duration_s == pytest.approx(0.2504)
+
+
+def test_a_request_arriving_mid_step_waits_for_the_step_in_flight() -> None:
+    # Evenly spaced (burstiness inf) at 10 req/s: r0 at 100 ms, r1 at 200 ms while r0's prompt runs (100-210 ms).
+    # r1 starts at 210 ms with r0's decode beside its 999-token chunk (to 320 ms), then its last token (10.1 ms).
+    load = BenchLoad(input_tokens=(1000, 1000), output_tokens=(2, 1), request_rate=10, burstiness=float("inf"))
+    run = simulate(load, BIG, linear)
+    assert run.mean_ttft_ms == pytest.approx((110 + 130.1) / 2)
+    assert run.p99_ttft_ms == pytest.approx(110 + 0.99 * 20.1)
+    assert run.duration_s == pytest.approx(0.3301)
+    assert "evenly spaced at 10 req/s" in run.arrival
+
+
+def test_a_full_kv_cache_preempts_the_newest_request_and_recomputes_it() -> None:
+    # 3 blocks of 4 tokens; two prompts of 4 tokens each take a block. r0's 5th token needs a second block: none is
+    # free, so r1 (the newest) is preempted and waits; it recomputes its 4 + 1 tokens (10.5 ms) once r0 ends.
+    limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=1000, kv_cache_tokens=12, block_size=4)
+    run = simulate(BenchLoad(input_tokens=(4, 4), output_tokens=(4, 4)), limits, linear)
+    assert run.preemptions == 1
+    assert run.mean_ttft_ms == pytest.approx(10.8)
+    assert run.mean_e2el_ms == pytest.approx((41.1 + 71.8) / 2)
+    assert run.duration_s == pytest.approx(0.0718)
+    assert run.p99_itl_ms == pytest.approx(percentile(sorted([10.1, 10.1, 10.1, 40.8, 10.1, 10.1]), 99))
+
+
+def test_gamma_arrivals_are_rescaled_to_num_prompts_over_rate() -> None:
+    times = BenchLoad(input_tokens=(8,) * 50, output_tokens=(2,) * 50, request_rate=5, burstiness=0.3).arrival_times_s()
+    assert times[-1] == pytest.approx(50 / 5)  # vLLM rescales the cumulative gaps to num_prompts / rate
+    assert times == sorted(times)
+
+
+def test_a_request_that_never_fits_is_refused() -> None:
+    limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=64, kv_cache_tokens=32, block_size=16)
+    with pytest.raises(ValueError, match="does not fit in the KV cache"):
+        simulate(BenchLoad(input_tokens=(30,), output_tokens=(10,)), limits, linear)
+
+
+LINE = ("vllm bench serve --model meta-llama/Llama-3.1-8B-Instruct --dataset-name random --random-input-len 1024 "
+        "--random-output-len 256 --max-concurrency 32 --num-prompts 320")
+
+
+def test_the_bench_line_reads_as_vllm_reads_it() -> None:
+    command = parse_bench_command(LINE)
+    assert command.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert command.load.max_concurrency == 32 and command.load.request_rate is None
+    assert set(command.load.input_tokens) == {1024} and set(command.load.output_tokens) == {256}
+    assert len(command.load.input_tokens) == 320
+    # abbreviations, underscores and --flag=value, as FlexibleArgumentParser takes them
+    other = parse_bench_command("vllm bench serve --max_concurrency=8 --num-prom 10 --request-rate 4 --burst 0.5")
+    assert other.load.max_concurrency == 8 and other.load.num_prompts == 10 and other.load.burstiness == 0.5
+    assert set(other.load.input_tokens) == {1024} and set(other.load.output_tokens) == {128}  # vLLM's defaults
+
+
+def test_range_ratio_samples_vllms_ranges() -> None:
+    # input: 1024 less the BOS, 1023 -> [floor(511.5), ceil(1534.5)] = [511, 1535], and the server adds the BOS back
+    command = parse_bench_command(LINE + " --random-range-ratio 0.5")
+    assert 512 <= min(command.load.input_tokens) and max(command.load.input_tokens) <= 1536
+    assert 128 <= min(command.load.output_tokens) and max(command.load.output_tokens) <= 384
+    assert len(set(command.load.input_tokens)) > 100
+    split = parse_bench_command(LINE + " --random-range-ratio '{\"input\": 0, \"output\": 0.5}'")
+    assert set(split.load.input_tokens) == {1024} and len(set(split.load.output_tokens)) > 50
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ("--max-concurency 3", "unrecognized arguments: --max-concurency 3"),
+    ("--dataset-name sharegpt", "--dataset-name sharegpt is not modelled"),
+    ("--ramp-up-strategy linear", "does not model --ramp-up-strategy"),
+    ("--random-range-ratio 1.5", "must be in [0, 1)"),
+    ("--num-prompts many", "invalid int value: 'many'"),
+    ("--random-prefix-len 100", "--random-prefix-len is not modelled"),
+])
+def test_what_vllm_refuses_or_the_planner_does_not_model_is_a_sentence(extra: str, said: str) -> None:
+    with pytest.raises(InvalidInput, match=None) as raised:
+        parse_bench_command(f"{LINE} {extra}")
+    assert said in str(raised.value)
+
+
+GPU = ["bench", "--gpu", "h100", "--max-model-len", "4096"]
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bench_cli_prints_the_block_and_returns_the_keys(capsys) -> None:
+    code, out, _ = _run([*GPU, "--json", "--", *LINE.split()], capsys)
+    data = json.loads(out)
+    assert code == 0 and set(BENCH_JSON_KEYS) <= set(data)
+    assert data["arrival"].startswith("closed loop of 32 clients: a burst of 32 prompts")
+    assert data["completed"] == 320 and data["total_input_tokens"] == 320 * 1023  # the client counts without BOS
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100", max_model_len=4096))
+    direct = bench_prediction(result, parse_bench_command(LINE).load)
+    assert data["median_ttft_ms"] == round(direct.median_ttft_ms, 3)
+    code, text, _ = _run([*GPU, "--", *LINE.split()], capsys)
+    assert code == 0 and "Median TTFT (ms):" in text and "closed loop of 32 clients" in text
+
+
+def test_fixed_lengths_move_in_waves_so_every_wave_is_a_burst() -> None:
+    # With --ignore-eos fixed lengths the 32 requests of a closed loop end together and the next 32 arrive together:
+    # each prompt queues behind its wave's other prompts. On an H100 the budget is 8,192 tokens: 8 prompts of 1,024
+    # per step (S), so a wave's prompts get their first token after 1, 2, 3 or 4 steps; the median request waits
+    # 3 S and the p99 one 4 S, where a steady state of staggered requests has each prompt beside the decodes alone.
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100", max_model_len=4096))
+    assert result.settings.max_num_batched_tokens == 8192
+    run = bench_prediction(result, parse_bench_command(LINE).load)
+    replica = _Replica(result, None)
+    step_ms = 1e3 * step_time(replica.costs, replica.rates, replica.constants, decode_tokens=0,
+                              decode_context_tokens=0, prefill_tokens=8192, prefill_prompts=8, requests=8).total_s
+    overhead_ms = replica.constants.request_overhead_s * 1e3
+    assert run.p99_ttft_ms == pytest.approx(overhead_ms + 4 * step_ms, rel=0.03)
+    assert run.median_ttft_ms == pytest.approx(overhead_ms + 3 * step_ms, rel=0.03)
+    steady = speed_estimate(result, Traffic(input_tokens=1024, output_tokens=256, concurrency=32))
+    assert run.median_ttft_ms > 5 * steady.ttft_ms
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    (["--", "vllm", "bench", "serve", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-concurency", "3"],
+     "unrecognized arguments: --max-concurency 3"),
+    ([], "give the bench command after --"),
+    (["--", "vllm", "bench", "serve", "--num-prompts", "3"], "name the model"),
+    (["-pp", "2", "--", *LINE.split()], "pipeline parallel"),
+])
+def test_bad_bench_input_exits_2_with_one_line(capsys, extra: list[str], said: str) -> None:
+    code, out, err = _run([*GPU, *extra], capsys)
+    assert code == 2 and out == "" and said in err and len(err.strip().splitlines()) == 1
