@@ -24,7 +24,13 @@ from .limits import field_bounds
 from .model.quantization import SUPPORTED_FLAGS
 from .scenario import DEFAULT_GPU, Scenario, capture_sizes_from_text
 from .serve_command import DTYPE_NAMES
-from .speed.inputs import MAX_USD_PER_GPU_HOUR, MIN_USD_PER_GPU_HOUR, RecommendRequest, SpeedInputs
+from .speed.inputs import (
+    FEATURE_FIELDS,
+    MAX_USD_PER_GPU_HOUR,
+    MIN_USD_PER_GPU_HOUR,
+    RecommendRequest,
+    SpeedInputs,
+)
 from .speed.traffic import Traffic
 from .units import parse_size
 
@@ -58,6 +64,8 @@ RECOMMEND_KEYS: dict[str, str] = {
     "model": "m", "gpus": "gpus", "max_gpus": "maxg", "budget_per_hour": "budget", "vllm_version": "v",
     "max_model_len": "len", "prices": "prices", "price_set": "pset",
 }
+# NOTE: a Recommend link carries the LoRA and speculative settings under the Plan link's keys.
+RECOMMEND_KEYS.update({field: SCENARIO_KEYS[field] for field in FEATURE_FIELDS})
 RECOMMEND_WORKLOAD_FIELDS = ("prompt_tokens_mean", "output_tokens_mean", "prompt_tokens_p95", "output_tokens_p95",
                              "target_concurrent_requests")
 RECOMMEND_SPEED_FIELDS = ("request_rate", "ttft_p95_ms", "tpot_ms", "min_tok_s_per_user", "e2e_s")

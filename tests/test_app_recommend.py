@@ -141,3 +141,29 @@ def test_one_providers_price_list_ranks_the_gpus_it_rents_and_names_itself() -> 
     assert any("RunPod Serverless, active workers, one provider and one tier" in e.label for e in app.expander)
     assert "no price for T4 16GB (give one to rank it)" in {row["why not"] for row in rejected(app)}
     assert app.query_params["pset"] in ("runpod-serverless-active", ["runpod-serverless-active"])
+
+
+def test_each_row_shows_its_ttft_p95_band_and_whether_the_slo_is_at_risk() -> None:
+    # No SLO: nothing can be at risk. A TTFT p95 SLO between a row's estimate and its band's pessimistic edge:
+    # that row is "at risk" and says why.
+    rows = ranked_rows(run_page(SMALL_CASE))
+    assert all(row[9] == "met" and "–" in row[8] for row in rows)
+    low, high = (float(v.removesuffix(" ms")) for v in rows[0][8].split("–"))
+    point = float(rows[0][7].removesuffix(" ms"))
+    assert low < point < high
+    slo = round((point + high) / 2, 1)
+    risky = ranked_rows(run_page({**SMALL_CASE, "ttft": str(slo)}))
+    assert any(row[9].startswith("**at risk**: TTFT p95") for row in risky)
+
+
+def test_lora_and_speculative_decoding_reach_every_candidate_the_link_and_the_rows_plan_links() -> None:
+    features = {"lora": "1", "loras": "4", "lrank": "64", "spec": "ngram", "ntok": "3"}
+    app = run_page({**SMALL_CASE, **features})
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.checkbox(key="rec_enable_lora").value is True
+    assert app.selectbox(key="rec_speculative_method_choice").value == "n-gram (prompt look-up)"
+    link = {k: v[-1] if isinstance(v, list) else v for k, v in app.query_params.items()}
+    assert {k: link[k] for k in features} == features
+    row = ranked_rows(app)[0][-1]
+    query = {key: value[-1] for key, value in parse_qs(urlsplit(row[row.index("(") + 1:-1]).query).items()}
+    assert {k: query[k] for k in features} == features

@@ -23,7 +23,7 @@ from ..errors import CalculatorError, InvalidInput
 from ..model.model_source import load_model_spec
 from ..serve_command import speculative_fields
 from . import bench_cli
-from .inputs import RecommendRequest, SpeedInputs
+from .inputs import FEATURE_FIELDS, RecommendRequest, SpeedInputs
 from .plan import Slo
 from .predict import SpeedEstimate, speed_estimate
 from .prices import GpuPrice, price_sets
@@ -134,9 +134,7 @@ def add_feature_flags(parser: argparse.ArgumentParser) -> None:
 
 def feature_fields(args: argparse.Namespace) -> dict[str, object]:
     """The Scenario fields of the LoRA and speculative-decoding flags that were given."""
-    names = ("enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "lora_dtype", "fully_sharded_loras",
-             "speculative_acceptance_rate")
-    fields = {name: getattr(args, name) for name in names if getattr(args, name, None) not in (None, False)}
+    fields = {name: getattr(args, name) for name in FEATURE_FIELDS if getattr(args, name, None) not in (None, False)}
     return {**fields, **(getattr(args, "speculative_config", None) or {})}
 
 

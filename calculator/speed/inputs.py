@@ -9,7 +9,9 @@ their own GPU price, a custom GPU's rates and efficiencies measured on a running
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..engine.estimate import Estimate
 from ..engine.vllm_versions import LATEST_VERSION
@@ -18,7 +20,7 @@ from ..errors import InvalidInput
 from ..gpus import GpuSpec
 from ..limits import MAX_CONTEXT_TOKENS, MAX_MODEL_REFERENCE_CHARS
 from ..model.spec import ModelSpec
-from ..scenario import DEFAULT_MODEL, Scenario
+from ..scenario import DEFAULT_MODEL, Scenario, SpeculativeMethod
 from .calibration import SpeedConstants, constants_for
 from .ceilings import CeilingsPlan, plan_both_ceilings
 from .layouts import LayoutPlan, layout_plan
@@ -100,6 +102,14 @@ class SpeedInputs(BaseModel):
         return constants_for(platform).model_copy(update=measured) if measured else None
 
 
+# Scenario fields every recommended deployment runs with: LoRA slots and speculative decoding (their bounds are the
+# Scenario's own, so the Recommend page, its link and the CLI accept what the Plan page does).
+FEATURE_FIELDS = ("enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "lora_dtype", "fully_sharded_loras",
+                  "speculative_method", "speculative_model", "num_speculative_tokens", "draft_tensor_parallel_size",
+                  "speculative_acceptance_rate")
+_SCENARIO = Scenario.model_fields
+
+
 class RecommendRequest(BaseModel):
     """What the recommender is asked beside the lengths, the load and the SLOs: the model, which GPUs (empty: the
     whole catalog), the most GPUs and dollars per hour, the vLLM version, ``max_model_len`` (None: the longest
@@ -115,6 +125,27 @@ class RecommendRequest(BaseModel):
     max_model_len: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS)
     prices: dict[str, float] = Field(default_factory=dict, max_length=256)
     price_set: str | None = Field(None, max_length=64)
+    enable_lora: bool = _SCENARIO["enable_lora"]
+    max_loras: int = _SCENARIO["max_loras"]
+    max_lora_rank: int = _SCENARIO["max_lora_rank"]
+    max_cpu_loras: int | None = _SCENARIO["max_cpu_loras"]
+    lora_dtype: Literal["auto", "float16", "bfloat16"] = _SCENARIO["lora_dtype"]
+    fully_sharded_loras: bool = _SCENARIO["fully_sharded_loras"]
+    speculative_method: SpeculativeMethod | None = _SCENARIO["speculative_method"]
+    speculative_model: str | None = _SCENARIO["speculative_model"]
+    num_speculative_tokens: int | None = _SCENARIO["num_speculative_tokens"]
+    draft_tensor_parallel_size: int | None = _SCENARIO["draft_tensor_parallel_size"]
+    speculative_acceptance_rate: float | None = _SCENARIO["speculative_acceptance_rate"]
+
+    @model_validator(mode="after")
+    def _features_agree(self) -> RecommendRequest:
+        Scenario(**self.features())  # NOTE: the Scenario's rules across fields (a draft model needs a method)
+        return self
+
+    def features(self) -> dict[str, object]:
+        """The LoRA and speculative-decoding settings that differ from vLLM's defaults."""
+        return {field: getattr(self, field) for field in FEATURE_FIELDS
+                if getattr(self, field) != _SCENARIO[field].default}
 
     @field_validator("price_set")
     @classmethod
@@ -129,11 +160,12 @@ class RecommendRequest(BaseModel):
         """Every deployment of ``spec`` for the workload's lengths under ``speed``'s load and SLOs."""
         return recommend(spec, speed.traffic(workload), speed.slo, gpus=self.gpus or None, max_gpus=self.max_gpus,
                          budget_per_hour=self.budget_per_hour, prices=self.price_overrides(),
-                         vllm_version=self.vllm_version, max_model_len=self.max_model_len, price_set=self.price_set)
+                         vllm_version=self.vllm_version, max_model_len=self.max_model_len, price_set=self.price_set,
+                         features=self.features())
 
     def plan_inputs(self, option: Option, max_model_len: int, speed: SpeedInputs) -> tuple[Scenario, SpeedInputs]:
         """What opens ``option`` on the Plan page: its scenario, and the load and SLOs with this GPU's price."""
-        scenario = option.deployment.scenario(self.model, self.vllm_version, max_model_len)
+        scenario = option.deployment.scenario(self.model, self.vllm_version, max_model_len).replace(**self.features())
         price = self.prices.get(option.deployment.gpu)
         if price is None and self.price_set is not None:
             listed = price_set(self.price_set).prices.get(option.deployment.gpu)

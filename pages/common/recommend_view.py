@@ -9,7 +9,7 @@ import streamlit as st
 
 from calculator import Workload
 from calculator.speed.charts import cost_latency_figure
-from calculator.speed.inputs import RecommendRequest, SpeedInputs
+from calculator.speed.inputs import FEATURE_FIELDS, RecommendRequest, SpeedInputs
 from calculator.gpus import find_gpu
 from calculator.speed.prices import gpu_price, price_set, price_table
 from calculator.speed.recommend import Option, Recommendations
@@ -54,6 +54,8 @@ def init_from_url() -> list[str]:
     state[f"{PREFIX}_max_model_len"] = request.max_model_len
     state[f"{PREFIX}_prices"] = price_list_text(request.prices)
     state[f"{PREFIX}_price_set"] = request.price_set
+    for field in FEATURE_FIELDS:  # LoRA and speculative decoding (inputs.adapters_and_speculation's keys)
+        state[f"{PREFIX}_{field}"] = getattr(request, field)
     for field in RECOMMEND_WORKLOAD_FIELDS:
         state[f"{PREFIX}_{field}"] = getattr(link.workload, field)
     apply_speed(PREFIX, link.speed)
@@ -62,6 +64,8 @@ def init_from_url() -> list[str]:
         state[f"{PREFIX}_model"] = scenario.model
         state[f"{PREFIX}_vllm_version"] = scenario.vllm_version
         state[f"{PREFIX}_max_model_len"] = scenario.max_model_len
+        for field in FEATURE_FIELDS:
+            state[f"{PREFIX}_{field}"] = getattr(scenario, field)
         for field in RECOMMEND_WORKLOAD_FIELDS if workload is not None else ():
             state[f"{PREFIX}_{field}"] = getattr(workload, field)
     state[flag] = True
