@@ -104,6 +104,15 @@ class TestGemma4:
                    + 15 * 3 * 6144 * 1536 + 20 * 3 * 12_288 * 1536 + 1536)
         assert build_model_spec(GEMMA4_E2B_TEXT_ONLY, "google/gemma-4-E2B").num_params == by_hand
 
+    def test_a_written_per_layer_config_wins_over_the_derived_shapes(self) -> None:
+        # transformers 5.19 saves per_layer_config (and may drop global_head_dim): layer 2 is full at 64 x 1 head.
+        text = {**GEMMA4_E2B_TEXT_ONLY["text_config"], "num_hidden_layers": 3, "num_kv_shared_layers": 0,
+                "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+                "per_layer_config": {"2": {"head_dim": 64, "num_key_value_heads": 1}}}
+        del text["global_head_dim"]
+        spec = build_model_spec({**GEMMA4_E2B_TEXT_ONLY, "text_config": text}, "per-layer-config")
+        assert [(layer.head_size, layer.num_kv_heads) for layer in spec.layers] == [(256, 1), (256, 1), (64, 1)]
+
     def test_an_audio_tower_is_named_as_missing(self) -> None:
         config = {**GEMMA4_E2B_TEXT_ONLY, "audio_config": {"model_type": "gemma4_audio"}}
         assert any("audio tower" in w for w in build_model_spec(config, "google/gemma-4-E2B").warnings)

@@ -81,6 +81,8 @@ CASES = [
     Case("mistral-sliding-window", "tiny-mistral", every_version=True),
     Case("gemma2-hybrid-1to1", "tiny-gemma2"),
     Case("gemma3-hybrid-5to1", "tiny-gemma3", every_version=True),
+    # Gemma 4: full layers at global_head_dim with one K = V head, the last two layers reading earlier caches
+    Case("gemma4-shared-kv-global-heads", "tiny-gemma4"),
     Case("gptoss-sinks-moe", "tiny-gptoss", every_version=True),
     # NOTE: vLLM picks the MLA backend from the host CPU: AMX_MLA (block 128, bf16 weights only)
     # where torch sees AMX tiles, else CPU_MLA, which forces block_size 16. Forcing CPU_MLA makes

@@ -48,23 +48,36 @@ def gemma4_layers(text: Mapping[str, Any]) -> tuple[Gemma4Layer, ...]:
         "sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(num_layers)])
     layer_types[num_layers - 1] = "full_attention"  # NOTE: transformers forces the last layer to full attention
     k_eq_v = bool(text.get("attention_k_eq_v", False))
-    global_kv = text.get("num_global_key_value_heads")
     first_shared = num_layers - c.int("num_kv_shared_layers", default=0)
+    shapes = _per_layer_shapes(text, c, layer_types[:num_layers])
     result = []
     for index, kind in enumerate(layer_types[:num_layers]):
         sliding = kind == "sliding_attention"
-        kv_heads = c.int("num_key_value_heads")
-        if not sliding and k_eq_v and isinstance(global_kv, int) and global_kv > 0:
-            kv_heads = global_kv
         target = None
         if index >= first_shared:
             earlier = [i for i in range(first_shared) if layer_types[i] == kind]
             target = earlier[-1] if earlier else None
-        result.append(Gemma4Layer(sliding=sliding, num_kv_heads=kv_heads, kv_sharing_target=target,
-                                  head_dim=c.int("head_dim") if sliding else c.int("global_head_dim",
-                                                                                   default=_GLOBAL_HEAD_DIM),
+        head_dim, kv_heads = shapes[index]
+        result.append(Gemma4Layer(sliding=sliding, num_kv_heads=kv_heads, kv_sharing_target=target, head_dim=head_dim,
                                   k_eq_v=k_eq_v and not sliding and index < first_shared))
     return tuple(result)
+
+
+def _per_layer_shapes(text: Mapping[str, Any], c: Cfg, layer_types: list[str]) -> list[tuple[int, int]]:
+    """(head_dim, KV heads) per layer: ``per_layer_config`` where the config spells it out (transformers 5.19+ saves
+    it), else what Gemma4TextConfig.__post_init__ derives — full layers at ``global_head_dim`` with
+    ``num_global_key_value_heads`` where ``attention_k_eq_v`` is not false."""
+    base = (c.int("head_dim"), c.int("num_key_value_heads"))
+    written = text.get("per_layer_config")
+    if isinstance(written, Mapping):
+        overrides = {int(k): v for k, v in written.items() if str(k).isdigit() and isinstance(v, Mapping)}
+        return [(int(overrides.get(i, {}).get("head_dim") or base[0]),
+                 int(overrides.get(i, {}).get("num_key_value_heads") or base[1])) for i in range(len(layer_types))]
+    global_kv = text.get("num_global_key_value_heads")
+    gated = bool(text.get("attention_k_eq_v", True))
+    full = (c.int("global_head_dim", default=_GLOBAL_HEAD_DIM),
+            int(global_kv) if gated and isinstance(global_kv, int) and global_kv > 0 else base[1])
+    return [base if kind == "sliding_attention" else full for kind in layer_types]
 
 
 def _attention(c: Cfg, layer: Gemma4Layer, span: Span) -> list[WeightTensor]:
