@@ -361,6 +361,26 @@ def test_borderline_verdict_shows_the_calibrated_band():
     assert f"{low_bytes / 2**30:,.2f}–{high_bytes / 2**30:,.2f} GiB" in message
 
 
+def test_an_unknown_architecture_the_band_straddles_is_borderline_unknown_architecture(monkeypatch):
+    # Qwen3-32B's config under a model_type nobody knows, at its default 40,960 tokens on the default H100: known, it
+    # does not fit (about 4.5 GiB of KV for 10 GiB); estimated generically, the widened band's high end would hold it.
+    config = {**json.loads((Path(__file__).resolve().parent.parent / "calculator" / "data" / "presets"
+                            / "Qwen__Qwen3-32B.json").read_text()), "model_type": "mystery",
+              "architectures": ["MysteryForCausalLM"]}
+    with LocalHub(public={"acme/mystery-32b": {"config.json": json.dumps(config).encode()}}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        app = run_app()
+        app.radio(key="plan_source").set_value("Hugging Face id")
+        app.run()
+        app.text_input(key="plan_hub_id").set_value("acme/mystery-32b")
+        app.run()
+    assert not app.exception
+    message = next(w.value for w in app.warning if "Borderline" in w.value)
+    assert message.startswith("**Borderline, unknown architecture: MysteryForCausalLM is estimated as a generic")
+    assert "Why borderline: Unknown architecture MysteryForCausalLM: estimated as a generic decoder" in message
+    assert "Error band (widened: unknown architecture)" in message
+
+
 def test_switching_the_sweep_reruns_only_its_fragment_and_keeps_the_link():
     app = run_app({"m": "Qwen/Qwen3-8B"})
     app.segmented_control(key="plan_view_sweep").set_value("tensor_parallel_size")

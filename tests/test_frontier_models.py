@@ -283,7 +283,7 @@ class TestUnknownShapeVerdict:
         unknown = self.run(as_unknown(preset("Qwen__Qwen3-32B")), max_model_len=12_000)
         assert uncertainty.verdict(known) == "fits with margin"
         assert unknown.fits and uncertainty.verdict(unknown) == "borderline"
-        assert uncertainty.verdict_reason(unknown).startswith("Borderline, unknown architecture MysteryForCausalLM")
+        assert uncertainty.verdict_reason(unknown).startswith("Unknown architecture MysteryForCausalLM: estimated as a")
         assert lead_sentence(unknown, "borderline", None).startswith("Borderline, unknown architecture:")
         low, high, _, _ = uncertainty.kv_band(unknown)
         budget = unknown.budget
@@ -297,7 +297,7 @@ class TestUnknownShapeVerdict:
         unknown = self.run(as_unknown(preset("Qwen__Qwen3-32B")), max_model_len=30_000)
         assert uncertainty.verdict(known) == "does not fit"
         assert not unknown.fits and uncertainty.verdict(unknown) == "borderline"
-        assert uncertainty.verdict_reason(unknown).startswith("Borderline, unknown architecture")
+        assert uncertainty.verdict_reason(unknown).startswith("Unknown architecture MysteryForCausalLM")
 
     def test_a_fit_beyond_the_band_stays_green_but_says_unknown_first(self) -> None:
         config = as_unknown(preset("Qwen__Qwen3-0.6B"))
@@ -318,7 +318,7 @@ class TestUnknownShapeVerdict:
         assert done.returncode == 0, done.stderr
         summary = json.loads(done.stdout)
         assert (summary["confidence"], summary["verdict"]) == ("unknown architecture", "borderline")
-        assert summary["verdict_reason"].startswith("Borderline, unknown architecture MysteryForCausalLM")
+        assert summary["verdict_reason"].startswith("Unknown architecture MysteryForCausalLM: estimated as a generic")
         known = estimate_summary(self.run(preset("Qwen__Qwen3-32B"), max_model_len=12_000))
         assert known["confidence"] == "calibrated"
 

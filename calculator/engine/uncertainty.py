@@ -110,7 +110,7 @@ def confidence(result: Estimate) -> Confidence:
 
 def unknown_architecture_note(result: Estimate) -> str:
     """What "unknown architecture" means for this estimate, with the band it was given."""
-    return (f"unknown architecture {result.model.architecture}: estimated as a generic decoder, and generic "
+    return (f"Unknown architecture {result.model.architecture}: estimated as a generic decoder, and generic "
             f"estimates of known families have missed the weights by up to {GENERIC_WEIGHTS_REL:.0%} and the KV "
             f"bytes per token by {GENERIC_KV_PER_TOKEN_REL:.0%}; the band is widened by that much")
 
@@ -118,11 +118,12 @@ def unknown_architecture_note(result: Estimate) -> str:
 def verdict_reason(result: Estimate) -> str | None:
     """Why the verdict is not "fits with margin": vLLM's error, a reported failure, the free-memory check, the band.
 
-    For an unknown architecture whose widened band straddles the verdict, the reason says so first."""
+    For an unknown architecture whose widened band straddles the verdict, the reason says so first ("Unknown
+    architecture ...")."""
     call = verdict(result)
     if call == "borderline" and confidence(result) == "unknown architecture":
         detail = result.error if not result.fits else " ".join(_start_reasons(result)) or None
-        return "Borderline, " + unknown_architecture_note(result) + (f". {detail}" if detail else ".")
+        return unknown_architecture_note(result) + (f". {detail}" if detail else ".")
     if call == "fits with margin":
         return None
     if call == "does not fit" or not result.fits:
