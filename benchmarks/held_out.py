@@ -10,11 +10,12 @@ prediction: for it, the constants are held out already. Used by ``benchmarks/acc
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from calculator.engine.calibration_records import CalibrationCase
 from calculator.engine.estimate import Estimate, estimate
+from calculator.engine.interconnect import P2P_BUFFER_BYTES, has_nvls
 from calculator.engine.overheads import (
     ERA_CONSTANTS,
     FREE_DROP_PERSISTENT_BYTES,
@@ -35,13 +36,17 @@ class Fit:
     aggregate: Callable[[list[float]], float]
     applies: Callable[[Estimate], bool]
     sampler: bool = False  # in logits copies: moves the activation peak only where the sampler sets it
+    # NOTE: what the constant falls back to when every set-up is left out (a whole source can be): the same constant
+    # of the neighbouring era, set by other sources, where the mechanism is the same; else nothing (0).
+    prior: float = 0.0
 
-    def without(self, record_id: str) -> float | None:
-        """The constant refitted without ``record_id``'s set-up (None: it did not help set it)."""
-        if not any(record_id in records for records in self.setups):
+    def without(self, record_ids: str | Collection[str]) -> float | None:
+        """The constant refitted without the set-ups of ``record_ids`` (None: none of them helped set it)."""
+        left_out = {record_ids} if isinstance(record_ids, str) else set(record_ids)
+        if not any(left_out.intersection(records) for records in self.setups):
             return None
-        rest = [value for records, value in self.setups.items() if record_id not in records]
-        return self.aggregate(rest) if rest else 0.0
+        rest = [value for records, value in self.setups.items() if not left_out.intersection(records)]
+        return self.aggregate(rest) if rest else self.prior
 
     def shift_bytes(self, result: Estimate, refitted: float) -> int:
         """How much more memory the budget holds outside the KV cache with the refitted value."""
@@ -60,6 +65,12 @@ def _era(*eras: str) -> Callable[[Estimate], bool]:
     return lambda result: result.rules.overhead_era in eras and result.settings.device != "cpu"
 
 
+def _p2p(*links: str) -> Callable[[Estimate], bool]:
+    """TP > 1 over one of ``links`` without NVLS: the P2P buffers of ``interconnect.py`` apply."""
+    return lambda result: (result.settings.tensor_parallel_size > 1 and result.settings.interconnect in links
+                           and not has_nvls(result.settings.interconnect, result.gpu))
+
+
 FITS = (
     # overheads.py cites each set-up with the value below (GiB beyond the 0.6.4+ terms; non-torch at TP=1).
     Fit("ERA_CONSTANTS['v0_used_memory'].held_after_profile_bytes", ERA_CONSTANTS["v0_used_memory"]
@@ -73,16 +84,23 @@ FITS = (
     Fit("ERA_CONSTANTS['v1'].non_torch_tp1_bytes", ERA_CONSTANTS["v1"].non_torch_tp1_bytes / GIB,
         {("llmd-h100-llama31-8b",): 0.13, ("llmd-h100-qwen3-0.6b-16k", "llmd-h100-qwen3-0.6b-32k"): 0.13,
          ("llmd-h100-qwen3-32b-tp1-16k", "llmd-h100-qwen3-32b-tp1-32k-failed"): 0.14,
-         ("llmd-h100-gpt-oss-20b",): 0.13}, statistics.mean, _era("v1")),
+         ("llmd-h100-gpt-oss-20b",): 0.13}, statistics.mean, _era("v1"),
+        prior=ERA_CONSTANTS["v0"].non_torch_tp1_bytes / GIB),
     # fp32 logits copies: the printed activation peak / one copy of min(seqs, tokens) x vocab (benchmark output)
     Fit("ERA_CONSTANTS['v1'].sampler_logits_copies", ERA_CONSTANTS["v1"].sampler_logits_copies,
         {("llmd-h100-llama31-8b",): 9.73, ("llmd-h100-qwen3-0.6b-16k", "llmd-h100-qwen3-0.6b-32k"): 9.59,
          ("llmd-h100-qwen3-32b-tp1-16k", "llmd-h100-qwen3-32b-tp1-32k-failed"): 9.73,
-         ("llmd-h100-gpt-oss-20b",): 9.62}, statistics.mean, _era("v1"), sampler=True),
+         ("llmd-h100-gpt-oss-20b",): 9.62}, statistics.mean, _era("v1"), sampler=True,
+        prior=ERA_CONSTANTS["v0"].sampler_logits_copies),
     Fit("FREE_DROP_PERSISTENT_BYTES", FREE_DROP_PERSISTENT_BYTES / GIB,
-        {("blog-l40s-qwen3-14b-awq-tuned",): 1.06, ("blog-l4-qwen3-14b-awq-pp2",): 1.10,
-         ("blog-l4-qwen3-14b-awq-single", "blog-l4-qwen3-14b-awq-replica"): 0.78}, statistics.median,
+        {("blog-l40s-qwen3-14b-awq-tuned",): 0.49, ("blog-l4-qwen3-14b-awq-pp2",): 0.70,
+         ("blog-l4-qwen3-14b-awq-single", "blog-l4-qwen3-14b-awq-replica"): 0.38}, statistics.median,
         lambda result: result.rules.version.at_least(27) and result.settings.device == "cuda"),
+    # interconnect.py: NCCL's P2P buffers at TP > 1 (non-torch printed minus the era's TP = 1 figure).
+    Fit("P2P_BUFFER_BYTES['pcie']", P2P_BUFFER_BYTES["pcie"] / GIB,
+        {("vllm-13061-2x4090-r1-distill-qwen14b-tp2-failed",): 0.12}, statistics.mean, _p2p("pcie")),
+    Fit("P2P_BUFFER_BYTES['nvlink']", P2P_BUFFER_BYTES["nvlink"] / GIB,
+        {("vllm-16570-4xa100-40g-qwen25-vl-72b-tp4",): 0.25}, statistics.mean, _p2p("nvlink", "nvswitch", "xgmi")),
     Fit("ROCM_EXTRA_NON_TORCH_BYTES", ROCM_EXTRA_NON_TORCH_BYTES / GIB,
         {("file-rocm-24gb-opt125m-serverlessllm",): 0.40}, statistics.mean,
         lambda result: result.settings.device == "rocm"),
@@ -97,11 +115,14 @@ class HeldOut:
     refitted: tuple[tuple[str, float], ...]  # (constant, value without this record)
 
 
-def held_out(case: CalibrationCase, result: Estimate) -> HeldOut:
-    """``result`` again, with each constant ``case`` helped fit refitted without it (unchanged when none)."""
+def held_out(case: CalibrationCase, result: Estimate, together: Collection[str] = ()) -> HeldOut:
+    """``result`` again, with each constant ``case`` helped fit refitted without it (unchanged when none).
+
+    ``together``: more records to leave out with it (the other records of its source, for leave-one-source-out).
+    """
     shift, refitted = 0, []
     for fit in FITS:
-        value = fit.without(case.record_id)
+        value = fit.without({case.record_id, *together})
         if value is None or not fit.applies(result):
             continue
         shift += fit.shift_bytes(result, value)

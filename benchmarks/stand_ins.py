@@ -66,6 +66,10 @@ STAND_INS: dict[str, StandIn] = {
         "microsoft/Phi-4-mini-instruct", "a merged LoRA fine-tune of it"),
     "vllm-pr10511-h100-llama3-8b-tp1": StandIn(
         "meta-llama/Meta-Llama-3-8B-Instruct", "the base model of the same shapes"),
+    "vllm-pr10511-h100-llama3-8b-tp2": StandIn(
+        "meta-llama/Meta-Llama-3-8B-Instruct", "the base model of the same shapes"),
+    "file-p4d-8xa100-40g-dscoder-v2-lite-tp8-v071": StandIn(
+        "deepseek-ai/DeepSeek-V2-Lite", "the coder fine-tune of the same DeepSeek-V2-Lite shapes"),
     "file-gb10-qwen3-30b-a3b-fp8-util030-v0130nv": StandIn(
         "Qwen/Qwen3-30B-A3B", "Qwen's FP8 checkpoint of it: e4m3 in 128 x 128 blocks", FP8_BLOCK_128),
     "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv": StandIn(

@@ -2,7 +2,7 @@
 
 Expected figures are computed by hand from the constants' sources: vLLM 0.32's custom_all_reduce.py (8 MiB
 ``max_size``, two IPC buffers and an 8 MiB ``rank_data``; world sizes 2/4/6/8/16; more than two PCIe GPUs refused),
-the TP = 1 non-torch figure of 0.17+ (0.26 GiB), the 0.27+ free-drop term (1.06 GiB), the NVLS figures measured on
+the TP = 1 non-torch figure of 0.17+ (0.26 GiB), the 0.27+ free-drop term (0.49 GiB), the NVLS figures measured on
 H100 SXM (1.81 GiB at TP 2, 0.03 per peer beyond) and the P2P figures (PCIe 0.12 GiB from vllm#13061, NVLink 0.25).
 """
 
@@ -39,8 +39,8 @@ def test_custom_all_reduce_runs_on_nvlink_or_exactly_two_pcie_gpus(link, world, 
 def test_pcie_tp2_non_torch_is_the_p2p_buffers_and_the_context_holds_the_custom_all_reduce():
     result = _budget("l40s-48gb", 2)
     assert result.settings.interconnect == "pcie"
-    # 0.26 (cuBLAS, TP 1) + 1.06 (0.27+ free drop) + 0.12 (NCCL P2P over PCIe)
-    assert result.budget.non_torch_bytes == int(0.26 * GIB) + int(1.06 * GIB) + int(0.12 * GIB)
+    # 0.26 (cuBLAS, TP 1) + 0.49 (0.27+ free drop) + 0.12 (NCCL P2P over PCIe)
+    assert result.budget.non_torch_bytes == int(0.26 * GIB) + int(0.49 * GIB) + int(0.12 * GIB)
     # CUDA context 0.50 + communicators 0.25 + custom all-reduce 2 x 8 MiB + 8 MiB
     assert result.budget.context_bytes == int(0.50 * GIB) + int(0.25 * GIB) + 24 * MIB
 
@@ -54,8 +54,8 @@ def test_more_than_two_pcie_gpus_run_no_custom_all_reduce_and_the_buffers_do_not
 def test_nvswitch_hopper_counts_the_nvls_buffers_per_peer():
     result = _budget("h100-sxm-80gb", 4)
     assert result.settings.interconnect == "nvswitch"
-    # 0.26 + 1.06 + 1.81 (TP 2) + 2 x 0.03 (peers 3 and 4)
-    expected = int(0.26 * GIB) + int(1.06 * GIB) + int(1.81 * GIB) + 2 * int(0.03 * GIB)
+    # 0.26 + 0.49 + 1.81 (TP 2) + 2 x 0.03 (peers 3 and 4)
+    expected = int(0.26 * GIB) + int(0.49 * GIB) + int(1.81 * GIB) + 2 * int(0.03 * GIB)
     assert result.budget.non_torch_bytes == expected
 
 
@@ -64,7 +64,7 @@ def test_an_ampere_nvswitch_system_has_no_nvls_and_gets_the_nvlink_p2p_buffers()
     assert not has_nvls("nvswitch", a100)
     assert has_nvls("nvswitch", find_gpu("h200-141gb"))
     result = _budget("a100-sxm-80gb", 2)
-    assert result.budget.non_torch_bytes == int(0.26 * GIB) + int(1.06 * GIB) + int(0.25 * GIB)
+    assert result.budget.non_torch_bytes == int(0.26 * GIB) + int(0.49 * GIB) + int(0.25 * GIB)
 
 
 def test_choosing_pcie_for_an_sxm_card_frees_the_nvls_memory_for_the_kv_cache_and_says_so():
@@ -109,7 +109,7 @@ def test_cli_interconnect_flag(capsys):
                  "--interconnect", "pcie", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["interconnect"] == "pcie"
-    assert out["non_torch_bytes"] == int(0.26 * GIB) + int(1.06 * GIB) + int(0.12 * GIB)
+    assert out["non_torch_bytes"] == int(0.26 * GIB) + int(0.49 * GIB) + int(0.12 * GIB)
     with pytest.raises(SystemExit) as exit_info:
         main(["estimate", "--model", MODEL, "--interconnect", "infiniband"])
     assert exit_info.value.code == 2

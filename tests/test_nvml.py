@@ -88,7 +88,8 @@ def test_gpu_answers_not_supported():
     assert (gpu.mig_mode, gpu.processes, gpu.catalog_key) == ("unsupported", None, "rtx-4090")
     assert gpu.memory_total_bytes == 24_564 * MIB
     plan = plan_scenario(gpu, Scenario())
-    assert (plan.gpu, plan.gpu_memory_gib, plan.other_processes_memory_gib) == ("rtx-4090", None, 1.0)
+    # the catalog's CUDA total (23.55 GiB) minus NVML's free 23,540 MiB (22.9883 GiB)
+    assert (plan.gpu, plan.gpu_memory_gib, plan.other_processes_memory_gib) == ("rtx-4090", None, 0.56)
     assert backend.calls == ["init", "shutdown"]
 
 

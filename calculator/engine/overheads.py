@@ -89,9 +89,11 @@ ROCM_EXTRA_NON_TORCH_BYTES = int(0.40 * GIB)
 # the 0.9.1-0.26 sum of parts left between its terms: persistent buffers allocated after the snapshot outside
 # load_model (input, sampling and block-table buffers), allocator segments empty_cache cannot return, late non-torch
 # growth. vLLM 0.28 on Qwen3-14B-AWQ holds this much more than weights + activation + non-torch: blog-l40s-qwen3-14b-
-# awq-tuned 1.06 GiB, blog-l4-qwen3-14b-awq-pp2 1.10, blog-l4-qwen3-14b-awq-single/-replica 1.39/0.16 (same settings,
-# two start orders; 0.78 together): the median of the three set-ups. One model family, one version: a thin constant.
-FREE_DROP_PERSISTENT_BYTES = int(1.06 * GIB)
+# awq-tuned 0.49 GiB, blog-l4-qwen3-14b-awq-pp2 0.70, blog-l4-qwen3-14b-awq-single/-replica 0.38 together (same
+# settings, two start orders): the median of the three set-ups. NOTE: measured against the totals vLLM prints for these
+# cards (L40S 44.39 GiB, L4 22.05; gpus.json), not nvidia-smi's (0.60 and 0.44 GiB higher, which this constant held
+# before: 1.06). One model family, one version: a thin constant.
+FREE_DROP_PERSISTENT_BYTES = int(0.49 * GIB)
 
 # --- Integrated GPUs (one memory pool with the host: GB10 / DGX Spark), ``GpuSpec.unified_memory`` ---------------
 # vLLM reads "free" as psutil's MemAvailable there (vllm/utils/mem_utils.py), so the host's own use is memory taken

@@ -77,6 +77,23 @@ def resolve_dtype(requested: str, config_dtype: str | None, rules: VersionRules,
     return name, warnings
 
 
+# vLLM 0.7.2 engine/arg_utils.py ``create_engine_config`` (the same rule in the 0.6 releases): with
+# --enable-chunked-prefill unset, a text model over 32K tokens on CUDA (not ROCm), without a sliding window, LoRA or a
+# speculative model, gets chunked prefill ("Chunked prefill is enabled by default for models with max_model_len >
+# 32K"), and config.py ``SchedulerConfig`` then batches 2,048 tokens instead of the whole prompt.
+V0_LONG_CONTEXT_TOKENS = 32768
+V0_CHUNKED_PREFILL_BATCHED_TOKENS = 2048
+
+
+def v0_long_context_chunked_prefill(scenario: Scenario, spec: ModelSpec, rules: VersionRules, device: Device,
+                                    max_model_len: int) -> bool:
+    """Whether V0 turns chunked prefill on by itself for this long-context deployment."""
+    sliding = any(layer.sliding_window for layer in spec.layers)
+    return (rules.version.at_least(6) and device == "cuda" and max_model_len > V0_LONG_CONTEXT_TOKENS
+            and not sliding and not spec.is_multimodal and not scenario.enable_lora
+            and scenario.speculative_method is None)
+
+
 def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None) -> ResolvedSettings:
     warnings: list[str] = []
     error: str | None = None
@@ -139,6 +156,8 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     max_num_seqs = scenario.max_num_seqs or batch.max_num_seqs
     if scenario.max_num_batched_tokens:
         max_num_batched_tokens = scenario.max_num_batched_tokens
+    elif rules.engine == "v0" and v0_long_context_chunked_prefill(scenario, spec, rules, device, max_model_len):
+        max_num_batched_tokens = V0_CHUNKED_PREFILL_BATCHED_TOKENS
     elif rules.engine == "v0":
         # NOTE: V0 without chunked prefill must fit a whole prompt in one batch.
         max_num_batched_tokens = max(max_model_len, batch.max_num_batched_tokens)
