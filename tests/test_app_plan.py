@@ -233,9 +233,9 @@ def test_a_link_with_an_impossible_tp_keeps_it_and_explains():
 
 
 def test_weights_that_exceed_the_gpu_say_so_and_quantization_is_offered():
-    # Qwen3-30B-A3B: 30,532,122,624 parameters x 2 B = 56.87 GiB of bf16 weights; an L40S reports 44.99 GiB.
+    # Qwen3-30B-A3B: 30,532,122,624 parameters x 2 B = 56.87 GiB of bf16 weights; an L40S reports 44.39 GiB.
     app = run_app({"m": "Qwen/Qwen3-30B-A3B", "g": "l40s"})
-    assert "Does not fit: the weights alone (56.87 GiB per GPU) exceed the GPU (44.99 GiB)." in app.error[0].value
+    assert "Does not fit: the weights alone (56.87 GiB per GPU) exceed the GPU (44.39 GiB)." in app.error[0].value
     fixes = " ".join(md.value for md in app.markdown)
     assert "quantize the weights to fp8 while loading (--quantization fp8)" in fixes
     assert "4-bit AWQ/GPTQ checkpoint" in fixes
