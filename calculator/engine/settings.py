@@ -94,6 +94,13 @@ def v0_long_context_chunked_prefill(scenario: Scenario, spec: ModelSpec, rules: 
             and scenario.speculative_method is None)
 
 
+def glm5_defaults_to_fp8_kv(rules: VersionRules, spec: ModelSpec, gpu: GpuSpec | None) -> bool:
+    """GlmMoeDsaForCausalLM.verify_and_update_config (models/config.py, 0.32; absent in 0.30): "auto" becomes
+    fp8_e4m3 on compute capability 10.x."""
+    return (spec.architecture == "GlmMoeDsaForCausalLM" and rules.version.at_least(32) and gpu is not None
+            and gpu.compute_capability is not None and gpu.compute_capability[0] == 10)
+
+
 def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None) -> ResolvedSettings:
     warnings: list[str] = []
     error: str | None = None
@@ -119,6 +126,10 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
                         f"(it accepts {', '.join(rules.kv_cache_dtypes)})")
     if kv_dtype.endswith("_ds_mla") and spec.mla is None:
         raise InvalidInput(f"--kv-cache-dtype {kv_dtype} is only for MLA models (DeepSeek-style)")
+    if kv_dtype == "auto" and glm5_defaults_to_fp8_kv(rules, spec, gpu):
+        kv_dtype = "fp8_e4m3"
+        warnings.append("vLLM sets an fp8 KV cache for GLM-5 (GlmMoeDsaForCausalLM) on SM10x GPUs when "
+                        "--kv-cache-dtype is auto; pass --kv-cache-dtype bfloat16 to keep 16 bits")
     quantization = scenario.quantization or (spec.quantization.method if spec.quantization else None)
     if quantization == "bitsandbytes" and rules.version.at_least(28):
         warnings.append("bitsandbytes left vLLM core in 0.28 (it needs the out-of-tree vllm-bnb-plugin)")
