@@ -240,6 +240,28 @@ class TestQwen3VlMoe:
         assert spec.is_multimodal and kv_bytes_per_token(spec) == 48 * 4 * 128 * 2 * 2
 
 
+class TestGlm5KvDefaultOnBlackwell:
+    """vLLM 0.32's GlmMoeDsaForCausalLM.verify_and_update_config turns "auto" into fp8_e4m3 on SM10x."""
+
+    @staticmethod
+    def run(gpu: str, **settings) -> object:
+        return estimate(Scenario(model="zai-org/GLM-5.1", gpu=gpu, tensor_parallel_size=8, max_model_len=65_536,
+                                 vllm_version="0.32.0", **settings))
+
+    def test_b200_caches_the_latent_in_fp8_beside_the_indexer_key(self) -> None:
+        result = self.run("b200")
+        assert result.settings.kv_cache_dtype == "fp8_e4m3"
+        assert result.layout.kv_bytes_per_token == 78 * (576 * 1 + 132) == 55_224
+        assert any("fp8 KV cache for GLM-5" in w for w in result.warnings)
+
+    def test_hopper_an_explicit_dtype_and_older_versions_keep_16_bits(self) -> None:
+        assert self.run("h200").layout.kv_bytes_per_token == 100_152
+        assert self.run("b200", kv_cache_dtype="bfloat16").layout.kv_bytes_per_token == 100_152
+        older = estimate(Scenario(model="zai-org/GLM-5.1", gpu="b200", tensor_parallel_size=8, max_model_len=65_536,
+                                  vllm_version="0.30.0"))
+        assert older.settings.kv_cache_dtype == "auto"
+
+
 def as_unknown(config: dict) -> dict:
     """The same checkpoint under a model_type nobody knows, its text block completed with the class defaults."""
     unknown = copy.deepcopy(config)
