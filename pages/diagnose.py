@@ -8,25 +8,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import streamlit as st
 
-from calculator import CalculatorError
+from calculator import CalculatorError, Scenario
 from calculator.gpus import gpu_catalog
 from calculator.observe.bench_result import BENCH_MARKERS, BenchDiagnosis, diagnose_bench
 from calculator.observe.diagnose import Diagnosis, diagnose_text
 from calculator.observe.diagnose_chart import printed_vs_predicted_figure
 from calculator.observe.startup_log import MAX_LOG_BYTES
 from pages.common import page_setup, sentence
-from pages.common.state import plan_link
+from pages.common.state import carried_context, plan_link
 
 NOT_SAID = "— (the log does not say)"
 CHART_CONFIG = {"displaylogo": False}
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _diagnosed(text: str, gpu: str | None, model: str | None, version: str | None) -> Diagnosis | BenchDiagnosis | str:
-    """The log (or benchmark result) explained, or the sentence saying why it cannot be."""
-    explain = diagnose_bench if any(marker in text for marker in BENCH_MARKERS) else diagnose_text
+def _diagnosed(text: str, gpu: str | None, model: str | None, version: str | None,
+               planned: Scenario | None = None) -> Diagnosis | BenchDiagnosis | str:
+    """The log (or benchmark result) explained, or the sentence saying why it cannot be; ``planned``: the
+    deployment the user was just looking at, whose model and version stand in where the log is silent."""
     try:
-        return explain(text, gpu=gpu, model=model, vllm_version=version)
+        if any(marker in text for marker in BENCH_MARKERS):
+            return diagnose_bench(text, gpu=gpu, model=model, vllm_version=version)
+        return diagnose_text(text, gpu=gpu, model=model, vllm_version=version, planned=planned)
     except CalculatorError as exc:
         return sentence(exc)
 
@@ -121,15 +124,22 @@ st.caption("Paste what vLLM printed at start-up (or its error, or a `vllm bench 
 st.text_area("vLLM log", key="diagnose_log", height=220,
              placeholder="INFO ... Model loading took 14.99 GiB ...\nINFO ... Available KV cache memory: ...")
 text = pasted()
+carried = carried_context()  # NOTE: the plan the user was just looking at: the one to reproduce the log against
+planned = carried[0] if carried else None
 with st.sidebar:
     st.subheader("What the log does not say")
     gpus = {NOT_SAID: None, **{g.name: g.key for g in gpu_catalog()}}
+    if planned is not None and planned.gpu and "diagnose_gpu" not in st.session_state:
+        st.session_state["diagnose_gpu"] = next((name for name, key in gpus.items() if key == planned.gpu), NOT_SAID)
     gpu = gpus[st.selectbox("GPU it ran on", list(gpus), key="diagnose_gpu",
                             help="vLLM never prints the GPU's name; its memory comes from the log when printed.")]
     model = st.text_input("Model (when the log's path cannot be read here)", key="diagnose_model").strip() or None
     version = st.text_input("vLLM version (when the log does not print it)", key="diagnose_version").strip() or None
+    if planned is not None:
+        st.caption(f"Your plan (`{planned.model}`, vLLM {planned.vllm_version}) fills what the log and these "
+                   "fields leave out: the GPU above, then the model and version.")
 
-found = _diagnosed(text, gpu, model, version) if text else None
+found = _diagnosed(text, gpu, model, version, planned) if text else None
 if found is None:
     st.info("Paste a log above to begin.", icon="📋")
 elif isinstance(found, str):

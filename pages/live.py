@@ -13,6 +13,7 @@ from calculator import CalculatorError, Scenario, load_model_spec, model_spec_fr
 from calculator.observe.live_client import LiveClient, default_server_url
 from pages.common import page_setup, sentence
 from pages.common.inputs import MODEL_SOURCES, cached_model_spec
+from pages.common.state import carried_context
 from pages.common.live_view import (
     AUTO,
     ENGINE_PANELS,
@@ -24,6 +25,7 @@ from pages.common.live_view import (
     gpu_options,
     header_line,
     local_model_path,
+    plan_section,
     read_pace,
     resolve_spec,
     server_panel,
@@ -34,6 +36,12 @@ INTERVALS = {"off": None, "2 s": 2, "5 s": 5, "10 s": 10, "30 s": 30}
 
 page_setup("Live server")
 policy = access_policy()
+carried = carried_context()  # NOTE: the deployment the user was just looking at: the one to compare against
+planned, planned_load = carried if carried else (None, None)
+if planned is not None:  # the server is taken to run the plan's settings until the user says otherwise
+    st.session_state.setdefault("live_tp", planned.tensor_parallel_size)
+    if planned.dtype in ("auto", "bfloat16", "float16", "float32"):
+        st.session_state.setdefault("live_dtype", planned.dtype)
 with st.sidebar:
     st.subheader("Server")
     st.session_state.setdefault("live_url", default_server_url())
@@ -48,7 +56,7 @@ with st.sidebar:
     other_source = st.text_input("…or a Hugging Face id or local model folder", key="live_model_id").strip()
     upload = st.file_uploader("…or its config.json", type=["json"], key="live_config_upload")
     dtype = st.selectbox("dtype the server runs", ["auto", "bfloat16", "float16", "float32"], key="live_dtype")
-    tp = st.number_input("Tensor parallel", 1, 1024, 1, key="live_tp")
+    tp = st.number_input("Tensor parallel", 1, 1024, key="live_tp")  # NOTE: 1 unless the plan says otherwise
 access_notice(policy, "This page reads a running vLLM server's /metrics and sets what it reports (KV cache, "
                       "queue, latency) against the estimate for its own settings.")
 
@@ -98,6 +106,8 @@ def live_panel() -> None:
             spec, source = None, "the served model is not in /v1/models"
         st.caption(f"Model config for the estimate: {source}.")
         engine_panel(report, engine, spec, base, gpu_choice)
+        if planned is not None:
+            plan_section(report, engine, planned, planned_load, f"{engine.model_name}|{engine.engine}")
     engines_beyond_panels(report)
 
 

@@ -49,3 +49,47 @@ def test_recommend_compare_and_learn_open_on_plans_deployment_and_load():
     app.switch_page("pages/learn.py").run()
     assert not app.exception, [e.value for e in app.exception]
     assert any(MODEL in m.value and "max_model_len 32,768" in m.value for m in app.markdown)
+
+
+def test_gpu_diagnose_and_live_open_on_plans_deployment(serve, local_dashboard, monkeypatch):
+    from urllib.parse import parse_qsl, urlsplit
+
+    from support.fake_nvml import fake
+    from support.http_server import answer
+    from test_app_live import CAPTURE
+
+    import calculator.observe.nvml
+    from calculator import Scenario, estimate
+
+    app = plan_70b_for_200_users()
+    monkeypatch.setattr(calculator.observe.nvml, "default_backend", lambda: fake("two_gpus_mixed"))
+    app.switch_page("pages/gpu.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert any(c.value.startswith(f"Your plan: `{MODEL}` on H100 SXM 80GB × 2.") for c in app.caption)
+    assert any(c.value.endswith("not the planned H100 SXM 80GB") for c in app.caption)
+    first = next(dict(parse_qsl(urlsplit(b.proto.url).query)) for b in app.get("link_button")
+                 if b.proto.label == "Plan on this GPU")
+    assert (first["m"], first["tp"], first["len"], first["users"], first["g"]) == (
+        MODEL, "2", "32768", "200", "a100-sxm-40gb")
+
+    app.query_params.clear()
+    app.switch_page("pages/diagnose.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.session_state["diagnose_gpu"] == "H100 SXM 80GB"
+
+    server = serve({"/metrics": answer(200, CAPTURE, "text/plain"), "/health": answer(200, b""),
+                    "/version": answer(200, {"version": "0.32.0"}),
+                    "/v1/models": answer(200, {"object": "list", "data": [{"id": "tiny", "max_model_len": 1024}]})})
+    app.query_params.clear()
+    app.session_state["live_url"], app.session_state["live_interval"] = server.url, "off"
+    app.switch_page("pages/live.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.session_state["live_tp"] == 2
+    plan = estimate(Scenario(model=MODEL, tensor_parallel_size=2, max_model_len=32768))
+    rows = {r["quantity"]: (r["planned"], r["this server"]) for frame in app.dataframe
+            for r in frame.value.to_dict("records") if frame.value.columns[1] == "planned"}
+    # the server's own cache_config_info: 16 blocks of 128 tokens, max concurrency 2.0; /v1/models: 1,024 tokens
+    assert rows["KV cache tokens (per engine)"] == (plan.capacity.kv_cache_tokens, 2048)
+    assert rows["block size (tokens)"] == (plan.settings.block_size, 128)
+    assert rows["max_model_len"] == (32768, 1024)
+    assert any(c.value == f"This server serves `tiny`; your plan is for `{MODEL}`." for c in app.caption)

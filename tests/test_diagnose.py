@@ -186,3 +186,20 @@ def test_the_two_stacks_hold_what_was_printed_and_what_is_predicted():
         "KV cache": 55.15}
     assert all(bar[PREDICTED] > 0 for bar in bars.values())
     assert figure.layout.shapes[0].y0 == 71.27  # "Desired GPU memory utilization is (0.9, 71.27 GiB)"
+
+
+def test_the_plan_fills_only_what_the_log_does_not_print():
+    # issue 29 item 6: Diagnose reproduces against the plan the user was just looking at, never over the log
+    from calculator import Scenario
+    from calculator.observe.diagnose import scenario_from_log
+    from calculator.observe.startup_log import read_startup_log
+
+    log = read_startup_log((LOGS / "cpu-0.32.0-llama-started.log").read_text())
+    planned = Scenario(model=TINY_LLAMA, vllm_version="0.30.0", tensor_parallel_size=2)
+    scenario, notes = scenario_from_log(log, planned=planned)
+    assert (scenario.model, scenario.vllm_version) == (log.settings["model"], "0.32.0")
+    assert not any("from your plan" in note for note in notes)
+    silent = log.model_copy(update={"settings": {k: v for k, v in log.settings.items() if k != "model"}})
+    scenario, notes = scenario_from_log(silent, planned=planned)
+    assert scenario.model == TINY_LLAMA and scenario.tensor_parallel_size == log.settings.get("tensor_parallel_size", 1)
+    assert f"model {TINY_LLAMA} from your plan: the log does not print it" in notes

@@ -80,9 +80,10 @@ class Diagnosis(BaseModel):
 
 
 def scenario_from_log(log: StartupLog, *, gpu: str | None = None, model: str | None = None,
-                      vllm_version: str | None = None) -> tuple[Scenario, list[str]]:
-    """The Scenario the log describes, the GPU (and a model or version it lacks) from the caller; ``InvalidInput``
-    with one sentence for what is still missing."""
+                      vllm_version: str | None = None, planned: Scenario | None = None) -> tuple[Scenario, list[str]]:
+    """The Scenario the log describes, the GPU (and a model or version it lacks) from the caller, then from
+    ``planned`` (the deployment the user planned: the plan to reproduce against) where neither says it;
+    ``InvalidInput`` with one sentence for what is still missing."""
     fields = {key: value for key, value in log.settings.items() if key in _SCENARIO_FIELDS}
     notes: list[str] = []
     if model:
@@ -91,6 +92,10 @@ def scenario_from_log(log: StartupLog, *, gpu: str | None = None, model: str | N
         if fields.get("vllm_version") not in (None, vllm_version):
             notes.append(f"vLLM {vllm_version} as asked, though the log printed {fields['vllm_version']}")
         fields["vllm_version"] = vllm_version
+    for need in ("model", "vllm_version") if planned is not None else ():
+        if need not in fields:
+            fields[need] = getattr(planned, need)
+            notes.append(f"{need.replace('_', ' ')} {fields[need]} from your plan: the log does not print it")
     for need, flag in (("model", "--model"), ("vllm_version", "--vllm-version")):
         if need not in fields:
             raise InvalidInput(f"the log does not say the {need.replace('_', ' ')}: give it ({flag})")
@@ -142,12 +147,12 @@ def diagnose(log: StartupLog, scenario: Scenario, notes: list[str] | tuple[str, 
 
 
 def diagnose_text(text: str | bytes, *, gpu: str | None = None, model: str | None = None,
-                  vllm_version: str | None = None) -> Diagnosis:
-    """Read, reproduce and explain a pasted log in one call."""
+                  vllm_version: str | None = None, planned: Scenario | None = None) -> Diagnosis:
+    """Read, reproduce and explain a pasted log in one call (``planned``: see ``scenario_from_log``)."""
     from .startup_log import read_startup_log  # noqa: PLC0415 (one entry point for pages and the CLI)
 
     log = read_startup_log(text)
-    scenario, notes = scenario_from_log(log, gpu=gpu, model=model, vllm_version=vllm_version)
+    scenario, notes = scenario_from_log(log, gpu=gpu, model=model, vllm_version=vllm_version, planned=planned)
     return diagnose(log, scenario, notes)
 
 

@@ -51,6 +51,7 @@ from calculator.units import GIB
 
 from . import sentence
 from .live_latency import latency_record, latency_section
+from .inputs import MODEL_SOURCES, cached_model_spec
 from .outputs import CHART_CONFIG
 from .state import plan_link
 
@@ -430,6 +431,38 @@ def gpu_options() -> dict[str, str]:
     """The sidebar's device choices: auto-detect, the catalog, the CPU."""
     return {AUTO: "Auto-detect from the server", **{g.key: g.name for g in gpu_catalog()},
             CPU: "CPU (vLLM CPU build)"}
+
+
+# --- the deployment the user planned ------------------------------------------------------------------------
+
+def plan_section(report: ServerReport, engine: EngineMetrics, planned: Scenario, load: Workload | None,
+                 key: str) -> None:
+    """The deployment the user was just looking at (Plan, Compare ...) next to what this server really set up."""
+    st.markdown("#### Your plan vs this server")
+    served = engine.model_name
+    model = next((m for m in report.models if m.id == served), None)
+    names = {served, *(n for n in (model.root, model.parent) if n)} if model else {served}
+    if not any(n == planned.model or n.lower().endswith(planned.model.lower()) for n in names):
+        st.caption(f"This server serves `{_short(served)}`; your plan is for `{_short(planned.model)}`.")
+    try:
+        source = MODEL_SOURCES[0] if planned.model in preset_ids() else MODEL_SOURCES[1]
+        plan = estimate(planned, cached_model_spec(source, planned.model))
+    except CalculatorError as exc:
+        st.caption(f"Your plan (`{_short(planned.model)}`) cannot be estimated here: {sentence(exc)}")
+        return
+    blocks, block_size = engine.config_int("num_gpu_blocks"), engine.config_int("block_size")
+    tokens = engine.config_int("kv_cache_size_tokens") or (blocks * block_size if blocks and block_size else None)
+    rows = [("KV cache tokens (per engine)", plan.capacity.kv_cache_tokens, tokens),
+            ("block size (tokens)", plan.settings.block_size, block_size),
+            ("max_model_len", plan.settings.max_model_len, model.max_model_len if model else None),
+            ("requests of max_model_len at once", round(plan.capacity.max_concurrency, 2),
+             engine.config_float("kv_cache_max_concurrency"))]
+    st.dataframe([{"quantity": name, "planned": planned_value, "this server": actual}
+                  for name, planned_value, actual in rows], hide_index=True, key=f"plan_vs_server_{key}")
+    gpu = plan.gpu.name if plan.gpu else "the CPU"
+    st.caption(f"Planned: `{_short(planned.model)}` on {gpu} × {plan.num_gpus}, vLLM {planned.vllm_version} "
+               "(the deployment you were looking at on another page).")
+    st.link_button("Back to your plan", plan_link(planned, load))
 
 
 # --- the workload it really sees -----------------------------------------------------------------------------
