@@ -175,12 +175,20 @@ class TestRecurrentLayers:
                                tensor_parallel_size=4)
         assert layout.block_size == 272
 
-    def test_a_request_needs_one_state_block_per_recurrent_group(self):
+    def test_a_request_needs_one_state_block_per_recurrent_group_without_prefix_caching(self):
         result = estimate(Scenario(model="qwen3-next-like", kv_cache_memory_bytes=10 * GIB, vllm_version="0.32.0",
-                                   max_model_len=32768), self.spec())
+                                   max_model_len=32768, enable_prefix_caching=False), self.spec())
         # 10 GiB / 13,369,344 B = 803 blocks; per request cdiv(32768, 544) = 61 + 3 state blocks = 64.
         assert (result.capacity.num_gpu_blocks, result.capacity.blocks_per_request) == (803, 64)
         assert result.capacity.max_concurrency == 803 / 64
+
+    def test_prefix_caching_keeps_two_state_blocks_per_recurrent_group(self):
+        # 0.28+ turn prefix caching on for hybrids, so MambaModelConfig sets mamba_cache_mode "align":
+        # MambaSpec.max_memory_usage_bytes = 2 pages -> 61 + 3 x 2 = 67 blocks per request.
+        result = estimate(Scenario(model="qwen3-next-like", kv_cache_memory_bytes=10 * GIB, vllm_version="0.32.0",
+                                   max_model_len=32768), self.spec())
+        assert (result.capacity.num_gpu_blocks, result.capacity.blocks_per_request) == (803, 67)
+        assert result.state_slots == 803 // 6
 
 
 @pytest.mark.parametrize(("version", "per_token"), [

@@ -48,6 +48,7 @@ from .overheads import (
 )
 from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
 from .placement import cpu_offloaded_bytes, experts_placed
+from .recurrent_state import mamba_slots_fix, mamba_slots_refusal, mamba_state_blocks_per_request, state_slots
 from .quant_kernels import expert_storage, resident_quantization
 from .settings import ResolvedSettings, resolve_settings
 from .speculative import Proposer, proposer, with_proposer_layers
@@ -90,6 +91,7 @@ class Estimate(BaseModel):
     warnings: tuple[str, ...]
     lora: LoraSlots | None = None  # --enable-lora: the adapter slots on each stage
     proposer: Proposer | None = None  # speculative decoding: the draft model, heads or n-gram look-up
+    state_slots: int | None = None  # hybrid models: sequences whose recurrent state the block pool holds at once
 
     @property
     def on_gpu(self) -> bool:
@@ -181,7 +183,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
                            kernel_block_alignment=kernel.smallest,
-                           sliding_window_block_size=sliding_window_block_size(rules, kernel, settings.block_size))
+                           sliding_window_block_size=sliding_window_block_size(rules, kernel, settings.block_size),
+                           mamba_state_blocks=mamba_state_blocks_per_request(
+                               rules, prefix_caching_given=scenario.enable_prefix_caching))
     placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=scenario.data_parallel_size,
                             enable_expert_parallel=scenario.enable_expert_parallel)
     storage = expert_storage(quantization, rules, gpu, settings.device)
@@ -220,7 +224,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                               fully_sharded=scenario.fully_sharded_loras) if lora else None
     error = (_refusal_error(rules, settings, refusal) if refusal else settings.error or lora_problem
              or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
-             or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting))
+             or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
+             or _mamba_slots_error(rules, settings, layout, num_blocks))
     warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
     if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
         warnings.append(memory_note)
@@ -228,7 +233,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, refusal=refusal, max_fitting_model_len=max_fitting,
                     weights_by_role=weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings), lora=lora,
-                    proposer=drafter)
+                    proposer=drafter, state_slots=state_slots(layout, num_blocks))
 
 
 def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
@@ -360,6 +365,16 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
                 estimated=max_fitting, hint=_hint(settings),
                 kv_cache_tokens=max(available, 0) // max(1, layout.bytes_per_block) * layout.block_size)
     return None
+
+
+def _mamba_slots_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheLayout,
+                       num_blocks: int) -> str | None:
+    refusal = mamba_slots_refusal(rules, layout, device=settings.device, enforce_eager=settings.enforce_eager,
+                                  max_num_seqs=settings.max_num_seqs, num_blocks=num_blocks)
+    if refusal is None:
+        return None
+    fix = mamba_slots_fix(layout, max_num_seqs=settings.max_num_seqs, num_blocks=num_blocks)
+    return f"vLLM {rules.version} sizes the cache, then refuses to capture CUDA graphs: {refusal} {fix}"
 
 
 def _refusal_error(rules: VersionRules, settings: ResolvedSettings, refusal: str) -> str:

@@ -46,6 +46,7 @@ class KvGroup(BaseModel):
     sliding_window: int | None = None
     attention_chunk_size: int | None = None
     layers_per_stage: tuple[int, ...] = ()  # PP stage -> how many of this group's layers live there
+    state_blocks: int = 1  # kind == "mamba": state blocks a request holds (mamba_cache_mode "align" keeps 2)
 
 
 class KvCacheLayout(BaseModel):
@@ -113,18 +114,27 @@ def kv_page_bytes_per_token(layer: LayerAttention, *, kv_cache_dtype: str, model
     return heads * content * element + layer.indexer_bytes_per_token
 
 
-def mamba_state_bytes(layer: LayerAttention, *, tensor_parallel_size: int, model_dtype_bytes: int,
-                      ssm_dtype_bytes: int | None = None) -> int:
+_SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def mamba_state_bytes(layer: LayerAttention, *, tensor_parallel_size: int, model_dtype_bytes: int) -> int:
     """One request's recurrent state in one layer on one TP rank (MambaSpec.page_size_bytes before padding).
 
-    The conv state is kept in the model dtype; the temporal state in ``mamba_ssm_cache_dtype`` ("auto" = the
-    conv dtype). Both are split by TP along their head/channel dimension.
+    The conv state is kept in the model dtype (``mamba_cache_dtype`` "auto"); the temporal state in the dtype the
+    model fixes, else the conv state's. Both are split by TP along their head/channel dimension; a Mamba2 layer whose
+    B/C groups do not split evenly gives every rank the groups its heads need (``extra_groups_for_head_shards``).
     """
-    if layer.mamba_conv_dim is None or layer.mamba_temporal_shape is None:
+    if layer.mamba_conv_dim is None:
         raise InvalidInput("a recurrent layer without its state shape")
+    conv_dim = layer.mamba_conv_dim
+    if layer.mamba_n_groups and layer.mamba_temporal_shape and layer.mamba_n_groups % tensor_parallel_size:
+        conv_dim += 2 * (tensor_parallel_size - layer.mamba_n_groups) * layer.mamba_temporal_shape[2]
+    conv = conv_dim // tensor_parallel_size * (layer.mamba_conv_len or 0) * model_dtype_bytes
+    if layer.mamba_temporal_shape is None:
+        return conv  # a short convolution keeps no temporal state
     heads, first, second = layer.mamba_temporal_shape
-    conv = layer.mamba_conv_dim // tensor_parallel_size * (layer.mamba_conv_len or 0) * model_dtype_bytes
-    return conv + heads // tensor_parallel_size * first * second * (ssm_dtype_bytes or model_dtype_bytes)
+    ssm_bytes = _SSM_DTYPE_BYTES[layer.mamba_ssm_dtype] if layer.mamba_ssm_dtype else model_dtype_bytes
+    return conv + heads // tensor_parallel_size * first * second * ssm_bytes
 
 
 @lru_cache(maxsize=256)  # NOTE: asked several times by every estimate, for a few (layers, pp) pairs
@@ -156,16 +166,18 @@ def as_cached_by(spec: ModelSpec, rules: VersionRules) -> ModelSpec:
 def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, model_dtype_bytes: int,
                   tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
                   hybrid_kv_cache_manager: bool = True, kernel_block_alignment: int = 16,
-                  sliding_window_block_size: int | None = None) -> KvCacheLayout:
+                  sliding_window_block_size: int | None = None, mamba_state_blocks: int = 1) -> KvCacheLayout:
     """Group the layers and price a block, as ``get_kv_cache_groups`` + ``get_kv_cache_config`` do.
 
     ``sliding_window_block_size`` is the block sliding-window layers start from when the version gives them their
-    own (``engine_support.sliding_window_block_size``); None = the primary ``block_size``. The layout's
+    own (``engine_support.sliding_window_block_size``); None = the primary ``block_size``. ``mamba_state_blocks`` is
+    how many state blocks a request holds in each recurrent group (``mamba_state_blocks_per_request``). The layout's
     ``block_size`` is the smallest group block, which the engine reports (``EngineCore._initialize_kv_caches``).
     """
     if block_size < 1:
         raise InvalidInput("block_size must be at least 1")
-    layers = [(i, layer) for i, layer in enumerate(spec.layers) if layer.kv_sharing_target is None]
+    layers = [(i, layer) for i, layer in enumerate(spec.layers)
+              if layer.kv_sharing_target is None and not layer.stateless]
     attention = [(i, layer) for i, layer in layers if layer.kind != "mamba"]
     recurrent = [(i, layer) for i, layer in layers if layer.kind == "mamba"]
     page_per_token = {i: kv_page_bytes_per_token(layer, kv_cache_dtype=kv_cache_dtype,
@@ -212,7 +224,7 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
         group = KvGroup(kind=kind, layer_indices=indices,
                         page_size_bytes=math.ceil(block * page_per_token[indices[0]]),
                         block_size=block, sliding_window=window, attention_chunk_size=chunk,
-                        layers_per_stage=_count_per_stage(indices, stages))
+                        layers_per_stage=_count_per_stage(indices, stages), state_blocks=mamba_state_blocks)
         per_stage = tuple(sum(math.ceil(block * page_per_token[i]) for i in indices if lo <= i < hi)
                           for lo, hi in stages)
         per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
@@ -237,7 +249,8 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
             groups.append(KvGroup(kind=kind, layer_indices=tuple(indices[j::num_groups]),
                                   page_size_bytes=pages[key] * ratio, block_size=base_block(kind) * ratio,
                                   sliding_window=window, attention_chunk_size=chunk,
-                                  layers_per_stage=_count_per_stage(indices[j::num_groups], stages)))
+                                  layers_per_stage=_count_per_stage(indices[j::num_groups], stages),
+                                  state_blocks=mamba_state_blocks))
     per_stage = tuple(max(g.layers_per_stage[s] * g.page_size_bytes for g in groups) for s in range(len(stages)))
     per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
     return KvCacheLayout(groups=tuple(groups), block_size=min(g.block_size for g in groups), group_size=group_size,
@@ -261,7 +274,7 @@ def _request_blocks_rule(group: KvGroup, in_flight: int) -> tuple[int | None, in
     """(cap, extra): a request at max_model_len L needs ``ceil(min(cap, L) / block_size) + extra`` block ids of the
     group; no cap (None) where it keeps every token."""
     if group.kind == "mamba":
-        return 0, 1  # NOTE: one state block per request (mamba_cache_mode "none"; "align" keeps 2)
+        return 0, group.state_blocks  # NOTE: whatever the length: one state ("none"), or two ("align")
     if group.kind == "sliding_window" and group.sliding_window:
         return group.sliding_window - 1 + in_flight, 1
     if group.kind == "chunked_local" and group.attention_chunk_size:

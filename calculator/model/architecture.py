@@ -6,7 +6,7 @@ Pure: takes an already-parsed config dict. Loading (presets, files, the Hub) liv
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -213,7 +213,7 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
             else (latent,) * num_layers
     window = text.get("sliding_window")
     chunk = text.get("attention_chunk_size")
-    layer_types = text.get("layer_types") if isinstance(text.get("layer_types"), list) else None
+    layer_types = hybrid_layer_types(text, num_layers)
     full = LayerAttention(kind="full", num_kv_heads=num_kv_heads, head_size=head_dim, head_size_v=head_dim)
     recurrent = _recurrent_state(text)
     result: list[LayerAttention] = []
@@ -222,8 +222,10 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
         if kind in _RECURRENT_LAYER_TYPES:
             if recurrent is None:
                 raise InvalidConfig(f"layer {index} is {kind!r} but the config lacks the fields of its state "
-                                    "(linear_num_value_heads, ... or mamba_n_heads, ...)")
+                                    "(linear_num_value_heads, ... mamba_n_heads, ... or conv_L_cache)")
             result.append(recurrent)
+        elif kind == _STATELESS_LAYER:
+            result.append(full.model_copy(update={"stateless": True}))
         elif kind == "chunked_attention" and chunk:
             result.append(full.model_copy(update={"kind": "chunked_local", "attention_chunk_size": int(chunk)}))
         elif sliding and window:
@@ -259,7 +261,7 @@ def gemma4_layer_attention(text: Mapping[str, Any]) -> tuple[LayerAttention, ...
                  for layer in gemma4_layers(text))
 
 
-_RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "mamba", "mamba2"})
+_RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "mamba", "mamba2", "conv"})
 # transformers' ALLOWED_LAYER_TYPES (configuration_utils, 5.x), its legacy spellings ("mamba", "attention") and
 # "mamba2": PreTrainedConfig.validate_layer_type refuses any other entry, so no checkpoint vLLM loads has one.
 KNOWN_LAYER_TYPES = frozenset({
@@ -278,25 +280,77 @@ def _check_layer_types(text: Mapping[str, Any], model_id: str) -> None:
                             f"transformers knows ({', '.join(sorted(KNOWN_LAYER_TYPES)[:4])}, ...)")
 
 
+# Nemotron-H's hybrid_override_pattern: one character per layer (NemotronHConfig.layers_block_type).
+_NEMOTRON_H_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+_STATELESS_LAYER = "mlp"  # our name for a layer that keeps nothing per request (Nemotron-H "mlp" and "moe")
+
+
+def hybrid_layer_types(text: Mapping[str, Any], num_layers: int) -> list[str] | None:
+    """Each layer's kind as transformers names it, ``layer_types`` first, else derived as the family's config class
+    derives it: Qwen3-Next / Qwen3.5's ``full_attention_interval``, LFM2's ``full_attn_idxs``, Nemotron-H's
+    ``hybrid_override_pattern`` (its MLP and MoE layers, which cache nothing, become ``"mlp"``)."""
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        if len(pattern) != num_layers or set(pattern) - set(_NEMOTRON_H_BLOCKS):
+            raise InvalidConfig(f"hybrid_override_pattern must give each of the {num_layers} layers one of "
+                                f"{', '.join(map(repr, _NEMOTRON_H_BLOCKS))}")
+        kinds = [_NEMOTRON_H_BLOCKS[char] for char in pattern]
+        return [_STATELESS_LAYER if kind == "moe" else kind for kind in kinds]
+    layer_types = text.get("layer_types")
+    if isinstance(layer_types, list):
+        return [str(kind) for kind in layer_types]
+    if text.get("linear_num_value_heads") and text.get("full_attention_interval"):
+        interval = int(text["full_attention_interval"])
+        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(num_layers)]
+    if text.get("conv_L_cache") and isinstance(text.get("full_attn_idxs"), list):
+        full = set(text["full_attn_idxs"])
+        return ["full_attention" if i in full else "conv" for i in range(num_layers)]
+    return None
+
+
 def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
-    """The per-request state of a linear-attention or Mamba2 layer (vLLM's MambaStateShapeCalculator)."""
-    if text.get("linear_num_value_heads"):  # gated delta net (Qwen3-Next style)
+    """The per-request state of a recurrent layer, as vLLM's ``get_mamba_state_shape_from_config`` (0.32) sizes it
+    with ``MambaStateShapeCalculator``: gated delta net, Mamba2 or a short convolution."""
+    if text.get("linear_num_value_heads"):  # gated delta net (Qwen3-Next, Qwen3.5 / 3.6)
         k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
         k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
+        # NOTE: Qwen3.5's config sets mamba_ssm_dtype (float32); Qwen3_5ForConditionalGenerationConfig makes it the
+        # mamba_ssm_cache_dtype when that is "auto". Qwen3-Next has none: its state follows the model dtype.
         return LayerAttention(kind="mamba", num_kv_heads=0, head_size=0, head_size_v=0,
                               mamba_conv_dim=k_dim * k_heads * 2 + v_dim * v_heads,
                               mamba_conv_len=int(text.get("linear_conv_kernel_dim") or 4) - 1,
-                              mamba_temporal_shape=(v_heads, v_dim, k_dim))
-    if text.get("mamba_n_heads") or text.get("mamba_num_heads"):  # Mamba2 mixers (Nemotron-H, Bamba, ...)
+                              mamba_temporal_shape=(v_heads, v_dim, k_dim),
+                              mamba_ssm_dtype=_ssm_dtype(text.get("mamba_ssm_dtype")))
+    if text.get("mamba_n_heads") or text.get("mamba_num_heads"):  # Mamba2 mixers (Nemotron-H, Granite 4, Bamba, ...)
         heads = int(text.get("mamba_n_heads") or text["mamba_num_heads"])
         head_dim = int(text.get("mamba_d_head") or text.get("mamba_head_dim") or 64)
         state = int(text.get("ssm_state_size") or text.get("mamba_d_state") or 128)
         groups = int(text.get("n_groups") or text.get("mamba_n_groups") or 1)
+        # NOTE: NemotronH sizes the mixer as heads x head_dim; Granite 4 and Falcon-H1 as mamba_expand x hidden_size
+        # (or Falcon-H1's mamba_d_ssm), which their published configs keep equal to heads x head_dim.
+        inner = int(text.get("mamba_d_ssm") or heads * head_dim)
+        # NOTE: NemotronHForCausalLMConfig turns mamba_ssm_cache_dtype "auto" into the config's own value, else
+        # float32 ("only float32 is known to have no accuracy issues").
+        nemotron = str(text.get("model_type")) == "nemotron_h"
+        ssm = _ssm_dtype(text.get("mamba_ssm_cache_dtype") or "float32") if nemotron else None
         return LayerAttention(kind="mamba", num_kv_heads=0, head_size=0, head_size_v=0,
-                              mamba_conv_dim=heads * head_dim + 2 * groups * state,
+                              mamba_conv_dim=inner + 2 * groups * state,
                               mamba_conv_len=int(text.get("conv_kernel") or text.get("mamba_d_conv") or 4) - 1,
-                              mamba_temporal_shape=(heads, head_dim, state))
+                              mamba_temporal_shape=(heads, head_dim, state), mamba_n_groups=groups,
+                              mamba_ssm_dtype=ssm)
+    if text.get("conv_L_cache"):  # LFM2's short convolutions: a conv state only (ShortConv)
+        # NOTE: Lfm2ForCausalLM sizes it by conv_dim, Lfm2MoeForCausalLM by hidden_size.
+        width = int(text.get("conv_dim") or text["hidden_size"]) if str(text.get("model_type")) == "lfm2" \
+            else int(text["hidden_size"])
+        return LayerAttention(kind="mamba", num_kv_heads=0, head_size=0, head_size_v=0, mamba_conv_dim=width,
+                              mamba_conv_len=int(text["conv_L_cache"]) - 1)
     return None
+
+
+def _ssm_dtype(value: object) -> Literal["float32", "bfloat16", "float16"] | None:
+    name = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "half": "float16", "fp16": "float16"}.get(
+        str(value), str(value))
+    return name if name in ("float32", "bfloat16", "float16") else None  # type: ignore[return-value]
 
 
 def _moe_spec(text: Mapping[str, Any], num_layers: int, intermediate: int) -> MoeSpec | None:

@@ -51,9 +51,10 @@ _WHOLE_FIELDS: dict[str, _Whole] = {
     **_fields("num_hidden_layers n_layer num_layers", _Whole(1, MAX_LAYERS, "a layer count")),
     **_fields("first_k_dense_replace max_window_layers num_nextn_predict_layers",
               _Whole(0, MAX_LAYERS, "a layer index")),
-    **_fields("moe_layer_freq decoder_sparse_step sliding_window_pattern", _Whole(1, MAX_LAYERS, "a layer period")),
+    **_fields("moe_layer_freq decoder_sparse_step sliding_window_pattern full_attention_interval",
+              _Whole(1, MAX_LAYERS, "a layer period")),
     **_fields("hidden_size d_model n_embd intermediate_size ffn_dim n_inner moe_intermediate_size kv_lora_rank "
-              "q_lora_rank", _Whole(1, MAX_WIDTH, "a width")),
+              "q_lora_rank conv_dim mamba_d_ssm", _Whole(1, MAX_WIDTH, "a width")),
     **_fields("shared_expert_intermediate_size", _Whole(0, MAX_WIDTH, "a width")),
     **_fields("num_attention_heads n_head num_heads num_key_value_heads n_head_kv num_kv_heads "
               "multi_query_group_num num_attention_groups linear_num_key_heads linear_num_value_heads "
@@ -61,7 +62,7 @@ _WHOLE_FIELDS: dict[str, _Whole] = {
     **_fields("head_dim qk_rope_head_dim linear_key_head_dim linear_value_head_dim mamba_d_head mamba_head_dim "
               "ssm_state_size mamba_d_state", _Whole(1, MAX_HEAD_DIM, "a head size")),
     **_fields("qk_nope_head_dim v_head_dim", _Whole(0, MAX_HEAD_DIM, "a head size")),
-    **_fields("conv_kernel mamba_d_conv linear_conv_kernel_dim", _Whole(1, MAX_CONV_KERNEL, "a convolution width")),
+    **_fields("conv_kernel mamba_d_conv linear_conv_kernel_dim conv_L_cache", _Whole(1, MAX_CONV_KERNEL, "a convolution width")),
     **_fields("vocab_size", _Whole(1, MAX_VOCAB, "a vocabulary size")),
     **_fields("num_local_experts n_routed_experts num_experts num_experts_per_tok experts_per_token",
               _Whole(1, MAX_EXPERTS, "an expert count")),

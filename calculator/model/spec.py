@@ -32,11 +32,20 @@ class LayerAttention(_Frozen):
     head_size_v: int = Field(ge=0)  # V; 0 for MLA, whose latent serves both
     sliding_window: int | None = Field(None, ge=1)
     attention_chunk_size: int | None = Field(None, ge=1)
-    # kind == "mamba" (Mamba2 and gated-delta-net linear attention): the recurrent state, whole model, before TP.
-    # conv state: conv_dim x conv_len in the model dtype; temporal state: heads x a x b (MambaStateShapeCalculator).
+    # kind == "mamba" (Mamba2, gated-delta-net linear attention, LFM2's short convolutions): the recurrent state,
+    # whole model, before TP. conv state: conv_dim x conv_len in the model dtype; temporal state: heads x a x b
+    # (MambaStateShapeCalculator), None for a short convolution, which keeps only its conv state.
     mamba_conv_dim: int | None = Field(None, ge=1)
     mamba_conv_len: int | None = Field(None, ge=0)
     mamba_temporal_shape: tuple[int, int, int] | None = None
+    # Mamba2: its B/C groups, whose conv channels each TP rank replicates when they do not split evenly
+    # (extra_groups_for_head_shards).
+    mamba_n_groups: int | None = Field(None, ge=1)
+    # The temporal state's dtype when the model fixes it (Nemotron-H float32, Qwen3.5's mamba_ssm_dtype); None = as
+    # the conv state (vLLM's mamba_ssm_cache_dtype "auto").
+    mamba_ssm_dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    # A layer with neither attention nor state (Nemotron-H's MLP and MoE layers, '-' and 'E' in its pattern).
+    stateless: bool = False
     # NOTE: a layer that reads an earlier layer's cache allocates none (vLLM's kv_sharing_target_layer_name;
     # Gemma 4's last num_kv_shared_layers).
     kv_sharing_target: int | None = Field(None, ge=0)
@@ -160,4 +169,4 @@ class ModelSpec(_Frozen):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def num_attention_layers(self) -> int:
-        return sum(1 for layer in self.layers if layer.kind != "mamba")
+        return sum(1 for layer in self.layers if layer.kind != "mamba" and not layer.stateless)

@@ -1,0 +1,66 @@
+"""The recurrent-state pool of hybrid models (Mamba2, gated delta net, short convolutions): how many state blocks a
+request holds, how many sequence slots the pool has, and vLLM's refusal when ``max_num_seqs`` exceeds them.
+
+A recurrent layer keeps one fixed-size state per sequence, whatever its length, in blocks drawn from the same pool as
+the attention layers' KV blocks (the hybrid page-size unification makes both the same size). So ``max_num_seqs`` can
+refuse a start that has plenty of KV tokens.
+"""
+
+from __future__ import annotations
+
+from .kv_cache import KvCacheLayout
+from .vllm_versions import Device, VersionRules
+
+# NOTE: vllm/config/compilation.py (_check_and_update_cudagraph_mode), raised since PR #38270 (first in 0.20.0 per
+# the wheels: absent in 0.19.0, present in 0.20.0 - 0.32.0, unchanged). Before, vLLM capped the cudagraph sizes
+# silently (adjust_cudagraph_sizes_for_mamba_cache) and started.
+MAMBA_SLOTS_ERROR = ("max_num_seqs ({max_num_seqs}) exceeds available Mamba cache blocks ({num_blocks}). Each decode "
+                     "sequence requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower "
+                     "max_num_seqs to at most {num_blocks} or increase gpu_memory_utilization.")
+MAMBA_SLOTS_ERROR_SINCE = (0, 20)
+# vllm/engine/arg_utils.py: hybrid models get prefix caching by default from 0.28.0 (PR #50991; 0.27 kept it opt-in
+# with "and not model_config.is_hybrid"), and MambaModelConfig then sets mamba_cache_mode "align" (0.18+).
+HYBRID_PREFIX_CACHING_DEFAULT_SINCE = (0, 28)
+ALIGN_MODE_SINCE = (0, 18)
+
+
+def has_recurrent_state(layout: KvCacheLayout) -> bool:
+    return any(group.kind == "mamba" for group in layout.groups)
+
+
+def hybrid_prefix_caching(rules: VersionRules, given: bool | None) -> bool:
+    """``--enable-prefix-caching`` as vLLM resolves it for a hybrid model (V1)."""
+    return given if given is not None else rules.version.key >= (*HYBRID_PREFIX_CACHING_DEFAULT_SINCE, 0)
+
+
+def mamba_state_blocks_per_request(rules: VersionRules, *, prefix_caching_given: bool | None) -> int:
+    """State blocks one request holds in each recurrent group: ``MambaSpec.max_memory_usage_bytes`` / page, i.e.
+    2 with ``mamba_cache_mode`` "align" (the running state and the last block-aligned checkpoint), else 1."""
+    align = rules.engine == "v1" and rules.version.key >= (*ALIGN_MODE_SINCE, 0) \
+        and hybrid_prefix_caching(rules, prefix_caching_given)
+    return 2 if align else 1
+
+
+def state_slots(layout: KvCacheLayout, num_blocks: int) -> int | None:
+    """Sequences whose recurrent state the pool can hold at once (no attention blocks counted); None without any."""
+    per_sequence = sum(group.state_blocks for group in layout.groups if group.kind == "mamba")
+    return num_blocks // per_sequence if per_sequence else None
+
+
+def mamba_slots_refusal(rules: VersionRules, layout: KvCacheLayout, *, device: Device, enforce_eager: bool,
+                        max_num_seqs: int, num_blocks: int) -> str | None:
+    """vLLM's refusal, verbatim, when FULL decode CUDA graphs need one state block per sequence and the pool has fewer
+    blocks than ``max_num_seqs``; None when this version, device or mode does not check (CPU and
+    ``--enforce-eager`` capture no graphs)."""
+    if (not has_recurrent_state(layout) or rules.engine != "v1" or enforce_eager or device == "cpu"
+            or rules.version.key < (*MAMBA_SLOTS_ERROR_SINCE, 0) or max_num_seqs <= num_blocks):
+        return None
+    return MAMBA_SLOTS_ERROR.format(max_num_seqs=max_num_seqs, num_blocks=num_blocks)
+
+
+def mamba_slots_fix(layout: KvCacheLayout, *, max_num_seqs: int, num_blocks: int) -> str:
+    """What makes the start succeed: the lower ``--max-num-seqs``, or the KV-cache memory the asked one needs."""
+    missing_bytes = (max_num_seqs - num_blocks) * layout.bytes_per_block
+    return (f"Fix: --max-num-seqs {num_blocks}, or {missing_bytes / 2**30:,.2f} GiB more KV cache per GPU "
+            f"({max_num_seqs - num_blocks:,} blocks of {layout.bytes_per_block:,} bytes) for max_num_seqs "
+            f"{max_num_seqs:,}.")
