@@ -208,9 +208,11 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
     if mla is not None:
         # NOTE: MLA caches one latent per token (kv_lora_rank + rope), shared by all heads, never split by TP.
         latent = LayerAttention(kind="mla", num_kv_heads=1, head_size=mla.latent_size, head_size_v=0)
-        indexed = latent.model_copy(update={"indexer_bytes_per_token": indexer_bytes_per_token(text)})
-        return tuple(indexed if built else latent for built in indexer_layers(text)) if indexed != latent \
-            else (latent,) * num_layers
+        indexer = indexer_bytes_per_token(text)
+        if not indexer:
+            return (latent,) * num_layers
+        indexed = latent.model_copy(update={"indexer_bytes_per_token": indexer})
+        return tuple(indexed if built else latent for built in indexer_layers(text))
     window = text.get("sliding_window")
     chunk = text.get("attention_chunk_size")
     layer_types = hybrid_layer_types(text, num_layers)
