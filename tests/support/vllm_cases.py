@@ -47,6 +47,7 @@ class Case:
     server_args: tuple[str, ...] = ()  # flags for vLLM only
     server_args_since: str = "0.0.0"  # the first version that knows those flags
     every_version: bool = False  # also part of the subset every version runs
+    self_draft_tokens: int | None = None  # speculative decoding with the model as its own draft (draft_model)
 
     def host_cannot_run(self) -> str | None:
         """Why this host's CPU cannot run the case, or None."""
@@ -71,6 +72,13 @@ class Case:
         if self.max_num_batched_tokens is not None:
             args += ["--max-num-batched-tokens", str(self.max_num_batched_tokens)]
         return args
+
+    def model_args(self, model_dir: Path) -> list[str]:
+        """Flags that name the model folder: the draft of --speculative-config (vLLM and our CLI alike)."""
+        if self.self_draft_tokens is None:
+            return []
+        config = {"method": "draft_model", "model": str(model_dir), "num_speculative_tokens": self.self_draft_tokens}
+        return ["--speculative-config", json.dumps(config)]
 
 
 CASES = [
@@ -102,6 +110,8 @@ CASES = [
     Case("llama-block-16", "tiny-llama", block_size=16, every_version=True),
     # NOTE: sliding-window blocks per request depend on max_num_batched_tokens (W - 1 + in-flight).
     Case("mistral-mml-2048-mnbt-512", "tiny-mistral", max_model_len=2048, max_num_batched_tokens=512),
+    # NOTE: a draft model's attention layers join the target's pool: the model as its own draft doubles a block.
+    Case("llama-draft-model", "tiny-llama", self_draft_tokens=2),
 ]
 CASES_BY_ID = {case.id: case for case in CASES}
 
@@ -131,7 +141,8 @@ class Observation:
 def observe(version: str, case: Case, model_dir: Path, venv: Path, scratch_dir: Path) -> Observation:
     """Start a real server of ``version`` for ``case``: what it reported, or how it refused to start."""
     server = VllmCpuServer(
-        model_dir, venv=venv, dtype=case.dtype, extra_args=(*case.settings_args(), *case.server_args_for(version)),
+        model_dir, venv=venv, dtype=case.dtype,
+        extra_args=(*case.settings_args(), *case.model_args(model_dir), *case.server_args_for(version)),
         kv_cache_space_gib=KV_CACHE_SPACE_GIB, scratch_dir=scratch_dir,
     )
     labels = None
@@ -158,7 +169,7 @@ def predict(version: str, case: Case, model_dir: Path) -> dict:
         sys.executable, "-m", "calculator", "estimate", "--model", str(model_dir),
         "--device", "cpu", "--vllm-version", version,
         "--kv-cache-memory-bytes", str(KV_CACHE_MEMORY_BYTES), "--dtype", case.dtype,
-        *case.settings_args(), "--json",
+        *case.settings_args(), *case.model_args(model_dir), "--json",
     ]
     result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     if result.returncode != 0:
