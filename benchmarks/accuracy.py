@@ -403,10 +403,23 @@ def bands(report: Report) -> dict:
                   "records": [record for record, _ in values]}
             for era, values in sorted(eras.items()) if len(values) >= MIN_RESIDUALS_PER_ERA}}
     return {"generated_by": "python benchmarks/accuracy.py",
+            "coverage": coverage(report),
             "records": "benchmarks/data/calibration.jsonl, benchmarks/data/calibration-2026-12.jsonl, "
                        "benchmarks/data/calibration-mined.jsonl",
             "residuals": "leave-one-source-out: each record scored with the constants refitted without its source",
             "quantile": BAND_QUANTILE, "min_residuals_per_era": MIN_RESIDUALS_PER_ERA, "terms": terms}
+
+
+def coverage(report: Report) -> dict[str, list[str]]:
+    """What the statistics' records span (``calculator/engine/coverage.py`` widens the band outside it)."""
+    from calculator.engine.coverage import architecture_class, interconnect_class, quantization_class
+
+    rows = [row for row in report.counted() if row.result is not None and row.result.settings.device != "cpu"]
+    links = {interconnect_class(row.result) for row in rows}
+    return {"interconnects": sorted(link for link in links if link is not None),
+            "eras": sorted({row.era for row in rows if row.era}),
+            "quantizations": sorted({quantization_class(row.result) for row in rows}),
+            "architectures": sorted({architecture_class(row.result) for row in rows})}
 
 
 def _quantile(values: list[float]) -> float:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from . import diagnose_cli
 from .engine.estimate import Estimate, estimate
+from .engine.uncertainty import coverage_notes
 from .engine.vllm_versions import LATEST_VERSION
 from .errors import CalculatorError, one_line_validation_error
 from .gpus import Interconnect, gpu_catalog
@@ -128,6 +129,7 @@ def render_table(result: Estimate) -> str:
     width = max(len(k) for k, _ in rows)
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
     lines += [f"warning: {w}" for w in result.warnings]
+    lines += [f"band widened: {note}" for note in coverage_notes(result)]
     return "\n".join(lines)
 
 

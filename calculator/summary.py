@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .engine.estimate import Estimate
-from .engine.uncertainty import confidence, kv_band, verdict, verdict_reason
+from .engine.uncertainty import confidence, coverage_notes, kv_band, verdict, verdict_reason
 from .engine.workload import Workload, workload_capacity
 
 
@@ -80,6 +80,7 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "verdict": verdict(result),
         "verdict_reason": verdict_reason(result),
         "confidence": confidence(result),
+        "coverage_gaps": coverage_notes(result),
         "error": result.error,
         "refusal": result.refusal,
         "vllm_version": str(result.rules.version),

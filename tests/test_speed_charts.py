@@ -63,10 +63,10 @@ def test_the_axis_reaches_a_ceiling_beyond_the_sweep() -> None:
 
 
 def test_close_ceilings_label_at_opposite_ends_of_their_lines() -> None:
-    # Issue 26 item 7: on the default Plan chart (Llama-3.1-8B on an H100, vLLM 0.34) the KV cache holds 371
+    # Issue 26 item 7: on the default Plan chart (Llama-3.1-8B on an H100, vLLM 0.34) the KV cache holds 375
     # default requests and max_num_seqs is 1024: less than a decade apart, the two labels printed over each other.
     result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb"))
     sweep = concurrency_sweep(result, Traffic(input_tokens=1024, output_tokens=256, concurrency=1), prices={})
-    assert (sweep.kv_cache_concurrency, sweep.max_num_seqs) == (371, 1024)
+    assert (sweep.kv_cache_concurrency, sweep.max_num_seqs) == (375, 1024)
     notes = {a.text: (a.y, a.yanchor) for a in two_ceilings_figure(sweep).layout.annotations}
-    assert notes["KV cache: 371"] == (1, "bottom") and notes["max_num_seqs: 1024"] == (0, "bottom")
+    assert notes["KV cache: 375"] == (1, "bottom") and notes["max_num_seqs: 1024"] == (0, "bottom")

@@ -24,6 +24,10 @@ Unknown architectures (``ModelSpec.known_architecture`` false, estimated by ``ge
 band: the weights may be off by ``GENERIC_WEIGHTS_REL`` and the KV bytes per token by ``GENERIC_KV_PER_TOKEN_REL``, on
 top of the calibrated terms. A verdict that band straddles is "borderline" with the reason "unknown architecture"
 first (``confidence``), so the generic path never gives a green or red verdict its band cannot support.
+
+A deployment outside what the records cover (a link no TP > 1 record used, an overhead era, a quantization method
+or an architecture class none of them has; ``coverage.py``) gets one more term per gap in the band, and a verdict
+that band straddles is "borderline" with the gaps named first ("outside the records").
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from importlib import resources
 from typing import Literal
 
 from ..units import GIB
+from .coverage import CoverageGap, coverage_extra_bytes, coverage_gaps, gap_notes
 from .estimate import Estimate
 from .free_memory import free_memory_reading, host_use_counts, page_cache_counts, page_cache_reason
 from .known_issues import known_issues
@@ -43,7 +48,7 @@ from .memory import MemoryBudget, requested_bytes
 from .overheads import UMA_HOST_BASELINE_BYTES, UMA_HOST_BASELINE_HIGH_BYTES
 
 Verdict = Literal["fits with margin", "borderline", "does not fit", "does not run"]
-Confidence = Literal["calibrated", "unknown architecture"]
+Confidence = Literal["calibrated", "unknown architecture", "outside the records"]
 # NOTE: measured by estimating every preset through the generic path (its model_type renamed, class defaults
 # filled in) against its known inventory and KV layers (tests/test_frontier_models.py keeps these honest). The worst
 # miss per family, over 24 families: weights 52.1 % (opt), 30.2 % (gemma3_text), 30.15 % (phi), 9.9 % (gemma2),
@@ -104,8 +109,22 @@ def verdict(result: Estimate) -> Verdict:
 
 
 def confidence(result: Estimate) -> Confidence:
-    """"unknown architecture" when the model was estimated as a generic decoder (its band is the wider one)."""
-    return "calibrated" if result.model.known_architecture else "unknown architecture"
+    """"unknown architecture" when the model was estimated as a generic decoder; "outside the records" when the
+    deployment has a link, era, quantization or architecture class no start-up record covers (``coverage.py``).
+    Either way the band is the wider one."""
+    if not result.model.known_architecture:
+        return "unknown architecture"
+    return "outside the records" if gaps(result) else "calibrated"
+
+
+def gaps(result: Estimate) -> tuple[CoverageGap, ...]:
+    """What of the deployment no calibration record covers (the coverage ``benchmarks/accuracy.py`` wrote)."""
+    return coverage_gaps(result, band_table().get("coverage", {}))
+
+
+def coverage_notes(result: Estimate) -> list[str]:
+    """A sentence per gap in what the records cover (empty when the band is the calibrated one)."""
+    return gap_notes(gaps(result))
 
 
 def unknown_architecture_note(result: Estimate) -> str:
@@ -121,6 +140,9 @@ def verdict_reason(result: Estimate) -> str | None:
     For an unknown architecture whose widened band straddles the verdict, the reason says so first ("Unknown
     architecture ...")."""
     call = verdict(result)
+    if call == "borderline" and confidence(result) == "outside the records":
+        detail = result.error if not result.fits else " ".join(_start_reasons(result)) or None
+        return " ".join(coverage_notes(result)) + (f" {detail}" if detail else "")
     if call == "borderline" and confidence(result) == "unknown architecture":
         detail = result.error if not result.fits else " ".join(_start_reasons(result)) or None
         return unknown_architecture_note(result) + (f". {detail}" if detail else ".")
@@ -189,12 +211,24 @@ def _stage_pools(result: Estimate, sign: int) -> list[int]:
     if _pool_is_fixed(result):
         return [b.kv_cache_bytes for b in result.budgets_per_stage]
     era = result.rules.overhead_era
+    found, pooled = gaps(result), _pooled_bands()
     if result.model.known_architecture:
-        return [b.kv_cache_bytes + sign * kv_uncertainty_bytes(b, era) for b in result.budgets_per_stage]
+        return [b.kv_cache_bytes + sign * _widened(kv_uncertainty_bytes(b, era),
+                                                   coverage_extra_bytes(result, b, found, pooled))
+                for b in result.budgets_per_stage]
     # NOTE: a generic estimate's weights error moves the pool byte for byte; its per-token error is a pool that
     # holds (1 +- e) times fewer or more tokens, so the pool is scaled by the same factor.
     return [int((b.kv_cache_bytes + sign * (kv_uncertainty_bytes(b, era) + b.weights_bytes * GENERIC_WEIGHTS_REL))
                 / (1 - sign * GENERIC_KV_PER_TOKEN_REL)) for b in result.budgets_per_stage]
+
+
+def _pooled_bands() -> dict[str, float]:
+    return {term: float(entry["pooled"]) for term, entry in band_table()["terms"].items()}
+
+
+def _widened(half_width: int, extra: int) -> int:
+    """The calibrated half-width with the coverage gaps' terms added in quadrature."""
+    return int(math.hypot(half_width, extra)) if extra else half_width
 
 
 def _num_blocks(result: Estimate, pools: list[int]) -> int:

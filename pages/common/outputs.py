@@ -57,8 +57,9 @@ def verdict(result: Estimate, substituted: dict[str, str]) -> None:
     if substituted:
         asked = ", ".join(f"{field} {value!r}" for field, value in substituted.items())
         lead = f"Substituted ({asked} not available): {lead[0].lower()}{lead[1:]}"
-    band_name = "Calibrated error band" if result.model.known_architecture else \
-        "Error band (widened: unknown architecture)"
+    band_name = {"calibrated": "Calibrated error band", "unknown architecture": "Error band (widened: unknown "
+                 "architecture)", "outside the records": "Error band (widened: outside the calibration records)"}[
+        uncertainty.confidence(result)]
     band = (f"{band_name}: KV cache {low_bytes / GIB:,.2f}–{high_bytes / GIB:,.2f} GiB, "
             f"{low_tokens:,}–{high_tokens:,} tokens.")
     log = f"vLLM {result.rules.version} would log: `{' | '.join(result.log_lines())}`"
@@ -78,6 +79,8 @@ def verdict(result: Estimate, substituted: dict[str, str]) -> None:
                 f"- {fix.description} → {_gives(fix, result)}" for fix in options))
     for warning in result.warnings:
         st.warning(warning, icon="⚠️")
+    for note in uncertainty.coverage_notes(result):
+        st.caption(f"📏 {note}")
 
 
 def _gives(fix, result: Estimate) -> str:
