@@ -24,6 +24,7 @@ from calculator.speed.traffic import Traffic
 
 DATA = Path(__file__).resolve().parent / "data"
 RECORDS = DATA / "speed_records.jsonl"
+MINED = DATA / "speed_records_mined.jsonl"  # mined for issue 19: V1 engines, H100 / H200 / B200 / MI300X, sweeps
 CONFIGS = DATA / "speed_configs"
 METRICS = ("ttft_ms", "tpot_ms", "output_tok_s", "request_per_s", "e2e_ms")
 
@@ -98,6 +99,24 @@ RUNS: dict[str, Run] = {
                                  {"tensor_parallel_size": 2}),
     "lmdeploy-2019-2xa800": Run("mistralai/Mixtral-8x7B-Instruct-v0.1", "a100-sxm-80gb", "0.5.1", "rate",
                                 {"tensor_parallel_size": 2, "max_model_len": 8192}),
+    # speed_records_mined.jsonl. gpu_conc: C asyncio workers in a closed loop, EOS-allowed outputs of ~900 tokens.
+    "gpuconc-h100pcie": Run("openai/gpt-oss-20b", "h100-pcie-80gb", "0.10.2", "closed", {"max_model_len": 8192}),
+    "gpuconc-h200": Run("openai/gpt-oss-20b", "h200-141gb", "0.10.2", "closed", {"max_model_len": 8192}),
+    "gpuconc-b200": Run("openai/gpt-oss-20b", "b200-180gb", "0.10.2", "closed", {"max_model_len": 8192}),
+    "gpuconc-mi300x": Run("openai/gpt-oss-20b", "mi300x-192gb", "0.10.2", "closed", {"max_model_len": 8192}),
+    "mushfiq-rtx4090": Run("mistralai/Mistral-7B-Instruct-v0.3", "rtx-4090", "0.11.0", "closed",
+                           {"max_model_len": 8192}),
+    # Fixed 1024 / 1024 lengths (random): lockstep waves of 32, as the fixed-length closed loops above.
+    "recipes431-mi300x": Run("Qwen/Qwen3-8B", "mi300x-192gb", "0.19.0", "burst"),
+    "vllm-43232-4xb200": Run("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "b200-180gb", "0.22.0", "closed",
+                             {"tensor_parallel_size": 4, "kv_cache_dtype": "fp8", "max_model_len": 32768,
+                              "gpu_memory_utilization": 0.85, "enable_prefix_caching": True}),
+    "tt340-a100-qwen3-30b-a3b": Run("Qwen/Qwen3-30B-A3B", "a100-sxm-80gb", "0.9.2", "closed", {"max_model_len": 16384}),
+    "tt340-a100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.9.2", "closed", {"max_model_len": 16384}),
+    "kvcached-h100-qwen3-0.6b-rate-inf": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate_inf",
+                                             {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
+    "kvcached-h100-qwen3-0.6b-rate16": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate",
+                                           {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
 }
 
 
@@ -115,7 +134,9 @@ def sharegpt_longest_output(mean_output_tokens: float, prompt_tokens: float, req
 
 
 def load_records() -> list[dict]:
-    return [json.loads(line) for line in RECORDS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The shared records and the mined ones, in that order."""
+    return [json.loads(line) for path in (RECORDS, MINED) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
 
 
 def run_for(record: dict) -> Run:
@@ -215,3 +236,28 @@ def log_errors(constants: SpeedConstants | None = None, records: list[dict] | No
             if metric in got and math.isfinite(got[metric]) and got[metric] > 0:
                 rows.append((record["id"], metric, math.log(got[metric] / value)))
     return rows
+
+
+def load_of(record: dict) -> Traffic:
+    """The steady load that stands for the record's run when it is classified (regime, requests in the engine)."""
+    prompt, output = lengths(record)
+    run = run_for(record)
+    if run.mode == "rate":
+        return Traffic(input_tokens=prompt, output_tokens=output, request_rate=float(record["request_rate"]))
+    users = record.get("concurrency") if run.mode in ("closed", "burst") else None
+    return Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(users or record["num_prompts"]))
+
+
+@cache
+def regime_of(record_id: str) -> str:
+    """One request, below the knee or saturated (calculator/speed/bands.py), as the model sees the record's load."""
+    from calculator.speed.bands import regime_of as classify
+
+    record = next(r for r in load_records() if r["id"] == record_id)
+    return classify(speed_estimate(deployment(record_id), load_of(record), prices={}))
+
+
+@cache
+def running_requests(record_id: str) -> float:
+    record = next(r for r in load_records() if r["id"] == record_id)
+    return speed_estimate(deployment(record_id), load_of(record), prices={}).running_requests

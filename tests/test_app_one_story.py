@@ -48,7 +48,7 @@ def test_a_recommend_row_opens_a_plan_page_with_its_numbers_and_no_other_gpu_cou
         "itl": "50", "gpus": "gh200-96gb,h100-sxm-80gb"})
     table = next(text for text in markdown(app) if text.startswith("| # | Deployment"))
     row = [cell.strip() for cell in table.splitlines()[2].strip("|").split("|")]
-    replicas, gpus, per_hour, ttft, itl, link = row[2], row[3], row[4], row[7], row[8], row[-1]
+    replicas, gpus, per_hour, ttft, itl, link = row[2], row[3], row[4], row[7], row[10], row[-1]
     query = {key: values[-1] for key, values in parse_qs(urlsplit(link[link.index("(") + 1:-1]).query).items()}
     plan = plan_page(query)
     text = the_plan(plan)

@@ -1,27 +1,33 @@
-"""The speed model against the measured runs (benchmarks/data/speed_records.jsonl, a copy of the shared records).
+"""The speed model against the measured runs (benchmarks/data/speed_records.jsonl, a copy of the shared records,
+and benchmarks/data/speed_records_mined.jsonl, the runs mined for issue 19).
 
 These are the in-sample figures of docs/speed-accuracy.md (the held-out refits take minutes and run in
-``python benchmarks/speed_accuracy.py``). The targets are issue 12's: TPOT and output throughput median error
-within 15 %, TTFT within 30 %, and better than both peers' published methods on each.
+``python benchmarks/speed_accuracy.py``). On the shared records the targets are issue 12's: TPOT and output
+throughput median error within 15 %, TTFT within 30 %; on all records, issue 19's TPOT and output throughput
+targets (12 %), and better than both peers' published methods on each. Issue 19's TTFT target (25 %) is not met
+(docs/speed-accuracy.md says which mechanisms are missing), so it is not asserted here.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import statistics
 
 import pytest
 
-from benchmarks import speed_peers, speed_replay
-from calculator.speed.calibration import constants_for
+from benchmarks import speed_accuracy, speed_peers, speed_replay
+from calculator.speed.calibration import COVERAGE, constants_for
 
-TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}
+TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}  # issue 12, on the shared records
+ALL_TARGETS_PCT = {"tpot_ms": 12.0, "output_tok_s": 12.0}  # issue 19, on all records
+MINED = [json.loads(line) for line in speed_replay.MINED.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="module")
-def errors() -> dict[str, dict[str, list[float]]]:
+def _errors(records: list[dict]) -> dict[str, dict[str, list[float]]]:
     table: dict[str, dict[str, list[float]]] = {"ours": {}, "ridgepoint": {}, "llm-optimizer": {}}
-    for record in speed_replay.load_records():
+    for record in records:
         platform = speed_replay.deployment(record["id"]).gpu.platform
         predictions = {"ours": speed_replay.predict(record, constants_for(platform)),
                        "ridgepoint": speed_peers.ridgepoint(record), "llm-optimizer": speed_peers.llm_optimizer(record)}
@@ -32,16 +38,58 @@ def errors() -> dict[str, dict[str, list[float]]]:
     return table
 
 
-def test_the_copy_is_the_shared_data_set() -> None:
+@pytest.fixture(scope="module")
+def errors() -> dict[str, dict[str, list[float]]]:
+    return _errors(speed_replay.load_records())
+
+
+@pytest.fixture(scope="module")
+def shared_errors() -> dict[str, dict[str, list[float]]]:
+    mined = {r["id"] for r in MINED}
+    return _errors([r for r in speed_replay.load_records() if r["id"] not in mined])
+
+
+def test_the_records_are_the_shared_data_set_and_the_mined_runs() -> None:
     records = speed_replay.load_records()
-    assert len(records) == 41 and len({r["id"] for r in records}) == 41
+    assert len(records) == 41 + 39 and len({r["id"] for r in records}) == 80
     assert all(speed_replay.run_for(r) for r in records)  # every record has a replay mapping
+    assert len({speed_replay.source_of(r) for r in MINED}) == 6  # held out source by source
+
+
+def test_every_mined_run_says_where_it_comes_from_and_how_to_rerun_it() -> None:
+    for record in MINED:
+        assert record["source"].startswith("https://") and record["quote"], record["id"]
+        for field in ("model", "gpu", "tensor_parallel_size", "vllm_version", "input_tokens", "output_tokens",
+                      "num_prompts"):
+            assert record[field] is not None, (record["id"], field)
+        assert record["concurrency"] or record["request_rate"] or record["id"].endswith("rate-inf"), record["id"]
+        assert speed_replay.measured(record), record["id"]
+        # the mean (or median) TTFT each source prints is in its quote, as printed
+        ttft = record["ttft_ms_mean"]
+        if ttft is not None and not record["id"].startswith("gpuconc"):  # gpu_conc: the JSON's full digits
+            assert re.search(rf"(?<![\d.]){re.escape(str(ttft))}(?!\d)", record["quote"]), record["id"]
+
+
+def test_the_coverage_the_bands_rely_on_is_what_the_records_span() -> None:
+    spans = speed_accuracy.coverage(speed_replay.load_records())
+    assert set(spans["gpu_families"]) == COVERAGE.gpu_families
+    assert set(spans["engines"]) == COVERAGE.engines and set(spans["model_kinds"]) == COVERAGE.model_kinds
+    assert spans["max_running_requests"] == COVERAGE.max_running_requests
 
 
 @pytest.mark.parametrize("metric", list(TARGETS_PCT))
-def test_median_error_meets_the_target_and_beats_the_peers(errors, metric) -> None:
+def test_median_error_on_the_shared_records_meets_issue_12s_target(shared_errors, metric) -> None:
+    assert statistics.median(shared_errors["ours"][metric]) <= TARGETS_PCT[metric]
+
+
+@pytest.mark.parametrize("metric", list(ALL_TARGETS_PCT))
+def test_median_error_on_all_records_meets_issue_19s_target(errors, metric) -> None:
+    assert statistics.median(errors["ours"][metric]) <= ALL_TARGETS_PCT[metric]
+
+
+@pytest.mark.parametrize("metric", list(TARGETS_PCT))
+def test_ours_beats_the_peers_on_all_records(errors, metric) -> None:
     ours = statistics.median(errors["ours"][metric])
-    assert ours <= TARGETS_PCT[metric]
     for peer in ("ridgepoint", "llm-optimizer"):
         assert ours < statistics.median(errors[peer][metric]), peer
 

@@ -23,6 +23,7 @@ from ..errors import CalculatorError, InvalidInput
 from ..model.model_source import load_model_spec
 from ..serve_command import speculative_fields
 from . import bench_cli
+from .bands import SpeedBands, speed_bands
 from .inputs import FEATURE_FIELDS, RecommendRequest, SpeedInputs
 from .plan import Slo
 from .predict import SpeedEstimate, speed_estimate
@@ -178,7 +179,8 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
     speed = speed_estimate(deployment, traffic, prices=prices)
     for note in unused_rates(args, speed):
         print(f"warning: {note}", file=sys.stderr)
-    return json.dumps(speed_summary(speed)) if args.json else render_speed(speed)
+    bands = speed_bands(deployment, speed)
+    return json.dumps(speed_summary(speed, bands)) if args.json else render_speed(speed, bands)
 
 
 def unused_rates(args: argparse.Namespace, speed: SpeedEstimate) -> list[str]:
@@ -198,7 +200,7 @@ def _ms(value: float) -> str:
     return f"{value / 1e3:,.2f} s" if value >= 1e4 else f"{value:,.1f} ms"
 
 
-def render_speed(speed: SpeedEstimate) -> str:
+def render_speed(speed: SpeedEstimate, bands: SpeedBands | None = None) -> str:
     c = speed.concurrency
     cost = (f"${speed.gpu_hour_cost:,.2f}/h for {speed.num_gpus} GPU(s), "
             f"${speed.cost_per_million_output_tokens:,.3f} per million output tokens ({speed.gpu_price.source})"
@@ -218,6 +220,11 @@ def render_speed(speed: SpeedEstimate) -> str:
         ("band (80 %)", f"TTFT {_ms(speed.ttft_band_ms.low)}-{_ms(speed.ttft_band_ms.high)}, "
                         f"TPOT {_ms(speed.tpot_band_ms.low)}-{_ms(speed.tpot_band_ms.high)}"),
     ]
+    if bands is not None:
+        rows[-1] = (f"band (80 %, {bands.regime})",
+                    f"TTFT {_ms(bands.ttft_ms.low)}-{_ms(bands.ttft_ms.high)}, TTFT p95 {_ms(bands.ttft_p95_ms.low)}-"
+                    f"{_ms(bands.ttft_p95_ms.high)}, TPOT {_ms(bands.tpot_ms.low)}-{_ms(bands.tpot_ms.high)}")
+        rows += [("outside the measured runs", sentence) for sentence in bands.outside]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
@@ -228,13 +235,13 @@ def render_recommendations(result: Recommendations, top: int) -> str:
               f"{next(iter(price_sets()))} ranks on one provider's prices)")
     lines = [f"planned with max_model_len {result.max_model_len:,}; {prices}",
              f"{'#':>3}  {'GPU':24} {'TP':>2} {'PP':>2} {'weights':8} {'KV':5} {'replicas':>8} {'GPUs':>5} "
-             f"{'$/hour':>9} {'$/M tok':>8} {'TTFT p95':>10} {'ITL':>9}"]
+             f"{'$/hour':>9} {'$/M tok':>8} {'TTFT p95':>10} {'ITL':>9}  SLO"]
     for rank, option in enumerate(result.by_cost_per_hour[:top], start=1):
         d, p = option.deployment, option.plan
         lines.append(f"{rank:>3}  {d.gpu_name:24} {d.tensor_parallel_size:>2} {d.pipeline_parallel_size:>2} "
                      f"{d.quantization or 'as is':8} {d.kv_cache_dtype:5} {p.replicas:>8} {p.gpus:>5} "
                      f"{p.cost_per_hour:>9,.2f} {p.cost_per_million_output_tokens:>8,.3f} "
-                     f"{_ms(p.per_replica.ttft_p95_ms):>10} {_ms(p.per_replica.tpot_ms):>9}")
+                     f"{_ms(p.per_replica.ttft_p95_ms):>10} {_ms(p.per_replica.tpot_ms):>9}  {option.slo_status}")
     if not result.by_cost_per_hour:
         lines.append("  no deployment meets the SLOs within the limits")
     reasons = Counter(option.reason for option in result.rejected)

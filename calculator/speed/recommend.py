@@ -5,6 +5,7 @@ is out."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
@@ -14,6 +15,8 @@ from ..errors import CalculatorError, InvalidInput
 from ..gpus import GpuSpec, find_gpu, gpu_catalog
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
+from ..units import format_ms
+from .bands import SpeedBands, speed_bands
 from .ceilings import plan_both_ceilings, workload_of
 from .plan import CapacityPlan, Slo
 from .prices import GpuPrice, gpu_price, price_table
@@ -54,11 +57,21 @@ class Option(BaseModel):
     deployment: Deployment
     plan: CapacityPlan | None = None
     reason: str | None = None  # None: fits, meets the SLOs and the limits
+    bands: SpeedBands | None = None  # the planned replica's measured spread (and why it is wide, if it is)
+    risks: tuple[str, ...] = ()  # each SLO met by the estimate but not at the pessimistic edge of its band
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def feasible(self) -> bool:
         return self.reason is None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def slo_status(self) -> Literal["met", "at risk"] | None:
+        """"at risk" when an SLO holds only towards the optimistic edge of the band (None when out)."""
+        if not self.feasible:
+            return None
+        return "at risk" if self.risks else "met"
 
 
 class Recommendations(BaseModel):
@@ -71,6 +84,7 @@ class Recommendations(BaseModel):
     price_set: str | None = None  # the consistent price set ranked on (None: the mixed default list)
     by_cost_per_hour: tuple[Option, ...]
     by_cost_per_million_tokens: tuple[Option, ...]
+    by_ttft_p95: tuple[Option, ...] = ()  # the TTFT p95 of the load given, fastest first (then cheapest)
     rejected: tuple[Option, ...]
 
 
@@ -130,6 +144,7 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
         by_cost_per_hour=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_hour, o.plan.gpus))),
         by_cost_per_million_tokens=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_million_output_tokens,
                                                                         o.plan.gpus))),
+        by_ttft_p95=tuple(sorted(feasible, key=lambda o: (o.plan.per_replica.ttft_p95_ms, o.plan.cost_per_hour))),
         rejected=tuple(o for o in options if not o.feasible))
 
 
@@ -174,7 +189,24 @@ def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Sl
         plan = plan_both_ceilings(result, workload_of(traffic), traffic, slo, prices=prices).plan
     except CalculatorError as exc:
         return Option(deployment=deployment, reason=_short(str(exc)))
-    return Option(deployment=deployment, plan=plan, reason=None if plan.meets_slo else "; ".join(plan.violations))
+    bands = speed_bands(result, plan.per_replica)
+    return Option(deployment=deployment, plan=plan, reason=None if plan.meets_slo else "; ".join(plan.violations),
+                  bands=bands, risks=slo_risks(plan, bands, slo))
+
+
+def slo_risks(plan: CapacityPlan, bands: SpeedBands, slo: Slo) -> tuple[str, ...]:
+    """Each SLO the plan meets at its estimate whose band reaches past it: it holds only if the run lands on the
+    optimistic side, in words ("TTFT p95 1.2 s meets 2 s, but its band reaches 2.6 s")."""
+    out = []
+    per = plan.per_replica
+    if slo.ttft_p95_ms is not None and per.ttft_p95_ms <= slo.ttft_p95_ms < bands.ttft_p95_ms.high:
+        out.append(f"TTFT p95 {format_ms(per.ttft_p95_ms)} meets {format_ms(slo.ttft_p95_ms)}, but its band reaches "
+                   f"{format_ms(bands.ttft_p95_ms.high)}")
+    limit = slo.tpot_limit_ms
+    if limit is not None and per.tpot_ms <= limit < bands.tpot_ms.high:
+        out.append(f"ITL {format_ms(per.tpot_ms)} meets {format_ms(limit)}, but its band reaches "
+                   f"{format_ms(bands.tpot_ms.high)}")
+    return tuple(out)
 
 
 def _with_pipeline(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Slo,
@@ -206,4 +238,4 @@ def _short(message: str) -> str:
     return first if len(first) <= 160 else first[:157] + "..."
 
 
-__all__ = ["Deployment", "Option", "Recommendations", "candidates", "recommend"]
+__all__ = ["Deployment", "Option", "Recommendations", "candidates", "recommend", "slo_risks"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from .predict import SpeedEstimate
+from .bands import SpeedBands
+from .predict import Band, SpeedEstimate
 from .recommend import Option, Recommendations
 
 
@@ -15,8 +16,20 @@ def _number(value: float | None, digits: int = 3) -> float | None:
     return round(value, digits)
 
 
-def speed_summary(speed: SpeedEstimate) -> dict:
-    """One replica's speed, cost and limits; times in ms, throughputs per second."""
+def _pair(band: Band) -> list[float | None]:
+    return [_number(band.low), _number(band.high)]
+
+
+def bands_summary(bands: SpeedBands) -> dict:
+    """The measured spread by regime, and each way the deployment lies outside the measured runs (widened)."""
+    return {"regime": bands.regime, "outside_measured_runs": list(bands.outside), "ttft_ms": _pair(bands.ttft_ms),
+            "ttft_p95_ms": _pair(bands.ttft_p95_ms), "tpot_ms": _pair(bands.tpot_ms),
+            "output_throughput_tok_s": _pair(bands.output_throughput_tok_s)}
+
+
+def speed_summary(speed: SpeedEstimate, bands: SpeedBands | None = None) -> dict:
+    """One replica's speed, cost and limits; times in ms, throughputs per second. ``bands``: the regime's measured
+    spread (``calculator.speed.bands.speed_bands``), else the regime-free one."""
     return {
         "gpu": speed.gpu_name, "num_gpus": speed.num_gpus, "compute_path": speed.compute_path,
         "input_tokens": speed.traffic.input_tokens, "output_tokens": speed.traffic.output_tokens,
@@ -37,10 +50,9 @@ def speed_summary(speed: SpeedEstimate) -> dict:
         "gpu_hour_cost": _number(speed.gpu_hour_cost, 4),
         "cost_per_million_output_tokens": _number(speed.cost_per_million_output_tokens, 4),
         "price_source": speed.gpu_price.source if speed.gpu_price else None,
-        "bands": {"ttft_ms": [_number(speed.ttft_band_ms.low), _number(speed.ttft_band_ms.high)],
-                  "tpot_ms": [_number(speed.tpot_band_ms.low), _number(speed.tpot_band_ms.high)],
-                  "output_throughput_tok_s": [_number(speed.output_throughput_band_tok_s.low),
-                                              _number(speed.output_throughput_band_tok_s.high)]},
+        "bands": bands_summary(bands) if bands is not None else {
+            "ttft_ms": _pair(speed.ttft_band_ms), "tpot_ms": _pair(speed.tpot_band_ms),
+            "output_throughput_tok_s": _pair(speed.output_throughput_band_tok_s)},
     }
 
 
@@ -55,7 +67,10 @@ def option_summary(option: Option) -> dict:
                    cost_per_million_output_tokens=_number(plan.cost_per_million_output_tokens, 4),
                    ttft_p95_ms=_number(plan.per_replica.ttft_p95_ms), tpot_ms=_number(plan.per_replica.tpot_ms),
                    per_user_tok_s=_number(plan.per_replica.per_user_tok_s),
-                   output_throughput_tok_s=_number(plan.output_throughput_tok_s))
+                   output_throughput_tok_s=_number(plan.output_throughput_tok_s),
+                   slo_status=option.slo_status, slo_risks=list(option.risks))
+    if option.bands is not None:
+        row["bands"] = bands_summary(option.bands)
     return row
 
 
@@ -63,4 +78,5 @@ def recommendations_summary(result: Recommendations) -> dict:
     return {"max_model_len": result.max_model_len, "price_set": result.price_set,
             "by_cost_per_hour": [option_summary(o) for o in result.by_cost_per_hour],
             "by_cost_per_million_tokens": [option_summary(o) for o in result.by_cost_per_million_tokens],
+            "by_ttft_p95": [option_summary(o) for o in result.by_ttft_p95],
             "rejected": [option_summary(o) for o in result.rejected]}

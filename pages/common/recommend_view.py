@@ -22,8 +22,8 @@ PREFIX = "rec"
 SHOWN_ROWS = 25
 # NOTE: a phone shows each ranked row as a card (the 11-column table is 783 px wide in a 390 px screen): every cell
 # on its own line, named by its column, the deployment first.
-CARD_LABELS = ("#", "", "Replicas", "GPUs", "$/hour", "$/month", "$/M output tokens", "TTFT p95", "ITL",
-               "tok/s per user", "")
+CARD_LABELS = ("#", "", "Replicas", "GPUs", "$/hour", "$/month", "$/M output tokens", "TTFT p95", "TTFT p95 band",
+               "SLO", "ITL", "tok/s per user", "")
 CARDS_ON_PHONES = "<style>@media (max-width: 640px) {" + " ".join([
     ".st-key-ranked table, .st-key-ranked tbody, .st-key-ranked tr, .st-key-ranked td { display: block; "
     "width: 100% !important; }",
@@ -34,7 +34,8 @@ CARDS_ON_PHONES = "<style>@media (max-width: 640px) {" + " ".join([
     ".st-key-ranked td:nth-child(2) { font-weight: 600; }",
     *(f'.st-key-ranked td:nth-child({i})::before {{ content: "{label}: "; color: #6b7280; }}'
       for i, label in enumerate(CARD_LABELS, start=1) if label)]) + "}</style>"
-RANKINGS = {"cost per hour": "by_cost_per_hour", "cost per million output tokens": "by_cost_per_million_tokens"}
+RANKINGS = {"cost per hour": "by_cost_per_hour", "cost per million output tokens": "by_cost_per_million_tokens",
+            "TTFT p95": "by_ttft_p95"}
 LATENCIES = {"TTFT p95": "ttft_p95_ms", "inter-token latency": "tpot_ms"}
 
 
@@ -93,22 +94,41 @@ def ranked_table(result: Recommendations, ranking: str, request: RecommendReques
     if not options:
         st.warning("No deployment meets the SLOs within the limits: see why below.", icon="🚫")
         return
-    rows = ["| # | Deployment | Replicas | GPUs | $/hour | $/month | $/M output tokens | TTFT p95 | ITL | "
-            "tok/s per user | |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    rows = ["| # | Deployment | Replicas | GPUs | $/hour | $/month | $/M output tokens | TTFT p95 | TTFT p95 band | "
+            "SLO | ITL | tok/s per user | |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for rank, option in enumerate(options if show_all else options[:SHOWN_ROWS], start=1):
         plan, per = option.plan, option.plan.per_replica
         scenario, plan_speed = request.plan_inputs(option, result.max_model_len, speed)
         link = plan_link(scenario, workload, plan_speed)
         rows.append(f"| {rank} | {name(option)} | {plan.replicas:,} | {plan.gpus:,} | ${plan.cost_per_hour:,.2f} | "
                     f"${plan.cost_per_month:,.0f} | ${plan.cost_per_million_output_tokens:,.3f} | "
-                    f"{format_ms(per.ttft_p95_ms)} | {format_ms(per.tpot_ms)} | {per.per_user_tok_s:,.1f} | "
-                    f"[Open in Plan]({link}) |")
+                    f"{format_ms(per.ttft_p95_ms)} | {band_cell(option)} | {slo_cell(option)} | "
+                    f"{format_ms(per.tpot_ms)} | {per.per_user_tok_s:,.1f} | [Open in Plan]({link}) |")
     st.markdown(CARDS_ON_PHONES, unsafe_allow_html=True)  # NOTE: in the page (st.html sends styles elsewhere)
     with st.container(key="ranked"):
         st.markdown("\n".join(rows))
+    shown = options if show_all else options[:SHOWN_ROWS]
+    if notes := sorted({note for o in shown if o.bands for note in o.bands.outside}):
+        st.warning("Outside the measured runs (bands marked ⚠ are widened): " + " ".join(notes), icon="📏")
+    st.caption("TTFT p95 band: where 80 % of real runs of the same regime fell against the model. **at risk**: "
+               "the SLO holds at the estimate but not at the band's pessimistic edge.")
     if not show_all and len(options) > SHOWN_ROWS:
         st.caption(f"The {SHOWN_ROWS} cheapest of {len(options):,}; tick \"Show every deployment\" for the rest.")
     price_sources(options if show_all else options[:SHOWN_ROWS], request)
+
+
+def band_cell(option: Option) -> str:
+    if option.bands is None:
+        return "—"
+    band = option.bands.ttft_p95_ms
+    return f"{format_ms(band.low)}–{format_ms(band.high)}" + (" ⚠" if option.bands.widened else "")
+
+
+def slo_cell(option: Option) -> str:
+    """"met", or "at risk" with the SLOs that hold only towards the optimistic edge of their band."""
+    if option.slo_status != "at risk":
+        return option.slo_status or "—"
+    return "**at risk**: " + "; ".join(r.replace("|", "/") for r in option.risks)
 
 
 def price_sources(options: tuple[Option, ...], request: RecommendRequest) -> None:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from calculator import CalculatorError, Estimate, GpuSpec, Workload, find_gpu
 from calculator.limits import field_bounds
+from calculator.speed.bands import SpeedBands, speed_bands
 from calculator.speed.charts import two_ceilings_figure
 from calculator.speed.inputs import SpeedInputs, SpeedPlan, speed_plan
 from calculator.speed.prices import gpu_price
@@ -114,6 +115,17 @@ def usd(value: float | None, decimals: int = 2) -> str:
     return f"${value:,.{decimals}f}"
 
 
+def band_note(bands: SpeedBands) -> None:
+    """The regime the spreads come from, and a warning when the deployment lies outside the measured runs."""
+    spreads = (f"TTFT p95 {format_ms(bands.ttft_p95_ms.low)}–{format_ms(bands.ttft_p95_ms.high)}, ITL "
+               f"{format_ms(bands.tpot_ms.low)}–{format_ms(bands.tpot_ms.high)}")
+    if bands.widened:
+        st.warning(" ".join(bands.outside) + f" Spread ({bands.regime}): {spreads}.", icon="📏")
+    else:
+        st.caption(f"Measured spread ({bands.regime}: 80 % of real runs that the model never saw fell within "
+                   f"it): {spreads}.")
+
+
 def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> SpeedPlan | None:
     """KPIs and the two-ceilings chart; returns the plan for both ceilings (None: the speed model has no answer)."""
     st.markdown("### Speed")
@@ -132,6 +144,7 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
     ceilings = plan.ceilings
     capacity = ceilings.plan
     per = capacity.per_replica
+    bands = speed_bands(result, per)
     cost = capacity.cost_per_million_output_tokens
     with st.container(key="speed_kpis"):
         columns = st.columns(5)
@@ -139,13 +152,13 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                           help="Mean inter-token latency (time per output token), as the ITL SLO reads it.")
         columns[4].metric("Tokens/s per user", f"{per.per_user_tok_s:,.1f}",
                           help=f"1 / ITL ({format_ms(per.tpot_ms)}); measured spread "
-                               f"{per.per_user_band_tok_s.low:,.1f}–{per.per_user_band_tok_s.high:,.1f}.")
+                               f"{1e3 / bands.tpot_ms.high:,.1f}–{1e3 / bands.tpot_ms.low:,.1f}.")
         columns[1].metric("TTFT p95", format_ms(per.ttft_p95_ms),
                           help=f"Prefill of the p95 prompt plus the p95 queue wait; spread "
-                               f"{format_ms(per.ttft_p95_band_ms.low)}–{format_ms(per.ttft_p95_band_ms.high)}.")
+                               f"{format_ms(bands.ttft_p95_ms.low)}–{format_ms(bands.ttft_p95_ms.high)}.")
         columns[2].metric("Throughput per replica", f"{per.output_throughput_tok_s:,.0f} tok/s",
-                          help=f"Output tokens/s of one replica; spread {per.output_throughput_band_tok_s.low:,.0f}"
-                               f"–{per.output_throughput_band_tok_s.high:,.0f}.")
+                          help=f"Output tokens/s of one replica; spread {bands.output_throughput_tok_s.low:,.0f}"
+                               f"–{bands.output_throughput_tok_s.high:,.0f}.")
         columns[3].metric("Cost per million output tokens", "no price" if per.gpu_price is None else usd(cost),
                           help="GPU-hours paid over the tokens generated at the planned load (idle capacity "
                                "is paid for too).")
@@ -162,6 +175,7 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                f"{per.decode_bound}-bound; served concurrency limited by {limit}. "
                + (f"Price {usd(price.usd_per_gpu_hour)}/GPU-hour ({price.source})." if price else
                   "No price for this GPU: give one in the sidebar."))
+    band_note(bands)
     st.plotly_chart(two_ceilings_figure(plan.sweep, plan.slo), key="two_ceilings",
                     config={"displaylogo": False})
     return plan
