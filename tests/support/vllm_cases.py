@@ -48,6 +48,7 @@ class Case:
     server_args_since: str = "0.0.0"  # the first version that knows those flags
     every_version: bool = False  # also part of the subset every version runs
     self_draft_tokens: int | None = None  # speculative decoding with the model as its own draft (draft_model)
+    lora_slots: tuple[int, int] | None = None  # --enable-lora with (max_loras, max_lora_rank)
 
     def host_cannot_run(self) -> str | None:
         """Why this host's CPU cannot run the case, or None."""
@@ -71,6 +72,8 @@ class Case:
             args += ["--kv-cache-dtype", self.kv_cache_dtype]
         if self.max_num_batched_tokens is not None:
             args += ["--max-num-batched-tokens", str(self.max_num_batched_tokens)]
+        if self.lora_slots is not None:
+            args += ["--enable-lora", "--max-loras", str(self.lora_slots[0]), "--max-lora-rank", str(self.lora_slots[1])]
         return args
 
     def model_args(self, model_dir: Path) -> list[str]:
@@ -112,6 +115,9 @@ CASES = [
     Case("mistral-mml-2048-mnbt-512", "tiny-mistral", max_model_len=2048, max_num_batched_tokens=512),
     # NOTE: a draft model's attention layers join the target's pool: the model as its own draft doubles a block.
     Case("llama-draft-model", "tiny-llama", self_draft_tokens=2),
+    # NOTE: on the CPU the pool is VLLM_CPU_KVCACHE_SPACE whatever the LoRA slots take: vLLM starts with the same
+    # blocks as without them.
+    Case("llama-lora-slots", "tiny-llama", lora_slots=(2, 8)),
 ]
 CASES_BY_ID = {case.id: case for case in CASES}
 
