@@ -17,7 +17,7 @@ from .units import GIB, MIB, format_bytes
 SEGMENT_COLORS = {
     "weights": "#1d4ed8", "activation": "#f59e0b", "non_torch": "#a855f7", "cudagraph": "#ec4899",
     "extensible_reserve": "#94a3b8", "kv_cache": "#16a34a", "kv_used": "#15803d", "context": "#64748b",
-    "other": "#ef4444", "unused": "#e2e8f0", "calibration": "#0ea5e9",
+    "other": "#ef4444", "unused": "#e2e8f0", "calibration": "#0ea5e9", "lora": "#6366f1", "draft": "#0d9488",
 }
 # NOTE: no plotly template: building one costs ~70 ms per figure, and Streamlit applies its own theme anyway.
 # NOTE: a vertical mode bar at the right edge never covers a title; the title starts at the left.

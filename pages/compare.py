@@ -187,6 +187,10 @@ def table(results: list[tuple[str, Estimate]], workload: Workload) -> None:
             **speed_rows(result, workload),
             "GPUs (TP × PP)": f"{result.num_gpus} × {result.gpu.name if result.gpu else 'custom'}",
             "weights / GPU": f"{b.weights_bytes / GIB:,.2f} GiB",
+            "LoRA slots / GPU": f"{b.lora_bytes / GIB:,.2f} GiB" if b.lora_bytes else "—",
+            "speculative proposer / GPU": (f"{b.draft_weights_bytes / GIB:,.2f} GiB ({result.proposer.method}, "
+                                           f"{result.proposer.num_speculative_tokens} tokens)"
+                                           if result.proposer else "—"),
             "max_num_seqs (effective)": f"{s.max_num_seqs:,}",
             "max_num_batched_tokens (effective)": f"{s.max_num_batched_tokens:,}",
             "activation peak / GPU": f"{b.activation_bytes / GIB:,.2f} GiB",

@@ -139,3 +139,20 @@ def test_a_custom_gpu_is_named_as_custom() -> None:
     assert list(app.table[0].value.columns[:2]) == ["", "A: Llama-3.1-8B-Instruct on 1× custom 24 GiB GPU"]
     assert table(app)["GPUs (TP × PP)"][0] == "1 × Custom GPU"
     assert link(app)["a.g"] == "none" and link(app)["a.mem"] == "24"
+
+
+def test_lora_slots_and_a_draft_model_from_a_link_are_compared_with_the_engines_numbers() -> None:
+    query = {"a.m": "meta-llama/Llama-3.1-8B-Instruct", "a.lora": "1", "a.loras": "4", "a.lrank": "64",
+             "b.m": "meta-llama/Llama-3.1-8B-Instruct", "b.spec": "draft_model",
+             "b.draft": "meta-llama/Llama-3.2-1B-Instruct", "b.ntok": "4"}
+    app = run_page(query)
+    # NOTE: Llama-3.1-8B is the default model, which a link leaves out.
+    assert {k: v for k, v in link(app).items() if k in query} == {k: v for k, v in query.items() if k[2:] != "m"}
+    rows = table(app)
+    lora = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", enable_lora=True, max_loras=4,
+                             max_lora_rank=64))
+    draft = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", speculative_method="draft_model",
+                              speculative_model="meta-llama/Llama-3.2-1B-Instruct", num_speculative_tokens=4))
+    assert rows["LoRA slots / GPU"] == [f"{lora.budget.lora_bytes / 2**30:,.2f} GiB", "—"]
+    assert rows["speculative proposer / GPU"] == ["—", "2.30 GiB (draft_model, 4 tokens)"]
+    assert rows["KV cache tokens"] == [f"{lora.capacity.kv_cache_tokens:,}", f"{draft.capacity.kv_cache_tokens:,}"]
