@@ -38,6 +38,7 @@ def test_four_slots_of_rank_64_on_llama_8b_take_one_and_a_quarter_gib_in_the_dec
     slots = _slots()
     assert slots.linear_bytes_per_stage == (DECODER_LINEAR_BYTES,) and DECODER_LINEAR_BYTES == 1.25 * 2**30
     assert slots.vocab_bytes_per_stage == (VOCAB_BYTES,)
+    assert slots.shrink_buffer_bytes == 3 * 8192 * 64 * 4 == 6_291_456
 
 
 def test_tensor_parallel_ranks_hold_the_column_and_row_shares():
@@ -61,7 +62,10 @@ def test_the_slots_come_out_of_the_kv_cache_and_show_in_the_json(capsys):
     plain, with_lora = estimate(base), estimate(base.replace(enable_lora=True, max_loras=4, max_lora_rank=64))
     lora = with_lora.budget.lora_bytes
     assert lora - with_lora.lora.punica_bytes == DECODER_LINEAR_BYTES + VOCAB_BYTES
-    assert plain.budget.kv_cache_bytes - with_lora.budget.kv_cache_bytes == lora
+    # The profiling run's widest shrink buffer (merged QKV: 3 slices x tokens x rank 64 in fp32) joins the peak.
+    shrink = 3 * with_lora.settings.max_num_batched_tokens * 64 * 4
+    assert with_lora.budget.activation_bytes - plain.budget.activation_bytes == shrink
+    assert plain.budget.kv_cache_bytes - with_lora.budget.kv_cache_bytes == lora + shrink
     assert main(["estimate", "--model", LLAMA_8B, "--vllm-version", "0.32.0", "--enable-lora", "--max-loras", "4",
                  "--max-lora-rank", "64", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["lora_bytes"] == lora

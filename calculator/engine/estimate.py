@@ -319,7 +319,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             activation_bytes=activation_peak_bytes(
                 spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                 activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
-                rules=rules),
+                rules=rules) + (lora.shrink_buffer_bytes if lora else 0),
             non_torch_bytes=non_torch,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,

@@ -20,6 +20,10 @@ Pure arithmetic on a ``ModelSpec``, read from vLLM's source (vllm/lora/, 0.28.0 
 * The punica wrapper's index buffers: four int64 of ``max_num_batched_tokens`` and three of ``max_num_seqs``
   (punica_base.py), and two ``LoRAKernelMeta`` of two int32 per token and three small per-slot arrays
   (punica_gpu.py, lora_kernel_metadata.py).
+* The profiling run activates ``max_loras`` dummy adapters (lora_model_runner_mixin.py
+  ``maybe_dummy_run_with_lora``), built in CPU memory and copied into the slots, so they add nothing; each wrapped
+  layer's shrink writes an fp32 buffer of ``(slices, tokens, max_lora_rank)`` (punica_gpu.py ``add_lora_linear``),
+  the widest of which (merged QKV: 3 slices) adds to the activation peak.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class LoraSlots(BaseModel):
     linear_bytes_per_stage: tuple[int, ...]  # A and B of every linear layer on the stage, all slots
     vocab_bytes_per_stage: tuple[int, ...]  # embed_tokens (first stage) and the LM head (last stage), all slots
     punica_bytes: int  # the punica wrapper's index buffers, on every rank
+    shrink_buffer_bytes: int  # the widest layer's fp32 shrink output at max_num_batched_tokens (activation peak)
     linear_rank_features_per_token: float  # sum over linear slices of (A's rank x in + out x B's rank), busiest stage
     modules_per_layer: int  # wrapped modules per decoder layer (each runs a shrink and an expand kernel)
 
@@ -140,7 +145,12 @@ def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lor
     # NOTE: each row-parallel layer (o_proj, down_proj) follows one merged column-parallel module (qkv, gate_up):
     # two wrapped modules per row-parallel tensor kind.
     modules = 2 * rows if rows else 0
+    names = {t.name.rsplit(".", 2)[-2] for t in spec.weights if _is_lora_linear(t)}
+    # NOTE: vLLM merges q, k and v (QKVParallelLinear) and gate and up (MergedColumnParallelLinear) into one module.
+    slices = 3 if {"q_proj", "k_proj", "v_proj"} <= names else 2 if {"gate_proj", "up_proj"} <= names else 1
+    a_rank = rank // tp if fully_sharded else rank
     return LoraSlots(max_loras=max_loras, max_lora_rank=rank, dtype_bytes=dtype_bytes,
+                     shrink_buffer_bytes=slices * max_num_batched_tokens * a_rank * 4,
                      linear_bytes_per_stage=tuple(linear), vocab_bytes_per_stage=tuple(vocab_bytes),
                      punica_bytes=punica, linear_rank_features_per_token=features[busiest],
                      modules_per_layer=modules)
