@@ -189,6 +189,18 @@ def test_prediction_for_the_servers_settings_equals_its_cache_config(server):
     assert all(row["error %"] == 0 for row in rows.values())
 
 
+def test_under_the_override_auto_names_the_dtype_the_server_was_started_with(server):
+    # issue 29 item 1 without /server_info: the fixture's server runs --dtype float32 with 16 blocks fixed by the
+    # override, so the blocks match under any dtype; the page names the knob from the model's own config.json
+    app = run_page(server.base_url, dtype=None)
+    warning = next(w.value for w in app.warning if w.value.startswith("--num-gpu-blocks-override 16 fixes"))
+    assert ("Its model's config.json stores float32, which --dtype auto runs in bfloat16 here (65,536 bytes a block). "
+            "A server started with --dtype float32 holds 131,072 bytes a block") in warning
+    app.button(key="use_dtype_tiny · engine 0").click().run()
+    assert app.session_state["live_dtype"] == "float32" == server.dtype
+    assert not any(w.value.startswith("--num-gpu-blocks-override 16 fixes") for w in app.warning)
+
+
 def test_the_page_picks_the_cpu_device_by_itself(server):
     app = run_page(server.base_url, gpu=None)
     captions = " ".join(c.value for c in app.caption)

@@ -53,12 +53,22 @@ def test_kv_memory_in_use_agrees_with_the_servers_kv_cache_memory_bytes_whatever
         assert usage.pool_bytes == 1073741824  # 8,192 x 131,072, not the 0.500 GiB the issue saw
 
 
-def test_server_info_says_the_dtype_outright_and_an_override_alone_says_nothing() -> None:
+def test_server_info_says_the_dtype_outright_and_under_an_override_the_configs_dtype_is_named() -> None:
     engine = server(16, override="16")
     result = estimated(engine, "auto")
-    assert reconcile(result, SPEC, engine) is None  # 16 blocks either way: the pool does not reveal the dtype
     info = {"vllm_config": {"model_config": {"dtype": "torch.float32"}}}
     assert reconcile(result, SPEC, engine, info).proposed_dtype == "float32"
+    # 16 blocks either way: the pool cannot reveal the dtype, but the config.json the server names stores float32,
+    # which "auto" narrows to bfloat16: the knob is named with both block sizes (65,536 and 131,072 bytes)
+    found = reconcile(result, SPEC, engine)
+    assert (found.proposed_dtype, found.factor) == ("float32", None)
+    assert found.message == (
+        "--num-gpu-blocks-override 16 fixes this server's pool at 16 blocks whatever the dtype, so its blocks cannot "
+        "say which it runs. Its model's config.json stores float32, which --dtype auto runs in bfloat16 here (65,536 "
+        "bytes a block). A server started with --dtype float32 holds 131,072 bytes a block, 2,097,152 in all: if it "
+        "was (the planner's CPU recipe starts it so), choose float32 as the dtype the server runs.")
+    for chosen in ("float32", "bfloat16"):  # a dtype the user chose is not second-guessed
+        assert reconcile(estimated(engine, chosen), SPEC, engine) is None
 
 
 def test_a_whole_factor_no_dtype_explains_names_the_other_knobs() -> None:

@@ -89,7 +89,7 @@ def reconcile(result: Estimate, spec: ModelSpec, engine: EngineMetrics,
             f"The estimate assumes {assumed}; {evidence}. --dtype {proposal} reconciles them: the server runs "
             f"{proposal} (the sidebar's \"dtype the server runs\")."))
     if factor is None and not evidence:
-        return None
+        return _under_override(result, spec, engine)
     kv = result.scenario.kv_cache_dtype
     why = (f"predicted and actual blocks differ by a factor of {factor} ({result.capacity.num_gpu_blocks:,} vs "
            f"{blocks:,})" if factor else evidence)
@@ -105,3 +105,29 @@ def _fits(result: Estimate, spec: ModelSpec, dtype: str, agrees: Callable[[Estim
         return agrees(estimate(result.scenario.replace(dtype=dtype), spec))
     except CalculatorError:
         return False
+
+
+def _under_override(result: Estimate, spec: ModelSpec, engine: EngineMetrics) -> Reconciliation | None:
+    """With ``--num-gpu-blocks-override`` the pool's blocks match whatever dtype is assumed, so they cannot reveal it;
+    what the server still reveals is its model's config.json (a local folder it names in /v1/models, or the config
+    chosen). Where ``--dtype auto`` narrows the config's dtype, the knob is named with both pool sizes: a server
+    started with ``--dtype <config's>`` (as the planner's CPU recipe starts one) holds that many more bytes."""
+    override = engine.config_int("num_gpu_blocks_override")
+    stored = spec.config_dtype
+    if override is None or result.scenario.dtype != "auto" or stored not in CANDIDATE_DTYPES \
+            or stored == result.settings.dtype:
+        return None
+    try:
+        other = estimate(result.scenario.replace(dtype=stored), spec)
+    except CalculatorError:
+        return None
+    if other.layout.bytes_per_block == result.layout.bytes_per_block:
+        return None  # the KV cache dtype is set apart from the model's: the dtype changes no block
+    blocks = engine.config_int("num_gpu_blocks") or override
+    return Reconciliation(proposed_dtype=stored, factor=None, message=(
+        f"--num-gpu-blocks-override {override:,} fixes this server's pool at {blocks:,} blocks whatever the dtype, "
+        f"so its blocks cannot say which it runs. Its model's config.json stores {stored}, which --dtype auto runs "
+        f"in {result.settings.dtype} here ({result.layout.bytes_per_block:,} bytes a block). A server started with "
+        f"--dtype {stored} holds {other.layout.bytes_per_block:,} bytes a block, "
+        f"{blocks * other.layout.bytes_per_block:,} in all: if it was (the planner's CPU recipe starts it so), choose "
+        f"{stored} as the dtype the server runs."))
