@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from . import diagnose_cli
 from .engine.estimate import Estimate, estimate
+from .engine.expert_parallel import All2AllBackend
 from .engine.uncertainty import coverage_notes
 from .engine.vllm_versions import LATEST_VERSION
 from .errors import CalculatorError, one_line_validation_error
@@ -51,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="engines (replicas) of TP x PP GPUs in one server; MoE experts split over TP x DP GPUs")
     est.add_argument("--enable-expert-parallel", "-ep", action="store_true",
                      help="MoE: whole experts per GPU over TP x DP ranks instead of a slice of every expert")
+    est.add_argument("--all2all-backend", choices=get_args(All2AllBackend),
+                     help="MoE token dispatch under --enable-expert-parallel with DP > 1; default allgather_reducescatter")
     est.add_argument("--interconnect", choices=get_args(Interconnect),
                      help="how the GPUs talk (NCCL and all-reduce memory at TP > 1); default: the card's usual link")
     est.add_argument("--gpu-memory-utilization", type=float)
@@ -121,7 +124,10 @@ def render_table(result: Estimate) -> str:
         ("CUDA graphs", f"{gib(b.cudagraph_bytes):.2f} GiB ({'in budget' if b.cudagraph_in_budget else 'in headroom'})"),
         ("KV cache", f"{gib(result.kv_cache_bytes):.2f} GiB"),
         ("KV per token", f"{result.layout.kv_bytes_per_token:,.0f} B per GPU"),
-        ("blocks", f"{c.num_gpu_blocks:,} x {s.block_size} tokens ({len(result.layout.groups)} group(s))"),
+        ("blocks", f"{c.num_gpu_blocks:,} x {result.layout.block_size} tokens "
+                   f"({len(result.layout.groups)} group(s))"),
+        *([("state slots", f"{result.state_slots:,} sequences' recurrent state (max_num_seqs {s.max_num_seqs:,})")]
+          if result.state_slots is not None else []),
         ("vLLM would log", " | ".join(result.log_lines())),
         ("max_model_len", f"{s.max_model_len:,} (largest that fits: {result.max_fitting_model_len:,})"),
         ("fits", "yes" if result.fits else f"NO — {result.error}"),

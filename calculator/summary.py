@@ -70,6 +70,7 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "max_concurrency": result.capacity.max_concurrency,
         "max_running_requests": running,
         "max_running_requests_limited_by": limit,
+        "recurrent_state_slots": result.state_slots,
         "data_parallel_size": result.scenario.data_parallel_size,
         "num_gpus_total": result.num_gpus * result.scenario.data_parallel_size,
         "max_model_len": result.settings.max_model_len,

@@ -224,7 +224,8 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
         group = KvGroup(kind=kind, layer_indices=indices,
                         page_size_bytes=math.ceil(block * page_per_token[indices[0]]),
                         block_size=block, sliding_window=window, attention_chunk_size=chunk,
-                        layers_per_stage=_count_per_stage(indices, stages), state_blocks=mamba_state_blocks)
+                        layers_per_stage=_count_per_stage(indices, stages),
+                        state_blocks=mamba_state_blocks if kind == "mamba" else 1)
         per_stage = tuple(sum(math.ceil(block * page_per_token[i]) for i in indices if lo <= i < hi)
                           for lo, hi in stages)
         per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
@@ -250,7 +251,7 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
                                   page_size_bytes=pages[key] * ratio, block_size=base_block(kind) * ratio,
                                   sliding_window=window, attention_chunk_size=chunk,
                                   layers_per_stage=_count_per_stage(indices[j::num_groups], stages),
-                                  state_blocks=mamba_state_blocks))
+                                  state_blocks=mamba_state_blocks if kind == "mamba" else 1))
     per_stage = tuple(max(g.layers_per_stage[s] * g.page_size_bytes for g in groups) for s in range(len(stages)))
     per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
     return KvCacheLayout(groups=tuple(groups), block_size=min(g.block_size for g in groups), group_size=group_size,

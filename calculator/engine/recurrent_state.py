@@ -58,6 +58,15 @@ def mamba_slots_refusal(rules: VersionRules, layout: KvCacheLayout, *, device: D
     return MAMBA_SLOTS_ERROR.format(max_num_seqs=max_num_seqs, num_blocks=num_blocks)
 
 
+def state_slots_warning(slots: int | None, max_num_seqs: int) -> str | None:
+    """The scheduler's real ceiling when the pool holds fewer recurrent states than ``max_num_seqs`` (vLLM starts, as
+    its check compares max_num_seqs with all blocks, but a sequence without a state block waits)."""
+    if slots is None or slots >= max_num_seqs:
+        return None
+    return (f"The KV pool holds the recurrent state of {slots:,} sequences, fewer than max_num_seqs ({max_num_seqs:,}):"
+            f" at most {slots:,} requests run at once, however short")
+
+
 def mamba_slots_fix(layout: KvCacheLayout, *, max_num_seqs: int, num_blocks: int) -> str:
     """What makes the start succeed: the lower ``--max-num-seqs``, or the KV-cache memory the asked one needs."""
     missing_bytes = (max_num_seqs - num_blocks) * layout.bytes_per_block

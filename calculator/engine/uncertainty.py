@@ -46,6 +46,7 @@ from .known_issues import known_issues
 from .kv_cache import capacity_figures, in_flight_tokens, kv_bytes_needed_for_one_request
 from .memory import MemoryBudget, requested_bytes
 from .overheads import UMA_HOST_BASELINE_BYTES, UMA_HOST_BASELINE_HIGH_BYTES
+from .recurrent_state import mamba_slots_refusal
 
 Verdict = Literal["fits with margin", "borderline", "does not fit", "does not run"]
 Confidence = Literal["calibrated", "unknown architecture", "outside the records"]
@@ -257,4 +258,7 @@ def _starts(result: Estimate, pools: list[int]) -> bool:
         usable = pool - (per_block if null_block else 0)
         if kv_bytes_needed_for_one_request(layout, s.max_model_len, in_flight, stage) > usable:
             return False
-    return True
+    # NOTE: a hybrid model's recurrent-state pool must also hold max_num_seqs sequences (recurrent_state.py).
+    blocks = min(pool // per_block for pool, per_block in zip(pools, layout.bytes_per_block_per_stage))
+    return mamba_slots_refusal(result.rules, layout, device=s.device, enforce_eager=s.enforce_eager,
+                               max_num_seqs=s.max_num_seqs, num_blocks=blocks) is None

@@ -17,6 +17,7 @@ from .inventory import checkpoint_num_params, generic_decoder_tensors, is_known_
 from .inventory._config import CLASS_DEFAULTS, TEXT_CONFIG_TYPE_DEFAULTS
 from .inventory.deepseek import indexer_layers
 from .inventory.gemma4 import gemma4_layers
+from .inventory.hybrid import STATELESS_LAYER, hybrid_layer_types
 from .quantization import quantization_from_config
 from .spec import LayerAttention, MlaSpec, ModelSpec, MoeSpec
 
@@ -226,7 +227,7 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
                 raise InvalidConfig(f"layer {index} is {kind!r} but the config lacks the fields of its state "
                                     "(linear_num_value_heads, ... mamba_n_heads, ... or conv_L_cache)")
             result.append(recurrent)
-        elif kind == _STATELESS_LAYER:
+        elif kind == STATELESS_LAYER:
             result.append(full.model_copy(update={"stateless": True}))
         elif kind == "chunked_attention" and chunk:
             result.append(full.model_copy(update={"kind": "chunked_local", "attention_chunk_size": int(chunk)}))
@@ -280,34 +281,6 @@ def _check_layer_types(text: Mapping[str, Any], model_id: str) -> None:
     if unknown:
         raise InvalidConfig(f"{model_id}: layer_types lists {', '.join(map(repr, unknown[:3]))}, not a layer type "
                             f"transformers knows ({', '.join(sorted(KNOWN_LAYER_TYPES)[:4])}, ...)")
-
-
-# Nemotron-H's hybrid_override_pattern: one character per layer (NemotronHConfig.layers_block_type).
-_NEMOTRON_H_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
-_STATELESS_LAYER = "mlp"  # our name for a layer that keeps nothing per request (Nemotron-H "mlp" and "moe")
-
-
-def hybrid_layer_types(text: Mapping[str, Any], num_layers: int) -> list[str] | None:
-    """Each layer's kind as transformers names it, ``layer_types`` first, else derived as the family's config class
-    derives it: Qwen3-Next / Qwen3.5's ``full_attention_interval``, LFM2's ``full_attn_idxs``, Nemotron-H's
-    ``hybrid_override_pattern`` (its MLP and MoE layers, which cache nothing, become ``"mlp"``)."""
-    pattern = text.get("hybrid_override_pattern")
-    if isinstance(pattern, str) and pattern:
-        if len(pattern) != num_layers or set(pattern) - set(_NEMOTRON_H_BLOCKS):
-            raise InvalidConfig(f"hybrid_override_pattern must give each of the {num_layers} layers one of "
-                                f"{', '.join(map(repr, _NEMOTRON_H_BLOCKS))}")
-        kinds = [_NEMOTRON_H_BLOCKS[char] for char in pattern]
-        return [_STATELESS_LAYER if kind == "moe" else kind for kind in kinds]
-    layer_types = text.get("layer_types")
-    if isinstance(layer_types, list):
-        return [str(kind) for kind in layer_types]
-    if text.get("linear_num_value_heads") and text.get("full_attention_interval"):
-        interval = int(text["full_attention_interval"])
-        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(num_layers)]
-    if text.get("conv_L_cache") and isinstance(text.get("full_attn_idxs"), list):
-        full = set(text["full_attn_idxs"])
-        return ["full_attention" if i in full else "conv" for i in range(num_layers)]
-    return None
 
 
 def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:

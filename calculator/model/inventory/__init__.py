@@ -16,6 +16,7 @@ from .decoders import dense_decoder
 from .deepseek import deepseek_decoder
 from .gemma4 import gemma4_model
 from .generic import generic_decoder_tensors
+from .hybrid import lfm2_decoder, qwen3_next_decoder
 from .legacy import opt_decoder, phi_decoder
 from .glm import glm4_moe_decoder
 from .moe import gpt_oss_decoder, minimax_m2_decoder, mixtral_decoder, qwen_moe_decoder
@@ -43,6 +44,8 @@ FAMILIES: dict[str, Inventory] = {
     "opt": opt_decoder,
     "gemma4": gemma4_model,
     "gemma4_text": gemma4_model,
+    "qwen3_next": qwen3_next_decoder,  # Qwen3-Next, Qwen3-Coder-Next: gated delta net + gated attention, MoE
+    "lfm2": lfm2_decoder,  # LFM2 / LFM2.5: short convolutions + GQA
     **MULTIMODAL,
 }
 

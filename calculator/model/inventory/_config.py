@@ -23,6 +23,7 @@ CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"vocab_size": 32_000, "hidden_size": 4096, "intermediate_size": 11_008, "num_hidden_layers": 32,
               "num_attention_heads": 32},
     "opt": {"tie_word_embeddings": True, "do_layer_norm_before": True, "enable_bias": True},
+    "lfm2": {"tie_word_embeddings": True},  # NOTE: vLLM ties LFM2's head whatever the config says
     "clip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                           "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 32},
     "siglip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
@@ -51,6 +52,10 @@ class Cfg:
 
     def has(self, key: str) -> bool:
         return key in self._values
+
+    def as_mapping(self) -> Mapping[str, Any]:
+        """The block's values, class defaults filled in (for readers shared with ``architecture.py``)."""
+        return dict(self._values)
 
     def int(self, key: str, *aliases: str, default: int | None = None) -> int:
         """A positive-or-zero integer; the first of ``key`` and ``aliases`` that is set, else ``default``."""

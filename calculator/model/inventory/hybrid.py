@@ -1,0 +1,164 @@
+"""Hybrid recurrent decoders: attention layers between linear-attention or convolution layers, which keep a fixed
+state per sequence instead of a KV cache. Qwen3-Next / Qwen3-Coder-Next (gated delta net) and LFM2 (short
+convolutions), with the tensors vLLM 0.32 builds for them (``qwen3_next.py``, ``qwen_gdn_linear_attn.py``,
+``lfm2.py``, ``short_conv.py``).
+
+``hybrid_layer_types`` names each layer's kind for these families, and for Nemotron-H's ``hybrid_override_pattern``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...errors import InvalidConfig
+from ..spec import WeightTensor
+from ._build import Span, linear, norm, runs, tensor
+from ._config import Cfg, text_cfg
+from .decoders import edges, gated_mlp
+from .moe import router
+
+# Nemotron-H's hybrid_override_pattern: one character per layer (NemotronHConfig.layers_block_type).
+_NEMOTRON_H_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+STATELESS_LAYER = "mlp"  # a layer that keeps nothing per request (Nemotron-H's MLP and MoE layers)
+
+
+def hybrid_layer_types(text: Mapping[str, Any], num_layers: int) -> list[str] | None:
+    """Each layer's kind as transformers names it: ``layer_types`` first, else derived the way the family's config
+    class derives it: Qwen3-Next / Qwen3.5's ``full_attention_interval``, LFM2's ``full_attn_idxs``, Nemotron-H's
+    ``hybrid_override_pattern`` (its MLP and MoE layers, which cache nothing, become ``"mlp"``)."""
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        if len(pattern) != num_layers or set(pattern) - set(_NEMOTRON_H_BLOCKS):
+            raise InvalidConfig(f"hybrid_override_pattern must give each of the {num_layers} layers one of "
+                                f"{', '.join(map(repr, _NEMOTRON_H_BLOCKS))}")
+        kinds = [_NEMOTRON_H_BLOCKS[char] for char in pattern]
+        return [STATELESS_LAYER if kind == "moe" else kind for kind in kinds]
+    layer_types = text.get("layer_types")
+    if isinstance(layer_types, list):
+        return [str(kind) for kind in layer_types]
+    if text.get("linear_num_value_heads") and text.get("full_attention_interval"):
+        interval = int(text["full_attention_interval"])
+        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(num_layers)]
+    if text.get("conv_L_cache") and isinstance(text.get("full_attn_idxs"), list):
+        full = set(text["full_attn_idxs"])
+        return ["full_attention" if i in full else "conv" for i in range(num_layers)]
+    return None
+
+
+def _layer_spans(c: Cfg, kind: str) -> list[Span]:
+    layers = c.int("num_hidden_layers")
+    types = hybrid_layer_types(c.as_mapping(), layers)
+    if types is None or len(types) < layers:
+        raise InvalidConfig(f"{c.origin} lacks layer_types (or the fields that derive it) for its {layers} layers")
+    return list(runs(i for i in range(layers) if types[i] == kind))
+
+
+def _gated_delta_net(c: Cfg, span: Span) -> list[WeightTensor]:
+    """Qwen3-Next's linear attention: fused q/k/v/z and b/a projections, a depthwise conv over q, k and v, per-head
+    decay (``A_log``, float32 in vLLM) and step bias, a gated RMSNorm over each value head, the output projection."""
+    hidden = c.int("hidden_size")
+    k_heads, v_heads = c.int("linear_num_key_heads"), c.int("linear_num_value_heads")
+    key_dim, value_dim = k_heads * c.int("linear_key_head_dim"), v_heads * c.int("linear_value_head_dim")
+    kernel = c.int("linear_conv_kernel_dim", default=4)
+    return [
+        *linear("linear_attn.in_proj_qkvz", (2 * key_dim + 2 * value_dim,), hidden, "attention", tp="column",
+                layers=span),
+        *linear("linear_attn.in_proj_ba", (2 * v_heads,), hidden, "attention", tp="column", layers=span),
+        tensor("linear_attn.conv1d.weight", (2 * key_dim + value_dim, 1, kernel), "attention", tp="column",
+               layers=span),
+        tensor("linear_attn.dt_bias", (v_heads,), "attention", tp="column", layers=span),
+        tensor("linear_attn.A_log", (v_heads,), "attention", tp="column", layers=span, dtype_bytes=4),
+        *norm("linear_attn.norm", c.int("linear_value_head_dim"), layers=span),
+        *linear("linear_attn.out_proj", (hidden,), value_dim, "attention", tp="row", layers=span),
+    ]
+
+
+def _gated_attention(c: Cfg, span: Span) -> list[WeightTensor]:
+    """Qwen3-Next's full attention: q_proj also yields the per-head output gate (``attn_output_gate``)."""
+    hidden, heads, kv_heads = c.int("hidden_size"), c.int("num_attention_heads"), c.int("num_key_value_heads")
+    size = c.int("head_dim", default=hidden // heads)
+    gate = 2 if c.flag("attn_output_gate", default=True) else 1
+    return [*linear("self_attn.q_proj", (heads * gate, size), hidden, "attention", tp="column", layers=span),
+            *linear("self_attn.k_proj", (kv_heads, size), hidden, "attention", tp="column", layers=span),
+            *linear("self_attn.v_proj", (kv_heads, size), hidden, "attention", tp="column", layers=span),
+            *linear("self_attn.o_proj", (hidden,), heads * size, "attention", tp="row", layers=span),
+            *norm("self_attn.q_norm", size, layers=span), *norm("self_attn.k_norm", size, layers=span)]
+
+
+def qwen3_next_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """Qwen3-Next / Qwen3-Coder-Next: gated-delta-net and gated-attention layers, each with two norms and a
+    Qwen2-MoE block (routed experts, one shared expert behind a sigmoid gate) or, in ``mlp_only_layers``, a dense MLP.
+
+    The checkpoint's multi-token-prediction layer (``mtp.*``, Qwen3-Next-80B) is skipped on load without
+    ``--speculative-config``, so it is not counted."""
+    c = text_cfg(config)
+    num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
+    everything = (0, num_layers)
+    tensors = [*edges(c), *(t for name in ("input_layernorm", "post_attention_layernorm")
+                            for t in norm(name, hidden, layers=everything))]
+    for span in _layer_spans(c, "linear_attention"):
+        tensors += _gated_delta_net(c, span)
+    for span in _layer_spans(c, "full_attention"):
+        tensors += _gated_attention(c, span)
+    experts, step = c.int("num_experts", default=0), c.int("decoder_sparse_step", default=1) or 1
+    dense_only = set(c.get("mlp_only_layers") or [])
+    moe_layers = [i for i in range(num_layers) if experts and i not in dense_only and (i + 1) % step == 0]
+    for span in runs(moe_layers):
+        tensors += [*router("mlp.gate", experts, hidden, span),
+                    *gated_mlp("mlp.experts", c.int("moe_intermediate_size"), hidden, span, role="expert",
+                               count=experts)]
+        if c.int("shared_expert_intermediate_size", default=0):
+            tensors += [*gated_mlp("mlp.shared_expert", c.int("shared_expert_intermediate_size"), hidden, span),
+                        *router("mlp.shared_expert_gate", 1, hidden, span)]
+    for span in runs(set(range(num_layers)) - set(moe_layers)):
+        tensors += gated_mlp("mlp", c.int("intermediate_size"), hidden, span)
+    return tuple(tensors)
+
+
+def lfm2_feed_forward_size(c: Cfg) -> int:
+    """LFM2's MLP width as Lfm2MLP computes it: 2/3 of ``intermediate_size`` (``block_ff_dim`` in early configs),
+    times ``block_ffn_dim_multiplier``, rounded up to ``block_multiple_of``, when ``block_auto_adjust_ff_dim``."""
+    size = c.int("intermediate_size", "block_ff_dim")
+    if not c.flag("block_auto_adjust_ff_dim", default=True):
+        return size
+    size = int(2 * size / 3)
+    multiplier = c.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is not None:
+        size = int(float(multiplier) * size)
+    multiple = c.int("block_multiple_of", default=256) or 1
+    return multiple * ((size + multiple - 1) // multiple)
+
+
+def lfm2_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """LFM2 / LFM2.5 (dense): short-convolution layers (in_proj to B, C and x, a depthwise conv of ``conv_L_cache``
+    taps, out_proj) and GQA layers with per-head QK norms; every layer an ``operator_norm``, an ``ffn_norm`` and a
+    SwiGLU ``feed_forward`` (w1/w3/w2); the final norm is ``embedding_norm``. vLLM always ties the LM head to the
+    embeddings (``lm_head.tie_weights``), so none is counted."""
+    c = text_cfg(config)
+    num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
+    everything = (0, num_layers)
+    heads, kv_heads = c.int("num_attention_heads"), c.int("num_key_value_heads")
+    size = hidden // heads
+    conv = c.int("conv_dim", default=hidden)
+    bias = c.flag("conv_bias")
+    vocab = c.int("vocab_size")
+    tensors = [tensor("model.embed_tokens.weight", (vocab, hidden), "embedding", tp="vocab", placement="first"),
+               *norm("model.embedding_norm", hidden, placement="last"),
+               *(t for name in ("operator_norm", "ffn_norm") for t in norm(name, hidden, layers=everything)),
+               *gated_mlp("feed_forward", lfm2_feed_forward_size(c), hidden, everything, names=("w1", "w3", "w2"))]
+    for span in _layer_spans(c, "conv"):
+        tensors += [*linear("conv.in_proj", (3 * conv,), hidden, "attention", tp="column", bias=bias, layers=span),
+                    tensor("conv.conv.weight", (conv, 1, c.int("conv_L_cache")), "attention", tp="column",
+                           layers=span),
+                    *linear("conv.out_proj", (hidden,), conv, "attention", tp="row", bias=bias, layers=span)]
+        if bias:
+            tensors.append(tensor("conv.conv.bias", (conv,), "attention", tp="column", layers=span))
+    for span in _layer_spans(c, "full_attention"):
+        tensors += [*linear("self_attn.q_proj", (heads, size), hidden, "attention", tp="column", layers=span),
+                    *linear("self_attn.k_proj", (kv_heads, size), hidden, "attention", tp="column", layers=span),
+                    *linear("self_attn.v_proj", (kv_heads, size), hidden, "attention", tp="column", layers=span),
+                    *linear("self_attn.out_proj", (hidden,), hidden, "attention", tp="row", layers=span),
+                    *norm("self_attn.q_layernorm", size, layers=span),
+                    *norm("self_attn.k_layernorm", size, layers=span)]
+    return tuple(tensors)

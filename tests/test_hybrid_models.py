@@ -1,0 +1,202 @@
+"""Hybrid recurrent models (issue 27): weights, per-request state, KV bytes and sequence slots against figures computed
+by hand from each family's config.json and vLLM 0.32's code (``MambaStateShapeCalculator``, ``MambaSpec``,
+``Platform._align_hybrid_block_size``, ``compilation.py``'s Mamba check), and against start-up logs of real servers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+
+import pytest
+
+from calculator.engine.estimate import estimate
+from calculator.engine.kv_cache import capacity_figures, mamba_state_bytes, plan_kv_cache
+from calculator.engine.recurrent_state import mamba_state_blocks_per_request
+from calculator.engine.uncertainty import verdict
+from calculator.engine.vllm_versions import rules_for
+from calculator.model.architecture import build_model_spec
+from calculator.scenario import Scenario
+from calculator.summary import estimate_summary
+from calculator.units import GIB
+
+PRESETS = resources.files("calculator") / "data" / "presets"
+
+
+def preset(file_stem: str) -> dict:
+    return json.loads((PRESETS / f"{file_stem}.json").read_text(encoding="utf-8"))
+
+
+# LiquidAI/LFM2-1.2B's config.json as read from the Hub (tokenizer ids, init scales and dtype trimmed), every key the
+# model reads verbatim: 16 layers, attention at 2, 5, 8, 10, 12 and 14, short convolutions elsewhere.
+LFM2_1_2B = {
+    "architectures": ["Lfm2ForCausalLM"], "block_auto_adjust_ff_dim": True, "block_dim": 2048, "block_ff_dim": 12288,
+    "block_multiple_of": 256, "block_norm_eps": 1e-05, "block_use_swiglu": True, "conv_L_cache": 3, "conv_bias": False,
+    "conv_dim": 2048, "full_attn_idxs": [2, 5, 8, 10, 12, 14], "hidden_size": 2048, "max_position_embeddings": 128000,
+    "model_type": "lfm2", "norm_eps": 1e-05, "num_attention_heads": 32, "num_heads": 32, "num_hidden_layers": 16,
+    "num_key_value_heads": 8, "rope_theta": 1000000.0, "use_cache": True, "vocab_size": 65536,
+}
+
+
+class TestQwen3CoderNext:
+    """Qwen/Qwen3-Coder-Next: 48 layers, every 4th gated attention (2 KV heads x 256), the rest gated delta nets
+    (16 key heads, 32 value heads, 128 wide, kernel 4); 512 experts of 512 plus a shared one, in every layer."""
+
+    def spec(self):
+        return build_model_spec(preset("Qwen__Qwen3-Coder-Next"), "Qwen/Qwen3-Coder-Next")
+
+    def test_weights_match_the_model_card(self):
+        hidden, vocab = 2048, 151936
+        gdn = ((2 * 2048 + 2 * 4096) * hidden  # in_proj_qkvz: q, k (16 x 128 each), v, z (32 x 128 each)
+               + 2 * 32 * hidden  # in_proj_ba
+               + (2 * 2048 + 4096) * 4  # depthwise conv over q, k, v
+               + 32 + 32 + 128  # dt_bias, A_log, the gated norm over one value head
+               + hidden * 4096)  # out_proj
+        attention = 2 * 16 * 256 * hidden + 2 * (2 * 256 * hidden) + hidden * 16 * 256 + 2 * 256
+        moe = 512 * hidden + 512 * 3 * 512 * hidden + 3 * 512 * hidden + hidden  # router, experts, shared + its gate
+        total = 2 * vocab * hidden + hidden + 48 * (2 * hidden + moe) + 36 * gdn + 12 * attention
+        # transformers' Qwen3NextForCausalLM built on the meta device from this config counts 79,674,391,296 too.
+        assert self.spec().num_params == total == 79_674_391_296
+        # Model card: "80B in total", "Number of Parameters (Non-Embedding): 79B".
+        assert round((total - 2 * vocab * hidden) / 1e9) == 79
+
+    def test_state_kv_and_block_at_tp4(self):
+        spec = self.spec()
+        assert [layer.kind for layer in spec.layers[:4]] == ["mamba", "mamba", "mamba", "full"]
+        # conv (2 x 16 x 128 + 32 x 128) / 4 x 3 taps x 2 B = 12,288; temporal 32 / 4 x 128 x 128 x 2 B = 262,144.
+        assert mamba_state_bytes(spec.layers[0], tensor_parallel_size=4, model_dtype_bytes=2) == 274_432
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2, tensor_parallel_size=4)
+        assert layout.kv_bytes_per_token == 12 * 1 * 512 * 2  # 2 KV heads over 4 ranks: one each, K and V
+        assert layout.block_size == 16 * math.ceil(274_432 / (16 * 1024)) == 272
+        assert layout.bytes_per_block == 12 * 272 * 1024  # groups of 12 layers: 3 recurrent, 1 attention
+
+    def test_prefix_caching_decides_the_state_blocks_per_request(self):
+        # 0.28+ default prefix caching on for hybrids, so mamba_cache_mode "align" keeps 2 blocks; 0.27 kept it off.
+        assert mamba_state_blocks_per_request(rules_for("0.32.0"), prefix_caching_given=None) == 2
+        assert mamba_state_blocks_per_request(rules_for("0.27.0"), prefix_caching_given=None) == 1
+        assert mamba_state_blocks_per_request(rules_for("0.32.0"), prefix_caching_given=False) == 1
+        result = estimate(Scenario(model="Qwen/Qwen3-Coder-Next", gpu="H100", tensor_parallel_size=4,
+                                   max_model_len=32768, kv_cache_memory_bytes=GIB, vllm_version="0.32.0"), self.spec())
+        # 1 GiB / 3,342,336 B = 321 blocks; a request: cdiv(32768, 272) = 121 + 3 groups x 2 = 127 blocks.
+        assert (result.capacity.num_gpu_blocks, result.capacity.blocks_per_request) == (321, 127)
+        assert result.state_slots == 321 // 6
+
+
+class TestMambaCacheBlocksRefusal:
+    """vLLM 0.20+ refuses FULL decode CUDA graphs when max_num_seqs exceeds the pool's blocks (compilation.py)."""
+
+    def scenario(self, **changes) -> Scenario:
+        fields = {"model": "Qwen/Qwen3-Coder-Next", "gpu": "H100", "tensor_parallel_size": 4, "max_model_len": 32768,
+                  "kv_cache_memory_bytes": GIB, "max_num_seqs": 1024, "vllm_version": "0.32.0", **changes}
+        return Scenario(**fields)
+
+    def test_the_refusal_is_the_verdict_with_vllms_text_and_the_fix(self):
+        result = estimate(self.scenario())
+        assert not result.fits and verdict(result) == "does not fit"
+        assert result.error == (
+            "vLLM 0.32.0 sizes the cache, then refuses to capture CUDA graphs: max_num_seqs (1024) exceeds available "
+            "Mamba cache blocks (321). Each decode sequence requires one Mamba cache block, so CUDA graph capture "
+            "cannot proceed. Please lower max_num_seqs to at most 321 or increase gpu_memory_utilization. "
+            # (1024 - 321) x 3,342,336 B = 2,349,662,208 B = 2.19 GiB
+            "Fix: --max-num-seqs 321, or 2.19 GiB more KV cache per GPU (703 blocks of 3,342,336 bytes) for "
+            "max_num_seqs 1,024.")
+        summary = estimate_summary(result)
+        assert (summary["fits"], summary["verdict"], summary["recurrent_state_slots"]) == (False, "does not fit", 53)
+        assert summary["verdict_reason"] == result.error
+
+    def test_the_fix_starts(self):
+        assert estimate(self.scenario(max_num_seqs=321)).fits
+
+    @pytest.mark.parametrize("changes", [
+        {"enforce_eager": True},  # no CUDA graphs to capture
+        {"device": "cpu", "gpu": None, "gpu_memory_utilization": None},  # the CPU backend captures none either
+        {"vllm_version": "0.19.0"},  # before PR #38270 vLLM capped the capture sizes silently and started
+    ])
+    def test_no_refusal_without_full_cuda_graphs_or_before_0_20(self, changes):
+        result = estimate(self.scenario(**changes))
+        assert result.error is None or "Mamba cache blocks" not in result.error
+
+    def test_fewer_state_slots_than_max_num_seqs_is_a_warning_when_vllm_starts(self):
+        # 512 < 1,024 blocks: vLLM starts, but only 1,024 // 6 = 170 sequences hold a recurrent state at once.
+        result = estimate(self.scenario(max_num_seqs=512, kv_cache_memory_bytes=1024 * 3_342_336))
+        assert result.fits
+        assert "holds the recurrent state of 170 sequences, fewer than max_num_seqs (512)" in " ".join(result.warnings)
+
+
+@pytest.mark.parametrize(("version", "tp", "kv_cache_dtype", "kv_gib", "max_model_len", "block", "tokens",
+                          "concurrency"), [
+    # Qwen/Qwen3-Next-80B-A3B-Instruct on 2 x H200, vLLM 0.10.2 (startup-log record
+    # file-2xh200-qwen3-next-80b-a3b-tp2-defaults-v0102): "Setting attention block size to 544 tokens",
+    # "Available KV cache memory: 44.59 GiB", "GPU KV cache size: 973,760 tokens", "Maximum concurrency for
+    # 262,144 tokens per request: 14.77x".
+    ("0.10.2", 2, "auto", 44.59, 262144, 544, 973_760, 14.77),
+    # The same model as W4A16 on 2 x L40S, vLLM 0.13.0, --kv-cache-dtype fp8 (record
+    # file-2xl40s-qwen3-next-80b-w4a16-tp2-v0130): block 1072, 17.58 GiB, 767,552 tokens, 84.29x at 32,768.
+    ("0.13.0", 2, "fp8", 17.58, 32768, 1072, 767_552, 84.29),
+])
+def test_qwen3_next_matches_real_start_up_logs(version, tp, kv_cache_dtype, kv_gib, max_model_len, block, tokens,
+                                               concurrency):
+    # NOTE: Qwen3-Next-80B-A3B has Qwen3-Coder-Next's attention and gated-delta-net shapes (the KV side is equal).
+    spec = build_model_spec(preset("Qwen__Qwen3-Coder-Next"), "Qwen/Qwen3-Next-80B-A3B-Instruct")
+    rules = rules_for(version)
+    # Hand: state per layer and rank 24,576 + 524,288 B (bf16); attention 1 head x 512 x 2 B (fp8: 1 B) per token.
+    layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype=kv_cache_dtype, model_dtype_bytes=2,
+                           tensor_parallel_size=tp,
+                           mamba_state_blocks=mamba_state_blocks_per_request(rules, prefix_caching_given=None))
+    per_token = 512 * (2 if kv_cache_dtype == "auto" else 1)
+    assert layout.block_size == block == 16 * math.ceil(548_864 / (16 * per_token))
+    # NOTE: the log rounds the pool to 0.01 GiB, so the blocks are known to within that rounding.
+    fewest, most = (int((kv_gib + half) * GIB) // layout.bytes_per_block for half in (-0.005, 0.005))
+    logged = {(f.kv_cache_tokens, round(f.max_concurrency, 2))
+              for f in (capacity_figures(layout, rules, num_gpu_blocks=n, max_model_len=max_model_len, in_flight=8192)
+                        for n in range(fewest, most + 1))}
+    assert (tokens, concurrency) in logged
+
+
+class TestLfm2:
+    """LiquidAI/LFM2-1.2B: 10 short-convolution layers (conv_L_cache 3) and 6 GQA layers (8 KV heads x 64)."""
+
+    def spec(self):
+        return build_model_spec(LFM2_1_2B, "LiquidAI/LFM2-1.2B")
+
+    def test_weights_match_the_model_card(self):
+        hidden, ff = 2048, 8192  # ff: 2/3 x 12,288 = 8,192, a multiple of 256 already
+        conv = 3 * hidden * hidden + hidden * 3 + hidden * hidden  # in_proj to B, C, x; depthwise conv; out_proj
+        attention = hidden * hidden + 2 * (8 * 64 * hidden) + hidden * hidden + 2 * 64
+        common = 3 * ff * hidden + 2 * hidden  # SwiGLU w1/w3/w2, operator_norm, ffn_norm
+        total = 65536 * hidden + hidden + 10 * (conv + common) + 6 * (attention + common)  # tied head
+        assert self.spec().num_params == total == 1_170_340_608  # model card: 1.17B (safetensors 1,170,340,608)
+
+    def test_a_conv_layer_keeps_two_taps_and_pages_are_padded_to_attention(self):
+        spec = self.spec()
+        assert [layer.kind for layer in spec.layers[:3]] == ["mamba", "mamba", "full"]
+        # ShortConv state: (conv_L_cache - 1) x conv_dim x 2 B = 8,192 B per layer, no temporal state.
+        assert mamba_state_bytes(spec.layers[0], tensor_parallel_size=1, model_dtype_bytes=2) == 8192
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 6 * 8 * 128 * 2
+        # An attention page of 16 tokens (32,768 B) already holds a state: the block stays 16 and the state page is
+        # padded to 32,768. Buckets of 10 and 6 layers: 10 >= 1.5 x 6, so groups of 6 -> 2 conv groups + 1 attention.
+        assert layout.block_size == 16
+        assert [g.kind for g in layout.groups] == ["mamba", "mamba", "full"]
+        assert layout.bytes_per_block == 6 * 32768
+
+
+def test_nemotron_h_pattern_float32_state_and_group_replication():
+    """A Nemotron-H shaped config: 'M' Mamba2, '*' attention, '-' MLP (no cache); float32 SSM state by default
+    (NemotronHForCausalLMConfig); 8 B/C groups over TP 16 are replicated to 16 (extra_groups_for_head_shards)."""
+    config = {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4096,
+              "num_hidden_layers": 6, "hybrid_override_pattern": "M-M*-E", "num_attention_heads": 32,
+              "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072, "intermediate_size": 8192,
+              "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+              "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+    spec = build_model_spec(config, "nemotron-h-like")
+    assert [(layer.kind, layer.stateless) for layer in spec.layers] == [
+        ("mamba", False), ("full", True), ("mamba", False), ("full", False), ("full", True), ("full", True)]
+    mamba = spec.layers[0]
+    # TP 1: conv (128 x 64 + 2 x 8 x 128) x 3 x 2 B = 61,440; temporal 128 x 64 x 128 x 4 B = 4,194,304.
+    assert mamba_state_bytes(mamba, tensor_parallel_size=1, model_dtype_bytes=2) == 61_440 + 4_194_304
+    # TP 16: groups 8 -> 16: conv (8192 + 2 x 16 x 128) / 16 x 3 x 2 B = 4,608; temporal 8 x 64 x 128 x 4 = 262,144.
+    assert mamba_state_bytes(mamba, tensor_parallel_size=16, model_dtype_bytes=2) == 4_608 + 262_144
+    layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+    assert layout.kv_bytes_per_token == 1 * 8 * 256 * 2  # one attention layer; the MLP and MoE layers cache nothing
