@@ -26,7 +26,8 @@ def routes(**extra):
 
 
 def run(url: str) -> AppTest:
-    app = AppTest.from_file(PAGE, default_timeout=60)
+    # NOTE: generous: a run waits out the 8 s refresh deadline on a slow endpoint, on a runner that may be loaded
+    app = AppTest.from_file(PAGE, default_timeout=300)
     app.session_state["live_url"] = url
     app.session_state["live_interval"] = "off"
     app.run()

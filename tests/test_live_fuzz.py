@@ -143,13 +143,14 @@ def test_hostile_metrics_bodies_are_parsed_into_possible_values_or_refused(seed)
         assert blocks is None or blocks >= 0
 
 
+SHORTEST_STALL_S = 5.0  # the least any stalling behaviour below holds a client that waits for it ("silent")
 BEHAVIOURS = {
     "valid": lambda body: answer(200, body, "text/plain"),
     "slow valid": lambda body: hostile.slow(0.2, answer(200, body, "text/plain")),
     "trickle headers": lambda body: hostile.trickle_headers(0.05),
     "trickle status": lambda body: hostile.trickle_status(0.05),
     "trickle body": lambda body: hostile.trickle_body(body, 0.02),
-    "silent": lambda body: hostile.silent(3),
+    "silent": lambda body: hostile.silent(SHORTEST_STALL_S),
     "hang up": lambda body: hostile.hang_up(),
     "not http": lambda body: hostile.garbage_status(),
     "lying length": lambda body: hostile.lying_length(body),
@@ -179,7 +180,10 @@ def test_hostile_server_behaviours_end_by_the_deadline_in_a_value_or_our_error(s
     else:
         if report.metrics is not None:
             assert all(e.kv_cache_usage is None or 0 <= e.kv_cache_usage <= 1 for e in report.metrics.engines)
-    assert time.monotonic() - started < DEADLINE_S + 0.7
+    # NOTE: not DEADLINE_S plus a fixed slack: parsing what arrived and joining five readers run after the deadline,
+    # and took 2.4 s on a loaded 2-core runner. A client that waited for a stalling server would take at least
+    # SHORTEST_STALL_S (the trickles far longer); tests/test_live_client.py holds one read to its deadline.
+    assert time.monotonic() - started < SHORTEST_STALL_S
     assert {path.split("?")[0] for path, _ in server.seen} <= set(paths)  # no redirect was followed
 
 
@@ -196,7 +200,7 @@ def test_hostile_prometheus_behaviours_end_by_the_deadline_in_a_value_or_our_err
             client.query("vllm:num_requests_running")
         except CalculatorError as exc:
             assert "\n" not in str(exc)
-    assert time.monotonic() - started < client.deadline_s + 0.7
+    assert time.monotonic() - started < SHORTEST_STALL_S  # as above: ended by the deadline, not by the server
 
 
 # --- issue 28: impossible readings through the Live and Fleet pages: sentences, never a traceback ------------------
@@ -225,7 +229,9 @@ def test_the_live_page_turns_impossible_readings_into_sentences(serve, local_das
               "/v1/models": json_or({"object": "list", "data": [{"id": "tiny", "max_model_len": length}]}),
               "/server_info": json_or({"vllm_config": {"device_config": {"device": "cpu"}}})}
     server = serve(routes)
-    app = AppTest.from_file(str(PAGES / "live.py"), default_timeout=60)
+    # NOTE: a generous bound on one page run, which the test does not measure: the first AppTest in a worker imports
+    # Streamlit, Plotly and pandas, which is slow on a 2-core runner shared by other suites
+    app = AppTest.from_file(str(PAGES / "live.py"), default_timeout=300)
     app.session_state["live_url"] = server.url
     app.session_state["live_interval"] = "off"
     app.session_state["live_model_id"] = str(TINY_CONFIG)
