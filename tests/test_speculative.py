@@ -19,6 +19,7 @@ from calculator.errors import InvalidInput
 from calculator.scenario import Scenario
 from calculator.serve_command import import_serve_command, serve_command
 from calculator.speed.predict import speed_estimate
+from calculator.speed.speculation import speculation_gain
 from calculator.speed.traffic import Traffic
 from calculator.url_state import read_link, to_query_params
 
@@ -115,3 +116,19 @@ def test_import_export_link_and_cli(capsys):
     with pytest.raises(SystemExit):
         main(["estimate", "--model", LLAMA_8B, "--speculative-config", '{"method": "medusa"}'])
     assert "this speculative method is not modelled" in capsys.readouterr().err
+
+
+def test_the_speed_cli_says_up_to_which_concurrency_speculation_pays(capsys):
+    # EAGLE-3 lowers TPOT while the step streams weights (one user) and not once the k + 1 query tokens per request
+    # make it compute-bound (hundreds of users); it pays up to the last concurrency before the first loss.
+    eagle3 = estimate(BASE.replace(speculative_method="eagle3"))
+    gain = speculation_gain(eagle3, Traffic(input_tokens=1000, output_tokens=200, concurrency=1))
+    assert gain.concurrency[0] == 1 and gain.tpot_ms[0] < gain.tpot_without_ms[0] / 2
+    assert gain.tpot_ms[-1] > gain.tpot_without_ms[-1]
+    first_loss = next(i for i, (ours, theirs) in enumerate(zip(gain.tpot_ms, gain.tpot_without_ms)) if ours >= theirs)
+    assert gain.pays_up_to == gain.concurrency[first_loss - 1]
+    assert speculation_gain(estimate(BASE), Traffic(input_tokens=1000, output_tokens=200, concurrency=1)) is None
+    assert main(["speed", "--model", LLAMA_8B, "--vllm-version", "0.32.0", "--speculative-config",
+                 '{"method": "eagle3"}', "--input-tokens", "1000", "--output-tokens", "200", "--concurrency", "8",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["speculation_pays_up_to_concurrency"] == gain.pays_up_to

@@ -29,6 +29,7 @@ from .plan import Slo
 from .predict import SpeedEstimate, speed_estimate
 from .prices import GpuPrice, price_sets
 from .recommend import Recommendations, recommend
+from .speculation import speculation_gain, speculation_summary, speculation_text
 from .summary import recommendations_summary, speed_summary
 from .traffic import Traffic
 
@@ -180,7 +181,10 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
     for note in unused_rates(args, speed):
         print(f"warning: {note}", file=sys.stderr)
     bands = speed_bands(deployment, speed)
-    return json.dumps(speed_summary(speed, bands)) if args.json else render_speed(speed, bands)
+    gain = speculation_gain(deployment, traffic)
+    if args.json:
+        return json.dumps({**speed_summary(speed, bands), **speculation_summary(gain)})
+    return render_speed(speed, bands) + speculation_text(gain)
 
 
 def unused_rates(args: argparse.Namespace, speed: SpeedEstimate) -> list[str]:
