@@ -200,7 +200,7 @@ def _attention_groups(spec: ModelSpec, layers: list[LayerAttention], tp: int, dt
     q_heads = math.ceil(spec.num_attention_heads / tp)
     groups: dict[int | None, list[float]] = {}
     for layer in layers:
-        if layer.kind == "mamba":
+        if layer.kind == "mamba" or layer.stateless:
             continue
         window = layer.sliding_window if layer.kind == "sliding_window" else (
             layer.attention_chunk_size if layer.kind == "chunked_local" else None)
