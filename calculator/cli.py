@@ -23,7 +23,7 @@ from .gpus import Interconnect, gpu_catalog
 from .model.model_source import preset_ids
 from .scenario import Scenario
 from .speed import cli as speed_cli
-from .speed.cli import add_feature_flags, feature_fields
+from .speed.cli import add_feature_flags, add_hf_overrides_flag, feature_fields
 from .summary import estimate_summary
 from .units import gib, parse_size
 
@@ -64,9 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--kv-cache-memory-bytes", type=_int_or_size, help="e.g. 8G; ignores gpu_memory_utilization")
     est.add_argument("--num-gpu-blocks-override", type=int)
     est.add_argument("--enforce-eager", action="store_true")
-    est.add_argument("--hf-overrides", metavar="JSON",
-                     help="a JSON object applied to the model's config.json, as vLLM does, e.g. "
-                          "'{\"num_hidden_layers\": 16}'")
+    add_hf_overrides_flag(est)
     est.add_argument("--enable-extensible-kv-cache", action=argparse.BooleanOptionalAction, default=None)
     est.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
     est.add_argument("--vllm-version", default=LATEST_VERSION)

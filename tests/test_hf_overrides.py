@@ -101,3 +101,17 @@ def test_a_link_carries_the_overrides_and_refuses_a_bad_one_keeping_the_rest():
     (warning,) = read_link({"hfo": huge}).warnings
     assert len(warning) < 400 and "(5,009 characters): --hf-overrides is 5,009 characters; the planner reads at " \
                                   "most 4,096; using the default" in warning
+
+
+def test_recommend_ranks_the_overridden_model_as_speed_predicts_it():
+    from test_cli import run_cli
+
+    traffic = ("--model", LLAMA, "--input-tokens", "1000", "--output-tokens", "100", "--json")
+    overrides = ("--hf-overrides", '{"num_hidden_layers": 16}')
+    speed = json.loads(run_cli("speed", *traffic, "--concurrency", "8", *overrides).stdout)
+    plain = json.loads(run_cli("speed", *traffic, "--concurrency", "8").stdout)
+    ranked = json.loads(run_cli("recommend", *traffic, "--concurrent-users", "8", "--gpu", "h100-sxm-80gb",
+                                *overrides).stdout)
+    best = ranked["by_cost_per_hour"][0]
+    assert (best["gpu"], best["tensor_parallel_size"]) == ("h100-sxm-80gb", 1)
+    assert best["tpot_ms"] == speed["tpot_ms"] < plain["tpot_ms"]  # half the layers: less to read per token
