@@ -12,6 +12,7 @@ from calculator import CalculatorError, Workload, estimate, preset_ids, workload
 from calculator.charts import block_grid_figure, kv_per_token_figure, memory_stack_figure, samples_block_figure
 from calculator.engine.kv_cache import compare_with_mha
 from calculator.engine.workload import paged_slots, prefix_caching_enabled
+from calculator.model.hf_overrides import with_hf_overrides
 from calculator.model.quantization import quantization_from_config, quantization_from_flag, resident_bytes
 from calculator.model.weights import weight_bytes_per_rank
 from calculator.explain import deployment_line
@@ -48,6 +49,7 @@ scenario, spec, workload, problems = plan_scenario()
 for problem in problems:
     st.warning(problem, icon="🔗")
 try:
+    spec = with_hf_overrides(spec, scenario.hf_overrides)  # NOTE: the text below explains the model vLLM builds
     result = estimate(scenario, spec)
 except CalculatorError as exc:
     st.error(f"**{sentence(exc).rstrip('.')}.** This page explains a scenario the estimate accepts: change it on "

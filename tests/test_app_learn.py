@@ -154,3 +154,9 @@ def test_the_block_grid_has_whole_number_ticks():
     assert (axis.tickmode, axis.tick0, axis.dtick, axis.tickformat) == ("linear", 0, 1, "d")  # 8 blocks: every one
     wide = block_grid_figure([16 * 100], 16).layout.xaxis  # 100 blocks: a label every 9
     assert wide.dtick == 9
+
+
+def test_learn_explains_the_model_the_hf_overrides_build():
+    # issue 25 item 4: 16 layers, as vLLM builds Llama-3.1-8B with --hf-overrides '{"num_hidden_layers": 16}'
+    app = run({"hfo": '{"num_hidden_layers":16}'})
+    assert "16 layers × 32 heads" in text(app) and "32 layers × 32 heads" not in text(app)
