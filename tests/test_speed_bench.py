@@ -12,7 +12,15 @@ from calculator.cli import main
 from calculator.engine.estimate import estimate
 from calculator.errors import InvalidInput
 from calculator.scenario import Scenario
-from calculator.speed.bench import BenchLoad, EngineLimits, StepBatch, percentile, simulate
+from calculator.speed.bench import (
+    BenchLoad,
+    EngineLimits,
+    LinearStepCost,
+    StepBatch,
+    fit_linear_step_cost,
+    percentile,
+    simulate,
+)
 from calculator.speed.bench_cli import BENCH_JSON_KEYS
 from calculator.speed.bench_command import parse_bench_command
 from calculator.speed.predict import _Replica, bench_prediction, speed_estimate
@@ -186,3 +194,29 @@ def test_fixed_lengths_move_in_waves_so_every_wave_is_a_burst() -> None:
 def test_bad_bench_input_exits_2_with_one_line(capsys, extra: list[str], said: str) -> None:
     code, out, err = _run([*GPU, *extra], capsys)
     assert code == 2 and out == "" and said in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_linear_step_cost_is_recovered_from_the_means_a_server_measures() -> None:
+    # A run timed by 12 ms + 40 us a token shows some mean ITL and mean prefill time; from those two the fit must
+    # give back the 12 ms and 40 us (what a server's histograms give the real-server test).
+    limits = EngineLimits(max_num_seqs=16, max_num_batched_tokens=256, kv_cache_tokens=100_000, block_size=16)
+    load = BenchLoad(input_tokens=(448,) * 32, output_tokens=(4,) * 32, max_concurrency=8)
+    truth = LinearStepCost(fixed_s=0.012, per_token_s=40e-6)
+    shown = simulate(load, limits, truth)
+    fitted = fit_linear_step_cost(load, limits, mean_itl_s=shown.mean_itl_ms / 1e3,
+                                  mean_prefill_s=shown.mean_prefill_ms / 1e3)
+    assert fitted.fixed_s == pytest.approx(0.012, rel=1e-3) and fitted.per_token_s == pytest.approx(40e-6, rel=1e-3)
+
+
+def test_measured_step_times_replace_the_roofline_for_a_cpu_server(capsys) -> None:
+    # 10 ms a step, no per-token cost, no time before the engine: 4 prompts of 100 in one step, then 9 decodes.
+    code, out, _ = _run(["bench", "--model", "tests/data/tiny-configs/tiny-llama.config.json", "--device", "cpu",
+                         "--max-model-len", "1024", "--measured-step-ms", "10", "--prompt-special-tokens", "0",
+                         "--json", "--", "vllm", "bench", "serve", "--random-input-len", "100",
+                         "--random-output-len", "10", "--num-prompts", "4"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["median_ttft_ms"] == pytest.approx(10.0) and data["mean_tpot_ms"] == pytest.approx(10.0)
+    assert data["duration_s"] == pytest.approx(0.1)
+    code, _, err = _run(["bench", "--model", "tests/data/tiny-configs/tiny-llama.config.json", "--device", "cpu",
+                         "--measured-step-ms", "-1", "--", "vllm", "bench", "serve"], capsys)
+    assert code == 2 and "--measured-step-ms must be positive" in err

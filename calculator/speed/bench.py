@@ -139,6 +139,8 @@ class BenchFigures(BaseModel):
     mean_e2el_ms: float
     median_e2el_ms: float
     p99_e2el_ms: float
+    mean_queue_ms: float  # as the server's histograms time them: waiting queue, then prefill (scheduled to first
+    mean_prefill_ms: float  # token)
     preemptions: int
     steps: int
 
@@ -207,6 +209,7 @@ class _Request:
     sent_s: float = 0.0  # left the client (after its concurrency slot)
     computed: int = 0  # tokens whose KV is computed
     generated: int = 0
+    scheduled_s: float | None = None  # first scheduled (vLLM's queue time ends here, its prefill time begins)
     first_token_s: float | None = None
     last_token_s: float = 0.0
     done_s: float = 0.0
@@ -341,6 +344,9 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
         context = sum(r.prompt + r.generated for r in decodes) / len(decodes) if decodes else 0.0
         duration = cost(StepBatch(len(decodes), context + (repeat - 1) / 2, chunks))
         start = now
+        for request, _ in scheduled:
+            if request.scheduled_s is None:
+                request.scheduled_s = start
         now += duration * repeat
         steps += repeat - 1
         for request, tokens in scheduled:
@@ -363,7 +369,7 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
                 client.free_slots.append(now)
                 finished += 1
         client.send(now, requests)
-    return _figures(load, requests, itl, engine.preemptions, steps)
+    return _figures(load, requests, itl, engine.preemptions, steps, limits.request_overhead_s)
 
 
 def _steady_steps(engine: _Engine, scheduled: list[tuple[_Request, int]], client: _Client, cost: StepCost,
@@ -385,8 +391,8 @@ def _steady_steps(engine: _Engine, scheduled: list[tuple[_Request, int]], client
     return max(1, steps) if growth <= engine.free_blocks else 1
 
 
-def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], preemptions: int,
-             steps: int) -> BenchFigures:
+def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], preemptions: int, steps: int,
+             overhead_s: float) -> BenchFigures:
     ttft = sorted(r.first_token_s - r.sent_s for r in requests)
     e2e = sorted(r.done_s - r.sent_s for r in requests)
     tpot = sorted((r.done_s - r.first_token_s) / (r.output - 1) for r in requests if r.output > 1)
@@ -410,4 +416,53 @@ def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], 
         mean_ttft_ms=mt, median_ttft_ms=md, p99_ttft_ms=pt, mean_tpot_ms=mp, median_tpot_ms=mdp, p99_tpot_ms=pp,
         mean_itl_ms=mean_itl, median_itl_ms=weighted_percentile(itl, 50) * MS,
         p99_itl_ms=weighted_percentile(itl, 99) * MS, mean_e2el_ms=me, median_e2el_ms=mde, p99_e2el_ms=pe,
+        mean_queue_ms=sum(r.scheduled_s - r.sent_s - overhead_s for r in requests) / len(requests) * MS,
+        mean_prefill_ms=sum(r.first_token_s - r.scheduled_s for r in requests) / len(requests) * MS,
         preemptions=preemptions, steps=steps)
+
+
+class LinearStepCost(BaseModel):
+    """A step that costs ``fixed_s`` plus ``per_token_s`` for each token it runs: what a server's own histograms
+    pin down (``fit_linear_step_cost``), for engines whose roofline the planner does not know (a CPU server)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    fixed_s: float = Field(ge=0)
+    per_token_s: float = Field(ge=0)
+
+    def __call__(self, batch: StepBatch) -> float:
+        return self.fixed_s + self.per_token_s * batch.tokens
+
+
+_FIT_ROUNDS = 4
+
+
+def fit_linear_step_cost(load: BenchLoad, limits: EngineLimits, *, mean_itl_s: float,
+                         mean_prefill_s: float) -> LinearStepCost:
+    """The step cost under which ``load`` shows the measured mean inter-token latency and mean prefill time (the
+    server's ``inter_token_latency_seconds`` and ``request_prefill_time_seconds`` over the same run).
+
+    Both means are linear in the two terms for a given schedule (a closed loop's schedule does not depend on time),
+    so a few Newton rounds from the ITL alone settle them; a negative per-token term (prefills no dearer than
+    decodes: per-step overhead dominates) is held at zero, and the fixed term then carries the ITL.
+    """
+    cost = LinearStepCost(fixed_s=mean_itl_s, per_token_s=0.0)
+    for _ in range(_FIT_ROUNDS):
+        base = simulate(load, limits, cost)
+        more_fixed = simulate(load, limits, cost.model_copy(update={"fixed_s": cost.fixed_s * 1.5}))
+        more_token = simulate(load, limits, cost.model_copy(update={"per_token_s": cost.per_token_s + 1e-6}))
+        step_a, step_b = cost.fixed_s * 0.5, 1e-6
+        j11 = (more_fixed.mean_itl_ms - base.mean_itl_ms) / MS / step_a
+        j12 = (more_token.mean_itl_ms - base.mean_itl_ms) / MS / step_b
+        j21 = (more_fixed.mean_prefill_ms - base.mean_prefill_ms) / MS / step_a
+        j22 = (more_token.mean_prefill_ms - base.mean_prefill_ms) / MS / step_b
+        r1 = mean_itl_s - base.mean_itl_ms / MS
+        r2 = mean_prefill_s - base.mean_prefill_ms / MS
+        determinant = j11 * j22 - j12 * j21
+        if abs(determinant) < 1e-12:
+            break
+        fixed = cost.fixed_s + (r1 * j22 - r2 * j12) / determinant
+        per_token = cost.per_token_s + (j11 * r2 - j21 * r1) / determinant
+        if per_token < 0 or fixed <= 0:
+            return LinearStepCost(fixed_s=mean_itl_s, per_token_s=0.0)
+        cost = LinearStepCost(fixed_s=fixed, per_token_s=per_token)
+    return cost

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from ..engine.estimate import Estimate
 from ..engine.workload import Workload, workload_capacity
 from ..errors import InvalidInput
-from .bench import BenchFigures, BenchLoad, EngineLimits, StepBatch, simulate
+from .bench import BenchFigures, BenchLoad, EngineLimits, StepBatch, StepCost, simulate
 from .calibration import BAND_FACTOR, SpeedConstants, constants_for
 from .costs import ForwardCosts, forward_costs
 from .hardware import ComputePath, GpuRates, gpu_rates
@@ -227,11 +227,19 @@ def _compute_bound_from(replica: _Replica, context_tokens: float) -> int | None:
     return high
 
 
-def bench_prediction(result: Estimate, load: BenchLoad, *, constants: SpeedConstants | None = None) -> BenchFigures:
+def bench_prediction(result: Estimate, load: BenchLoad, *, constants: SpeedConstants | None = None,
+                     measured: tuple[StepCost, float] | None = None) -> BenchFigures:
     """What ``vllm bench serve`` prints for ``load`` against ``result``'s deployment: vLLM's scheduler simulated step
-    by step (``bench.py``), each step timed by the roofline. ``InvalidInput`` where the simulation does not apply."""
-    replica = _Replica(result, constants)
-    if replica.pp > 1:
+    by step (``bench.py``) with ``result``'s limits, each step timed by the roofline, or by ``measured`` (a step cost
+    and the per-request time before the engine, measured on a server). ``InvalidInput`` where it does not apply."""
+    if not result.fits:
+        raise InvalidInput(f"the deployment does not start, so it serves nothing: {result.error}")
+    if measured is None:
+        replica = _Replica(result, constants)
+        cost, overhead_s = roofline_step_cost(replica), replica.constants.request_overhead_s
+    else:
+        cost, overhead_s = measured
+    if result.settings.pipeline_parallel_size > 1:
         raise InvalidInput("the benchmark simulation runs one pipeline stage per step; pipeline parallel (PP > 1) "
                            "keeps several micro-batches in flight, which it does not model: use `speed`")
     longest = max(p + o for p, o in zip(load.input_tokens, load.output_tokens, strict=True))
@@ -239,11 +247,12 @@ def bench_prediction(result: Estimate, load: BenchLoad, *, constants: SpeedConst
         raise InvalidInput(f"requests of up to {longest:,} tokens exceed max_model_len "
                            f"{result.settings.max_model_len:,}: vLLM rejects them; raise --max-model-len")
     block = result.layout.block_size
-    limits = EngineLimits(max_num_seqs=result.settings.max_num_seqs, max_num_batched_tokens=replica.budget,
+    limits = EngineLimits(max_num_seqs=result.settings.max_num_seqs,
+                          max_num_batched_tokens=result.settings.max_num_batched_tokens,
                           kv_cache_tokens=max(result.capacity.num_gpu_blocks - 1, 1) * block, block_size=block,
-                          request_overhead_s=replica.constants.request_overhead_s)
+                          request_overhead_s=overhead_s)
     try:
-        return simulate(load, limits, roofline_step_cost(replica))
+        return simulate(load, limits, cost)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from exc
 

