@@ -200,3 +200,28 @@ def test_nemotron_h_pattern_float32_state_and_group_replication():
     assert mamba_state_bytes(mamba, tensor_parallel_size=16, model_dtype_bytes=2) == 4_608 + 262_144
     layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
     assert layout.kv_bytes_per_token == 1 * 8 * 256 * 2  # one attention layer; the MLP and MoE layers cache nothing
+
+
+def test_granite_4_sizes_the_mixer_by_mamba_expand():
+    """GraniteMoeHybrid (Granite 4.0-H): layer_types 'mamba' / 'attention'; conv channels mamba_expand x hidden_size
+    + 2 x groups x state (granitemoehybrid.py get_mamba_state_shape_from_config), SSM state in the model dtype."""
+    config = {"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 512,
+              "num_hidden_layers": 4, "layer_types": ["mamba", "mamba", "mamba", "attention"],
+              "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 49152, "intermediate_size": 1024,
+              "mamba_d_conv": 4, "mamba_d_head": 128, "mamba_d_state": 128, "mamba_expand": 2, "mamba_n_groups": 1,
+              "mamba_n_heads": 8, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+    spec = build_model_spec(config, "granite-4-like")
+    assert [layer.kind for layer in spec.layers] == ["mamba", "mamba", "mamba", "full"]
+    # conv (2 x 512 + 2 x 1 x 128) x 3 x 2 B = 7,680; temporal 8 x 128 x 128 x 2 B = 262,144. At TP 2 the single
+    # group is replicated: conv (1024 + 2 x 2 x 128) / 2 x 3 x 2 B = 4,608; temporal 4 x 128 x 128 x 2 = 131,072.
+    assert mamba_state_bytes(spec.layers[0], tensor_parallel_size=1, model_dtype_bytes=2) == 7_680 + 262_144
+    assert mamba_state_bytes(spec.layers[0], tensor_parallel_size=2, model_dtype_bytes=2) == 4_608 + 131_072
+
+
+def test_a_16_bit_hybrid_on_cpu_is_told_the_state_may_be_float32():
+    spec = build_model_spec(preset("Qwen__Qwen3-Coder-Next"), "Qwen/Qwen3-Coder-Next")
+    cpu = {"model": "Qwen/Qwen3-Coder-Next", "device": "cpu", "max_model_len": 4096, "kv_cache_memory_bytes": 8 * GIB,
+           "vllm_version": "0.32.0"}
+    said = " ".join(estimate(Scenario(**cpu, dtype="bfloat16"), spec).warnings)
+    assert "on a CPU with AVX-512 BF16 keeps the recurrent (SSM) state in float32" in said
+    assert "SSM" not in " ".join(estimate(Scenario(**cpu, dtype="float32"), spec).warnings)

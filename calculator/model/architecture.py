@@ -302,11 +302,13 @@ def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
         state = int(text.get("ssm_state_size") or text.get("mamba_d_state") or 128)
         groups = int(text.get("n_groups") or text.get("mamba_n_groups") or 1)
         # NOTE: NemotronH sizes the mixer as heads x head_dim; Granite 4 and Falcon-H1 as mamba_expand x hidden_size
-        # (or Falcon-H1's mamba_d_ssm), which their published configs keep equal to heads x head_dim.
-        inner = int(text.get("mamba_d_ssm") or heads * head_dim)
+        # (or Falcon-H1's mamba_d_ssm).
+        nemotron = str(text.get("model_type")) == "nemotron_h"
+        expand = text.get("mamba_expand")
+        by_expand = isinstance(expand, (int, float)) and not isinstance(expand, bool) and expand > 0 and not nemotron
+        inner = int(text.get("mamba_d_ssm") or (expand * int(text["hidden_size"]) if by_expand else heads * head_dim))
         # NOTE: NemotronHForCausalLMConfig turns mamba_ssm_cache_dtype "auto" into the config's own value, else
         # float32 ("only float32 is known to have no accuracy issues").
-        nemotron = str(text.get("model_type")) == "nemotron_h"
         ssm = _ssm_dtype(text.get("mamba_ssm_cache_dtype") or "float32") if nemotron else None
         return LayerAttention(kind="mamba", num_kv_heads=0, head_size=0, head_size_v=0,
                               mamba_conv_dim=inner + 2 * groups * state,
