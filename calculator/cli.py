@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from . import diagnose_cli
 from .engine.estimate import Estimate, estimate
+from .engine.expert_parallel import All2AllBackend
 from .engine.uncertainty import coverage_notes
 from .engine.vllm_versions import LATEST_VERSION
 from .errors import CalculatorError, one_line_validation_error
@@ -51,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="engines (replicas) of TP x PP GPUs in one server; MoE experts split over TP x DP GPUs")
     est.add_argument("--enable-expert-parallel", "-ep", action="store_true",
                      help="MoE: whole experts per GPU over TP x DP ranks instead of a slice of every expert")
+    est.add_argument("--all2all-backend", choices=get_args(All2AllBackend),
+                     help="MoE token dispatch under --enable-expert-parallel with DP > 1; default allgather_reducescatter")
     est.add_argument("--interconnect", choices=get_args(Interconnect),
                      help="how the GPUs talk (NCCL and all-reduce memory at TP > 1); default: the card's usual link")
     est.add_argument("--gpu-memory-utilization", type=float)

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .engine.expert_parallel import All2AllBackend
 from .engine.vllm_versions import LATEST_VERSION, Device
 from .gpus import MAX_GPU_MEMORY_GIB, MIN_GPU_MEMORY_GIB, Interconnect
 from .limits import (
@@ -62,6 +63,7 @@ class Scenario(BaseModel):
     # Engines (replicas) of tp x pp GPUs each (--data-parallel-size); MoE experts shard over tp x dp ranks.
     data_parallel_size: int = Field(1, ge=1, le=1024)
     enable_expert_parallel: bool = False  # whole experts per rank instead of a slice of every expert
+    all2all_backend: All2AllBackend | None = None  # --all2all-backend (EP with DP); None: vLLM's allgather_reducescatter
     cpu_offload_gb: float = Field(0.0, ge=0, le=100_000)  # weights per GPU kept in pinned CPU memory (UVA)
     enable_prefix_caching: bool | None = None  # None: the version's default (on in V1)
     # The batch sizes vLLM captures CUDA graphs for (--cudagraph-capture-sizes); None: the version's default list.

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .engine.expert_parallel import All2AllBackend
 from .engine.vllm_versions import VllmVersion, version_notice
 from .errors import CalculatorError, InvalidInput
 from .gpus import find_gpu
@@ -28,6 +29,7 @@ VALUE_FLAGS: dict[str, str] = {
     "tensor_parallel_size": "--tensor-parallel-size",
     "pipeline_parallel_size": "--pipeline-parallel-size",
     "data_parallel_size": "--data-parallel-size",
+    "all2all_backend": "--all2all-backend",
     "gpu_memory_utilization": "--gpu-memory-utilization",
     "max_model_len": "--max-model-len",
     "max_num_seqs": "--max-num-seqs",
@@ -357,6 +359,10 @@ def _coerce(field: str, value: str) -> Any:
                 raise ValueError(value)
             return DTYPE_NAMES[value.lower()]
         if field in ("kv_cache_dtype", "quantization"):
+            return value
+        if field == "all2all_backend":
+            if value not in get_args(All2AllBackend):
+                raise ValueError(value)
             return value
         if field == "lora_dtype":
             if value not in ("auto", "float16", "bfloat16"):

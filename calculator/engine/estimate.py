@@ -25,6 +25,7 @@ from .engine_support import (
     kernel_refusal,
     sliding_window_block_size,
 )
+from .expert_parallel import all2all_buffer_bytes, all2all_warning
 from .flag_checks import oversized_kv_pool_error
 from .interconnect import has_nvls
 from .free_memory import free_memory_reading, host_pool_free_bytes, host_use_counts, unified_memory_warning
@@ -238,6 +239,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     if cpu_note := cpu_state_dtype_warning(rules, layout, device=settings.device, dtype_bytes=settings.dtype_bytes):
         warnings.append(cpu_note)
     warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
+    if a2a_note := all2all_warning(scenario.all2all_backend, spec, data_parallel_size=scenario.data_parallel_size,
+                                   enable_expert_parallel=scenario.enable_expert_parallel):
+        warnings.append(a2a_note)
     if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
         warnings.append(memory_note)
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
@@ -315,6 +319,8 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
                                  interconnect=settings.interconnect)
     non_torch = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device, rules=rules,
                                 unified_memory=host_counts, interconnect=settings.interconnect, nvls=nvls)
+    non_torch += all2all_buffer_bytes(scenario.all2all_backend, spec, data_parallel_size=scenario.data_parallel_size,
+                                      enable_expert_parallel=scenario.enable_expert_parallel)
     other_processes = int(scenario.other_processes_memory_gib * GIB)
     adjustment = int(scenario.overhead_adjustment_gib * GIB)
     budgets = []
@@ -330,7 +336,8 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             activation_bytes=activation_peak_bytes(
                 spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                 activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
-                rules=rules) + (lora.shrink_buffer_bytes if lora else 0),
+                rules=rules, data_parallel_size=scenario.data_parallel_size,
+                enable_expert_parallel=scenario.enable_expert_parallel) + (lora.shrink_buffer_bytes if lora else 0),
             non_torch_bytes=non_torch,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,

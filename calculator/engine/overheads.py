@@ -15,6 +15,7 @@ from typing import NamedTuple
 from ..gpus import Interconnect
 from ..model.spec import ModelSpec
 from ..units import GIB
+from .expert_parallel import moe_token_factor
 from .interconnect import UNKNOWN_INTERCONNECT, custom_all_reduce_bytes, nccl_buffer_bytes
 from .vllm_versions import CudagraphCaptureRule, Device, OverheadEra, VersionRules
 
@@ -152,21 +153,35 @@ def sampler_logits_copies(rules: VersionRules | None) -> float:
     return ERA_CONSTANTS[rules.overhead_era if rules else "v1"].sampler_logits_copies
 
 
-def _mlp_intermediate_per_rank(spec: ModelSpec, tensor_parallel_size: int) -> float:
+def _mlp_intermediate_per_rank(spec: ModelSpec, tensor_parallel_size: int, data_parallel_size: int = 1,
+                               enable_expert_parallel: bool = False) -> tuple[float, float]:
+    """(dense or shared-expert MLP width, routed-expert width) per token on one rank.
+
+    NOTE: fused MoE materialises top_k expert rows per token; shared experts run beside them. The experts are split
+    over tp x dp ranks under DP (``FusedMoEParallelConfig``), and whole on each rank under expert parallelism.
+    """
     if spec.moe is None:
-        return spec.intermediate_size / tensor_parallel_size
+        return spec.intermediate_size / tensor_parallel_size, 0.0
     moe = spec.moe
-    # NOTE: fused MoE materialises top_k expert rows per token; shared experts run beside them.
-    routed = moe.experts_per_token * moe.expert_intermediate_size
-    return (routed + moe.shared_expert_intermediate_size) / tensor_parallel_size
+    expert_parallel = enable_expert_parallel and tensor_parallel_size * data_parallel_size > 1
+    routed_shards = 1 if expert_parallel else tensor_parallel_size * data_parallel_size
+    return (moe.shared_expert_intermediate_size / tensor_parallel_size,
+            moe.experts_per_token * moe.expert_intermediate_size / routed_shards)
 
 
 def forward_activation_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, activation_dtype_bytes: int,
-                             tensor_parallel_size: int) -> int:
-    """Peak of the dummy forward pass over ``max_num_batched_tokens`` tokens (attention skipped)."""
-    per_token = (FORWARD_HIDDEN_TENSORS * spec.hidden_size
-                 + FORWARD_INTERMEDIATE_TENSORS * _mlp_intermediate_per_rank(spec, tensor_parallel_size))
-    return int(max_num_batched_tokens * per_token * activation_dtype_bytes)
+                             tensor_parallel_size: int, data_parallel_size: int = 1,
+                             enable_expert_parallel: bool = False) -> int:
+    """Peak of the dummy forward pass over ``max_num_batched_tokens`` tokens (attention skipped).
+
+    With DP the MoE layers work on the tokens of every DP rank, gathered (``expert_parallel.moe_token_factor``).
+    """
+    dense, routed = _mlp_intermediate_per_rank(spec, tensor_parallel_size, data_parallel_size,
+                                               enable_expert_parallel)
+    gathered = moe_token_factor(spec, data_parallel_size=data_parallel_size)
+    per_token = FORWARD_HIDDEN_TENSORS * spec.hidden_size + FORWARD_INTERMEDIATE_TENSORS * dense
+    per_gathered_token = FORWARD_INTERMEDIATE_TENSORS * routed + (spec.hidden_size if gathered > 1 else 0)
+    return int(max_num_batched_tokens * (per_token + gathered * per_gathered_token) * activation_dtype_bytes)
 
 
 def sampler_activation_bytes(spec: ModelSpec, *, max_num_seqs: int, max_num_batched_tokens: int,
@@ -178,11 +193,14 @@ def sampler_activation_bytes(spec: ModelSpec, *, max_num_seqs: int, max_num_batc
 
 def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_num_seqs: int,
                           activation_dtype_bytes: int, tensor_parallel_size: int, is_last_stage: bool,
-                          rules: VersionRules | None = None) -> int:
+                          rules: VersionRules | None = None, data_parallel_size: int = 1,
+                          enable_expert_parallel: bool = False) -> int:
     """The profiled peak: the forward pass and the sampler run one after the other, so the larger one counts."""
     forward = forward_activation_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
                                        activation_dtype_bytes=activation_dtype_bytes,
-                                       tensor_parallel_size=tensor_parallel_size)
+                                       tensor_parallel_size=tensor_parallel_size,
+                                       data_parallel_size=data_parallel_size,
+                                       enable_expert_parallel=enable_expert_parallel)
     if not is_last_stage:
         return forward
     return max(forward, sampler_activation_bytes(spec, max_num_seqs=max_num_seqs,

@@ -12,7 +12,7 @@ import hmac
 import os
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 import streamlit as st
 
@@ -24,6 +24,7 @@ from calculator import (
     gpu_catalog,
     preset_ids,
 )
+from calculator.engine.expert_parallel import All2AllBackend
 from calculator.engine.interconnect import INTERCONNECT_LABELS
 from calculator.engine.kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from calculator.engine.lora import LORA_RANKS
@@ -60,6 +61,8 @@ from .state import (
 TRI_STATE = {"vLLM's default": None, "on": True, "off": False}
 PLATFORMS = {"the GPU's own": None, "cuda": "cuda", "rocm": "rocm", "cpu": "cpu"}
 INTERCONNECTS = {"the card's usual link": None, **{label: key for key, label in INTERCONNECT_LABELS.items()}}
+ALL2ALL_BACKENDS = {"vLLM's default (allgather_reducescatter)": None,
+                    **{name: name for name in get_args(All2AllBackend) if name != "allgather_reducescatter"}}
 
 
 def _word(mapping: dict[str, object], value: object) -> str:
@@ -189,9 +192,12 @@ def parallelism_section(prefix: str, spec: ModelSpec | None) -> dict[str, object
                         help="--enable-expert-parallel: each GPU holds whole experts instead of a slice of each "
                              "(MoE models)")
     link = interconnect_picker(prefix)
+    backend = _picker("All-to-all backend (expert parallel with DP)", ALL2ALL_BACKENDS, prefix, "all2all_backend",
+                      help="--all2all-backend: how MoE tokens reach the ranks holding their experts under "
+                           "--enable-expert-parallel with data parallel > 1; DeepEP keeps a 1 GiB buffer per GPU")
     st.caption(f"{tp * pp} GPU(s) per engine" + (f", {tp * pp * dp} in all" if dp > 1 else ""))
     return {"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "data_parallel_size": dp,
-            "enable_expert_parallel": ep, "interconnect": link}
+            "enable_expert_parallel": ep, "interconnect": link, "all2all_backend": backend}
 
 
 def valid_quantizations(spec: ModelSpec | None) -> list[str]:
