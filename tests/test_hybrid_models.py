@@ -225,3 +225,44 @@ def test_a_16_bit_hybrid_on_cpu_is_told_the_state_may_be_float32():
     said = " ".join(estimate(Scenario(**cpu, dtype="bfloat16"), spec).warnings)
     assert "on a CPU with AVX-512 BF16 keeps the recurrent (SSM) state in float32" in said
     assert "SSM" not in " ".join(estimate(Scenario(**cpu, dtype="float32"), spec).warnings)
+
+
+# Qwen3.8-27B's config.json as a public test transcribes it (Qwen3_5ForConditionalGeneration, the Qwen3.5 / 3.6 layout):
+# 64 layers, every 4th attention (4 KV heads x 256), gated delta nets with 48 value heads, mamba_ssm_dtype float32.
+QWEN38_27B = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5", "tie_word_embeddings": False,
+    "text_config": {
+        "attention_bias": False, "attn_output_gate": True, "bos_token_id": 248044, "eos_token_id": 248044,
+        "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu", "hidden_size": 5120,
+        "intermediate_size": 17408, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 48, "linear_value_head_dim": 128,
+        "mamba_ssm_dtype": "float32", "max_position_embeddings": 262144, "model_type": "qwen3_5_text",
+        "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": False, "num_attention_heads": 24,
+        "num_hidden_layers": 64, "num_key_value_heads": 4, "output_gate_type": "swish", "partial_rotary_factor": 0.25,
+        "rms_norm_eps": 1e-6, "rope_parameters": {"mrope_interleaved": True, "mrope_section": [11, 11, 10],
+                                                  "partial_rotary_factor": 0.25, "rope_theta": 10000000,
+                                                  "rope_type": "default"},
+        "tie_word_embeddings": False, "vocab_size": 248320}}
+
+
+def test_qwen3_5_layout_keeps_a_float32_state_and_matches_a_real_start_up_log():
+    """Qwen3.8-27B on a GB10 with vLLM 0.27.1, prefix caching off, max_model_len 786,432 (YaRN x 3): "Available KV
+    cache memory: 50.29 GiB", "GPU KV cache size: 820,013 tokens", "Maximum concurrency ... 1.04x" (startup-log
+    record file-gb10-qwen38-27b-786k-v0271)."""
+    spec = build_model_spec(QWEN38_27B, "Qwen3.8-27B")
+    gdn = spec.layers[0]
+    assert gdn.mamba_ssm_dtype == "float32"  # Qwen3_5ForConditionalGenerationConfig: mamba_ssm_dtype wins over auto
+    # conv (2 x 16 x 128 + 48 x 128) x 3 x 2 B = 61,440; temporal 48 x 128 x 128 x 4 B = 3,145,728.
+    assert mamba_state_bytes(gdn, tensor_parallel_size=1, model_dtype_bytes=2) == 3_207_168
+    rules = rules_for("0.27.1")
+    layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2,
+                           mamba_state_blocks=mamba_state_blocks_per_request(rules, prefix_caching_given=False))
+    assert layout.kv_bytes_per_token == 16 * 4 * 512 * 2
+    assert layout.block_size == 16 * math.ceil(3_207_168 / (16 * 4096)) == 784
+    assert layout.bytes_per_block == 16 * 784 * 4096  # 3 recurrent groups and 1 attention group of 16 layers
+    fewest, most = (int((50.29 + half) * GIB) // layout.bytes_per_block for half in (-0.005, 0.005))
+    logged = {(f.kv_cache_tokens, round(f.max_concurrency, 2))
+              for f in (capacity_figures(layout, rules, num_gpu_blocks=n, max_model_len=786432, in_flight=8192)
+                        for n in range(fewest, most + 1))}
+    # 1,050 blocks / (cdiv(786,432, 784) = 1,004 + 3 state blocks) = 1.0427x, x 786,432 = 820,013 tokens.
+    assert (820_013, 1.04) in logged

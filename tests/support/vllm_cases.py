@@ -105,6 +105,9 @@ CASES = [
     Case("qwen2moe-sliding-window-0", "tiny-qwen2moe"),
     Case("phi3-mha", "tiny-phi3"),
     Case("opt-no-kv-heads-field", "tiny-opt"),
+    # Qwen3-Next: 3 gated-delta-net layers (19,456 B of state each, padded to the 128-token attention page) and one
+    # attention layer; prefix caching on by default puts mamba_cache_mode at "align", 2 state blocks per request.
+    Case("qwen3next-gdn-hybrid", "tiny-qwen3next", max_model_len=2048),
     # settings that move the numbers
     Case("gemma3-mml-2048", "tiny-gemma3", max_model_len=2048),
     Case("llama-kv-fp8", "tiny-llama", kv_cache_dtype="fp8"),
