@@ -113,7 +113,7 @@ def targets(table: dict) -> list[tuple[str, float, float, bool]]:
 
 
 def cuda_held_out(table: dict) -> dict[str, tuple[float, int]]:
-    """Held-out median |error| without the one ROCm source (whose held-out terms can only be CUDA's)."""
+    """Held-out median |error| on CUDA GPUs only."""
     out = {}
     for metric in HEADLINE:
         values = [e for r, e in table["ours held out"].get(metric, {}).items()

@@ -90,7 +90,7 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         *[f"| {LABELS[metric]} | " + " | ".join(f"{v:.1f} (n={n})" if n else "—" for v, n in per.values()) + " |"
           for metric, per in summary.items()],
         "",
-        "Held out, without the one ROCm source (its records can only fall back to the CUDA terms): "
+        "Held out, on CUDA GPUs only (the ROCm records refit only the hardware terms, on three sources): "
         + ", ".join(f"{LABELS[m]} {v:.1f} % (n={n})" for m, (v, n) in cuda_held_out.items()) + ".",
         "",
         f"![predicted vs measured]({png_name})",
@@ -140,6 +140,31 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "* `ridgepoint-*-c32` (throughput 34-36 % high in sample): 32 simultaneous non-streamed requests decode "
         "slower than a batch of 32 in the model.",
         "",
+        "### The mined runs (issue 19): the mechanisms they show missing",
+        "",
+        "* **TTFT under concurrency is predicted too low** (`gpuconc-*-c{4,8,16}`, `mushfiq-rtx4090-*-c{16,32,48}`, "
+        "`vllm-43232-*`): the model's closed loop is a steady state in which a new prompt waits half a step and its "
+        "own chunks. The runs show more: a prompt that arrives while other prompts are prefilling shares "
+        "`max_num_batched_tokens` with them, and a finite `vllm bench serve` run starts with a burst of C prompts "
+        "(`vllm-43232`: 128 prompts of 30,000 tokens at C = 64 run as two waves, the second queued behind the "
+        "first's prefills: mean TTFT 15.7 s, median 4.2 s). The mixture of those waits (issue 19 item 2) and the "
+        "wave structure of finite runs (item 1) are the missing mechanisms; no constant here can stand in for them.",
+        "* **gpt-oss-20b decodes faster at one request than the model says** (`gpuconc-{h100pcie,h200,b200}-*-c1`, "
+        "TPOT predicted 35-70 % high): the measured step is 4.5 ms on both H200 and B200, whose HBM differs 1.7x, so "
+        "the step is not set by memory traffic; the model charges gpt-oss's MoE layers the kernels it counts for a "
+        "generic MoE layer. The missing mechanism is the MXFP4 MoE path at small batch (its kernel count and what "
+        "it streams); the same runs on MI300X (ROCm) fall within 10 %.",
+        "* **One-request TTFT faster than the GPU can prefill** (`tt340-a100-*`): Qwen3-14B's 4096-token row "
+        "(217 ms) needs 558 TFLOPS on a 312 TFLOPS A100; likely prefix-cache hits from a client that repeats its "
+        "prompts (V1 caches prefixes by default). The model has no cache hits; these rows make the one-request TTFT "
+        "band wide.",
+        "* `kvcached-h100-qwen3-0.6b-rate-inf`: 500 prompts sent at once by one client; the measured 2.9 s mean TTFT "
+        "with a 5.45 ms TPOT (a batch far smaller than 500) says the client, not the engine, paced the run. The "
+        "requests/s is predicted within 1 %.",
+        "* Assumed versions of the mined runs (not printed by their sources): gpu_conc 0.10.2 (gpt-oss, 2025-08), "
+        "mushfiq 0.11.0, recipes #431 0.19.0 (2026-04 ROCm image), vLLM #43232 0.22.0 (2026-06 main), "
+        "tt-inference-server #340 0.9.2 (2025-07).",
+        "",
         "## The fitted constants",
         "",
         "A step is the GPU time (bytes over bandwidth or FLOPs over TFLOPS, the TP all-reduces, and a fixed "
@@ -152,8 +177,9 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "|---|---:|---:|",
         *[f"| `{name}` | {getattr(CUDA, name):.4g} | {getattr(ROCM, name):.4g} |" for name in CUDA.model_fields],
         "",
-        "ROCm refits only the hardware terms, on the one ROCm source (Oracle's MI300X sweep on a 2024 stack); held "
-        "out, those records fall back to the CUDA terms, which is why their held-out error is large.",
+        "ROCm refits only the hardware terms, on the ROCm sources (Oracle's MI300X sweep on a 2024 stack, gpu_conc's "
+        "2025 gpt-oss-20b sweep and the 2026 recipes run); held out, a ROCm source is predicted with the terms the "
+        "other ROCm sources refit.",
         "",
         "## AIConfigurator",
         "",

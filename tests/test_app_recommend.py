@@ -167,16 +167,3 @@ def test_lora_and_speculative_decoding_reach_every_candidate_the_link_and_the_ro
     row = ranked_rows(app)[0][-1]
     query = {key: value[-1] for key, value in parse_qs(urlsplit(row[row.index("(") + 1:-1]).query).items()}
     assert {k: query[k] for k in features} == features
-
-
-def test_each_row_shows_its_ttft_p95_band_and_whether_the_slo_is_at_risk() -> None:
-    # No SLO: nothing can be at risk. A TTFT p95 SLO between a row's estimate and its band's pessimistic edge:
-    # that row is "at risk" and says why.
-    rows = ranked_rows(run_page(SMALL_CASE))
-    assert all(row[9] == "met" and "–" in row[8] for row in rows)
-    low, high = (float(v.removesuffix(" ms")) for v in rows[0][8].split("–"))
-    point = float(rows[0][7].removesuffix(" ms"))
-    assert low < point < high
-    slo = round((point + high) / 2, 1)
-    risky = ranked_rows(run_page({**SMALL_CASE, "ttft": str(slo)}))
-    assert any(row[9].startswith("**at risk**: TTFT p95") for row in risky)
