@@ -241,3 +241,11 @@ def test_families_cover_every_family_the_brief_names() -> None:
         "gemma3", "gemma3_text", "phi", "phi3", "deepseek_v2", "deepseek_v3", "gpt_oss", "opt", "mistral3",
         "llava", "llava_next", "seed_oss",
     }
+
+
+def test_a_text_config_naming_no_known_text_model_is_refused_by_name() -> None:
+    # Regression: the fuzzed Mistral-Small-3.2 with text_config.model_type "4096" raised KeyError('4096').
+    config = copy.deepcopy(preset("mistralai__Mistral-Small-3.2-24B-Instruct-2506"))
+    config["text_config"]["model_type"] = "4096"
+    with pytest.raises(InvalidConfig, match=r"config.json text_config model_type '4096' is not a text model"):
+        weight_tensors(config)

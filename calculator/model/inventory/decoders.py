@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import InvalidConfig
 from ..spec import WeightRole, WeightTensor
 from ._build import Span, linear, norm, tensor
 from ._config import Cfg, is_tied, text_cfg
@@ -115,9 +116,17 @@ def decoder_layers(c: Cfg, style: DecoderStyle, layers: Span) -> list[WeightTens
     return [*attention(c, style, layers), *layer_norms(c, style, layers)]
 
 
+def style_of(c: Cfg) -> DecoderStyle:
+    """The family's ``DecoderStyle``; a text block whose model_type names no family is refused by name."""
+    if c.model_type not in STYLES:
+        raise InvalidConfig(f"{c.origin} model_type {c.model_type!r} is not a text model this layout knows "
+                            f"({', '.join(sorted(STYLES))})")
+    return STYLES[c.model_type](c)
+
+
 def dense_text_model(c: Cfg) -> list[WeightTensor]:
     """A dense Llama-style language model described by ``c``."""
-    style = STYLES[c.model_type](c)
+    style = style_of(c)
     everything = (0, c.int("num_hidden_layers"))
     return [*edges(c), *decoder_layers(c, style, everything),
             *gated_mlp("mlp", c.int("intermediate_size"), c.int("hidden_size"), everything, bias=style.mlp_bias)]

@@ -12,7 +12,7 @@ from typing import Any
 from ..spec import WeightTensor
 from ._build import Span, linear, norm, runs, tensor
 from ._config import Cfg, text_cfg
-from .decoders import STYLES, DecoderStyle, attention, decoder_layers, edges, gated_mlp, layer_norms
+from .decoders import DecoderStyle, attention, decoder_layers, edges, gated_mlp, layer_norms, style_of
 
 
 def router(prefix: str, experts: int, hidden: int, layers: Span, *, bias: bool = False) -> list[WeightTensor]:
@@ -46,7 +46,7 @@ def qwen_moe_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
     c = text_cfg(config)
     num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
     experts = c.int("num_experts", default=0)
-    style = STYLES[c.model_type](c)
+    style = style_of(c)
     tensors = [*edges(c), *decoder_layers(c, style, (0, num_layers))]
     moe_layers = _qwen_moe_layers(c)
     for span in runs(moe_layers):
