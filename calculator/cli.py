@@ -53,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--enable-expert-parallel", "-ep", action="store_true",
                      help="MoE: whole experts per GPU over TP x DP ranks instead of a slice of every expert")
     est.add_argument("--all2all-backend", choices=get_args(All2AllBackend),
-                     help="MoE token dispatch under --enable-expert-parallel with DP > 1; default allgather_reducescatter")
+                     help="MoE token dispatch under --enable-expert-parallel with DP > 1 "
+                          "(default allgather_reducescatter)")
     est.add_argument("--interconnect", choices=get_args(Interconnect),
                      help="how the GPUs talk (NCCL and all-reduce memory at TP > 1); default: the card's usual link")
     est.add_argument("--gpu-memory-utilization", type=float)
@@ -117,6 +118,10 @@ def render_table(result: Estimate) -> str:
         ("settings", f"dtype {s.dtype}, kv {s.kv_cache_dtype}, block {s.block_size}, util {s.gpu_memory_utilization}, "
                      f"max_num_seqs {s.max_num_seqs}, max_num_batched_tokens {s.max_num_batched_tokens}"),
         ("weights", f"{gib(b.weights_bytes):.2f} GiB"),
+        *([("LoRA slots", f"{gib(b.lora_bytes):.2f} GiB ({result.lora.max_loras} x rank {result.lora.max_lora_rank})")]
+          if result.lora else []),
+        *([("proposer", f"{gib(b.draft_weights_bytes):.2f} GiB ({result.proposer.method}, "
+                        f"{result.proposer.num_speculative_tokens} tokens per step)")] if result.proposer else []),
         ("activation peak", f"{gib(b.activation_bytes):.2f} GiB"),
         ("non-torch", f"{gib(b.non_torch_bytes):.2f} GiB"),
         ("CUDA graphs", f"{gib(b.cudagraph_bytes):.2f} GiB ({'in budget' if b.cudagraph_in_budget else 'in headroom'})"),

@@ -112,3 +112,11 @@ def test_import_link_and_export_round_trip():
     assert read_link(params).scenario == scenario
     assert read_link({"lrank": "100000"}).warnings == (
         "ignored link value lrank='100000': input should be less than or equal to 512; using the default",)
+
+
+def test_the_cli_table_names_the_slots(capsys):
+    assert main(["estimate", "--model", LLAMA_8B, "--vllm-version", "0.32.0", "--enable-lora", "--max-loras", "4",
+                 "--max-lora-rank", "64"]) == 0
+    lora = estimate(Scenario(model=LLAMA_8B, vllm_version="0.32.0", enable_lora=True, max_loras=4,
+                             max_lora_rank=64)).budget.lora_bytes
+    assert f"LoRA slots       {lora / 2**30:.2f} GiB (4 x rank 64)" in capsys.readouterr().out
