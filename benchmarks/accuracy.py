@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/accuracy.py`` (from the repository root). It reads ``benchmarks/data/calibration.jsonl`` and
 ``benchmarks/data/calibration-2026-12.jsonl`` (verbatim copies of the files of ``shared/data/vllm-startup-logs/``) and
-``benchmarks/data/calibration-mined.jsonl`` (records mined for issue 20, same layout), prints the table, and writes ``docs/accuracy.md``,
+``benchmarks/data/calibration-mined.jsonl`` (records mined for issue 20, same layout), prints the table, and writes
+``docs/accuracy.md``,
 ``docs/accuracy.png`` and the uncertainty bands ``calculator/data/uncertainty.json``. ``--check`` exits 1 when a
 target fails. ``tests/test_accuracy.py`` runs ``evaluate`` and ``check_targets`` on the same file.
 

@@ -231,8 +231,8 @@ def _source_out_section(report: Report) -> list[str]:
     return [
         "## Left out by source (issue 20)",
         "",
-        f"Each record scored with every overhead constant refitted without all the records of its source ({len(sources)} "
-        "sources among the scored records: an issue, a pull request, a file, one author's set of runs), so no figure a "
+        "Each record scored with every overhead constant refitted without all the records of its source "
+        f"({len(sources)} sources among the scored records: an issue, a pull request, a file, one author's set of runs), so no figure a "
         "source printed helps predict that source. A constant set by one source alone falls back to the same "
         "constant of the neighbouring era where the mechanism is the same, else to nothing. The KV bands of "
         "`calculator/data/uncertainty.json` are sized from these residuals.",

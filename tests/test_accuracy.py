@@ -51,7 +51,8 @@ def test_issue_20_left_out_by_source(report):
     targets = {what.split(" (")[0]: (value, limit, holds) for what, value, limit, holds in source_out_targets(report)}
     for what in ("weights median %, source left out", "KV tokens p90 %, source left out",
                  'failed start-ups called "fits with margin", source left out',
-                 'started ones called "does not fit", source left out', "KV band holds the printed pool, source left out"):
+                 'started ones called "does not fit", source left out',
+                 "KV band holds the printed pool, source left out"):
         value, limit, holds = targets[what]
         assert holds, f"{what}: {value:.2f} against {limit} (run python benchmarks/accuracy.py)"
     # NOTE: issue 20 asks for a median of 1.5 %; three constants are each set by one source alone (the A6000 PR,

@@ -14,7 +14,8 @@ from calculator.scenario import Scenario
 from calculator.units import GIB
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-EVERYTHING = {"interconnects": ["nvswitch", "pcie", "nvlink", "xgmi"], "eras": ["v0", "v0_used_memory", "v1", "v1_0_17"],
+EVERYTHING = {"interconnects": ["nvswitch", "pcie", "nvlink", "xgmi"],
+              "eras": ["v0", "v0_used_memory", "v1", "v1_0_17"],
               "quantizations": ["none", "gptq"], "architectures": ["dense", "moe", "mla", "hybrid"]}
 
 

@@ -28,7 +28,8 @@ def _moe(**fields):
 
 @pytest.mark.parametrize(("fields", "experts_on_busiest_rank"), [
     ({"tensor_parallel_size": 4, "enable_expert_parallel": True}, 32),  # 128 / 4 whole experts
-    ({"data_parallel_size": 3, "enable_expert_parallel": True}, 43),  # ceil(128 / 3): the first 128 % 3 ranks hold one more
+    # ceil(128 / 3): the first 128 % 3 ranks hold one more
+    ({"data_parallel_size": 3, "enable_expert_parallel": True}, 43),
     ({"tensor_parallel_size": 2, "data_parallel_size": 4, "enable_expert_parallel": True}, 16),  # ep_size = tp x dp
 ])
 def test_expert_parallel_places_whole_experts_over_tp_x_dp_ranks(fields, experts_on_busiest_rank):
@@ -53,7 +54,8 @@ def test_the_moe_layers_work_on_the_tokens_of_every_dp_rank():
     # DP 4: 4 x the tokens reach each MoE layer (gathered input + 3 x a quarter of the routed width each)
     assert forward(data_parallel_size=4) == tokens * (4 * 2048 + 4 * (3 * width // 4 + 2048)) * 2
     # DP 4 with EP: whole experts, so the full routed width for each gathered token
-    assert forward(data_parallel_size=4, enable_expert_parallel=True) == tokens * (4 * 2048 + 4 * (3 * width + 2048)) * 2
+    assert forward(data_parallel_size=4, enable_expert_parallel=True) == (
+        tokens * (4 * 2048 + 4 * (3 * width + 2048)) * 2)
 
 
 def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
@@ -62,7 +64,8 @@ def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
     assert deepep.budget.non_torch_bytes - base.budget.non_torch_bytes == 1024 * MIB  # VLLM_DEEPEP_BUFFER_SIZE_MB
     # without DP, vLLM's use_all2all_kernels is false: the backend is never built, and the planner says so
     unused = _moe(tensor_parallel_size=4, enable_expert_parallel=True, all2all_backend="deepep_high_throughput")
-    assert unused.budget.non_torch_bytes == _moe(tensor_parallel_size=4, enable_expert_parallel=True).budget.non_torch_bytes
+    plain = _moe(tensor_parallel_size=4, enable_expert_parallel=True)
+    assert unused.budget.non_torch_bytes == plain.budget.non_torch_bytes
     assert any(w.startswith("--all2all-backend deepep_high_throughput is unused here") for w in unused.warnings)
     low_latency = _moe(data_parallel_size=2, enable_expert_parallel=True, all2all_backend="deepep_low_latency")
     assert any("is not modelled" in w for w in low_latency.warnings)
@@ -90,3 +93,31 @@ def test_cli_takes_vllms_flags_and_counts_the_gpus(capsys):
                  "deepep_high_throughput", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["data_parallel_size"], out["enable_expert_parallel"], out["num_gpus_total"]) == (4, True, 8)
+
+
+def test_the_recommender_also_searches_dp_x_ep_servers_for_moe_models():
+    from calculator.speed.recommend import layouts
+
+    moe, dense = load_model_spec(MOE), load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+    tp_only = [(1, 1, False), (2, 1, False), (4, 1, False), (8, 1, False)]
+    assert layouts(dense) == tp_only
+    assert layouts(moe) == [*tp_only, (1, 2, True), (1, 4, True), (1, 8, True)]
+    assert layouts(moe, expert_parallel=True, data_parallel_size=4) == [(1, 4, True)]
+    assert layouts(moe, expert_parallel=False) == tp_only
+
+
+def test_a_dp_server_is_planned_in_whole_servers(capsys):
+    from calculator.speed.recommend import recommend
+    from calculator.speed.traffic import Traffic
+
+    result = recommend(load_model_spec(MOE), Traffic(input_tokens=1000, output_tokens=200, concurrency=300),
+                       gpus=["h100-sxm-80gb"], vllm_version="0.32.0", expert_parallel=True, data_parallel_size=4,
+                       quantizations=(None,), kv_cache_dtypes=("auto",))
+    option = result.by_cost_per_hour[0]
+    assert (option.deployment.layout, option.deployment.data_parallel_size) == ("DP 4 EP", 4)
+    assert option.plan.replicas % 4 == 0 and option.plan.gpus == option.plan.replicas  # engines of one GPU each
+    assert main(["recommend", "--model", MOE, "--input-tokens", "1000", "--output-tokens", "200",
+                 "--concurrent-users", "64", "--gpu", "h100-sxm-80gb", "--enable-expert-parallel",
+                 "--data-parallel-size", "2", "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert " 2 EP " in out and "all-to-all time is not in the speed model" in out

@@ -111,6 +111,11 @@ def register(commands: argparse._SubParsersAction, estimate_parser: argparse.Arg
     rec.add_argument("--budget-per-hour", type=_within(RecommendRequest, "budget_per_hour"),
                      help="most dollars per hour")
     rec.add_argument("--max-model-len", type=_positive_int, help="default: the longest request, to a power of 2")
+    rec.add_argument("--enable-expert-parallel", action=argparse.BooleanOptionalAction, default=None,
+                     help="MoE models: try only the DP x EP layouts (--no-enable-expert-parallel: only TP); "
+                          "default both")
+    rec.add_argument("--data-parallel-size", type=_positive_int,
+                     help="MoE models: the DP x EP layouts to try have this many engines (default 2, 4 and 8)")
     rec.add_argument("--vllm-version", default=LATEST_VERSION)
     rec.add_argument("--price-set", choices=list(price_sets()),
                      help="one provider's one tier for every GPU it rents, instead of the mixed default price list "
@@ -177,7 +182,8 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
         result = recommend(with_hf_overrides(load_model_spec(args.model), overrides), traffic, slo, gpus=args.gpu,
                            max_gpus=args.max_gpus, budget_per_hour=args.budget_per_hour,
                            vllm_version=args.vllm_version, max_model_len=args.max_model_len,
-                           price_set=args.price_set, features=features)
+                           price_set=args.price_set, features=features,
+                           expert_parallel=args.enable_expert_parallel, data_parallel_size=args.data_parallel_size)
         return json.dumps(recommendations_summary(result)) if args.json else render_recommendations(result, args.top)
     deployment = estimate(scenario_from_args(args))
     rates = {"memory_bandwidth_gb_s": args.gpu_memory_bandwidth_gb_s, "bf16_dense_tflops": args.gpu_bf16_tflops,
@@ -251,16 +257,21 @@ def render_recommendations(result: Recommendations, top: int) -> str:
               "prices: the mixed default list (sources differ by GPU; --price-set "
               f"{next(iter(price_sets()))} ranks on one provider's prices)")
     lines = [f"planned with max_model_len {result.max_model_len:,}; {prices}",
-             f"{'#':>3}  {'GPU':24} {'TP':>2} {'PP':>2} {'weights':8} {'KV':5} {'replicas':>8} {'GPUs':>5} "
+             f"{'#':>3}  {'GPU':24} {'TP':>2} {'PP':>2} {'DP':>5} {'weights':8} {'KV':5} {'replicas':>8} {'GPUs':>5} "
              f"{'$/hour':>9} {'$/M tok':>8} {'TTFT p95':>10} {'ITL':>9}  SLO"]
     for rank, option in enumerate(result.by_cost_per_hour[:top], start=1):
         d, p = option.deployment, option.plan
-        lines.append(f"{rank:>3}  {d.gpu_name:24} {d.tensor_parallel_size:>2} {d.pipeline_parallel_size:>2} "
+        dp = (f"{d.data_parallel_size}" + (" EP" if d.enable_expert_parallel else "")
+              if d.data_parallel_size > 1 else "-")
+        lines.append(f"{rank:>3}  {d.gpu_name:24} {d.tensor_parallel_size:>2} {d.pipeline_parallel_size:>2} {dp:>5} "
                      f"{d.quantization or 'as is':8} {d.kv_cache_dtype:5} {p.replicas:>8} {p.gpus:>5} "
                      f"{p.cost_per_hour:>9,.2f} {p.cost_per_million_output_tokens:>8,.3f} "
                      f"{_ms(p.per_replica.ttft_p95_ms):>10} {_ms(p.per_replica.tpot_ms):>9}  {option.slo_status}")
     if not result.by_cost_per_hour:
         lines.append("  no deployment meets the SLOs within the limits")
+    if any(o.deployment.data_parallel_size > 1 for o in result.by_cost_per_hour[:top]):
+        lines.append("DP x EP rows: replicas count engines (whole servers of DP engines); expert parallelism's "
+                     "all-to-all time is not in the speed model")
     reasons = Counter(option.reason for option in result.rejected)
     lines.append(f"{len(result.by_cost_per_hour)} deployments qualify; {len(result.rejected)} do not:")
     lines += [f"  {count:>4} x {reason}" for reason, count in reasons.most_common(8)]

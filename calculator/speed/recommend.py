@@ -18,12 +18,15 @@ from ..scenario import Scenario
 from ..units import format_ms
 from .bands import SpeedBands, speed_bands
 from .ceilings import plan_both_ceilings, workload_of
-from .plan import CapacityPlan, Slo
+from .plan import CapacityPlan, Slo, plan_at
 from .prices import GpuPrice, gpu_price, price_table
 from .traffic import Traffic
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)  # one node
 PIPELINE_PARALLEL_SIZES = (2, 4)  # across nodes, tried only when TP 8 cannot hold the weights
+# MoE models: one server of dp engines of one GPU each, experts split whole over the dp ranks (--data-parallel-size
+# with --enable-expert-parallel, the layout DeepSeek-V3 / Kimi-K2 class models are served with on one node).
+EXPERT_PARALLEL_DP_SIZES = (2, 4, 8)
 FP8_KV_FAMILIES = frozenset({"ada", "hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4"})
 NO_FP8_WEIGHT_FAMILIES = frozenset({"volta", "turing", "cdna2"})  # no FP8 kernels (not even W8A16 Marlin)
 
@@ -38,6 +41,8 @@ class Deployment(BaseModel):
     pipeline_parallel_size: int
     quantization: str | None  # the --quantization flag (None: the checkpoint's own format)
     kv_cache_dtype: str
+    data_parallel_size: int = 1  # engines in one server (--data-parallel-size); a replica below is one engine
+    enable_expert_parallel: bool = False
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -47,7 +52,18 @@ class Deployment(BaseModel):
     def scenario(self, model: str, vllm_version: str, max_model_len: int | None) -> Scenario:
         return Scenario(model=model, gpu=self.gpu, tensor_parallel_size=self.tensor_parallel_size,
                         pipeline_parallel_size=self.pipeline_parallel_size, quantization=self.quantization,
-                        kv_cache_dtype=self.kv_cache_dtype, vllm_version=vllm_version, max_model_len=max_model_len)
+                        kv_cache_dtype=self.kv_cache_dtype, vllm_version=vllm_version, max_model_len=max_model_len,
+                        data_parallel_size=self.data_parallel_size,
+                        enable_expert_parallel=self.enable_expert_parallel)
+
+    @property
+    def layout(self) -> str:
+        """"TP 2", "TP 8 PP 2", "DP 4 EP": how the GPUs of one replica (one server under DP) are used."""
+        if self.data_parallel_size > 1:
+            return (f"TP {self.tensor_parallel_size} " if self.tensor_parallel_size > 1 else "") + \
+                f"DP {self.data_parallel_size}" + (" EP" if self.enable_expert_parallel else "")
+        return f"TP {self.tensor_parallel_size}" + (f" PP {self.pipeline_parallel_size}"
+                                                    if self.pipeline_parallel_size > 1 else "")
 
 
 class Option(BaseModel):
@@ -88,8 +104,22 @@ class Recommendations(BaseModel):
     rejected: tuple[Option, ...]
 
 
+def layouts(spec: ModelSpec, expert_parallel: bool | None = None,
+            data_parallel_size: int | None = None) -> list[tuple[int, int, bool]]:
+    """(tp, dp, expert parallel) to try: TP alone, and for an MoE model DP x EP servers of one node.
+
+    ``expert_parallel``: None tries both, True only the DP x EP layouts, False only TP; ``data_parallel_size``
+    keeps the DP x EP layouts of that size."""
+    plain = [(tp, 1, False) for tp in TENSOR_PARALLEL_SIZES] if expert_parallel is not True else []
+    if spec.moe is None or expert_parallel is False:
+        return plain
+    sizes = (data_parallel_size,) if data_parallel_size else EXPERT_PARALLEL_DP_SIZES
+    return plain + [(1, dp, True) for dp in sizes if dp > 1]
+
+
 def candidates(spec: ModelSpec, gpus: Sequence[GpuSpec], quantizations: Sequence[str | None] | None = None,
-               kv_cache_dtypes: Sequence[str] = ("auto", "fp8")) -> list[tuple[Deployment, str | None]]:
+               kv_cache_dtypes: Sequence[str] = ("auto", "fp8"), expert_parallel: bool | None = None,
+               data_parallel_size: int | None = None) -> list[tuple[Deployment, str | None]]:
     """Every deployment to try, with a reason already known to rule it out (None when it must be estimated)."""
     if quantizations is None:
         quantizations = (None,) if spec.quantization else (None, "fp8")
@@ -97,7 +127,7 @@ def candidates(spec: ModelSpec, gpus: Sequence[GpuSpec], quantizations: Sequence
     for gpu in gpus:
         for quantization in quantizations:
             for kv_dtype in kv_cache_dtypes:
-                for tp in TENSOR_PARALLEL_SIZES:
+                for tp, dp, ep in layouts(spec, expert_parallel, data_parallel_size):
                     reason = None
                     if quantization == "fp8" and gpu.family in NO_FP8_WEIGHT_FAMILIES:
                         reason = f"FP8 weights need Ampere or newer ({gpu.name} is {gpu.family})"
@@ -108,7 +138,8 @@ def candidates(spec: ModelSpec, gpus: Sequence[GpuSpec], quantizations: Sequence
                         reason = f"TP {tp} does not divide the {spec.num_attention_heads} attention heads"
                     out.append((Deployment(gpu=gpu.key, gpu_name=gpu.name, tensor_parallel_size=tp,
                                            pipeline_parallel_size=1, quantization=quantization,
-                                           kv_cache_dtype=kv_dtype), reason))
+                                           kv_cache_dtype=kv_dtype, data_parallel_size=dp,
+                                           enable_expert_parallel=ep), reason))
     return out
 
 
@@ -117,10 +148,12 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
               quantizations: Sequence[str | None] | None = None, kv_cache_dtypes: Sequence[str] = ("auto", "fp8"),
               prices: Mapping[str, GpuPrice] | None = None, vllm_version: str = LATEST_VERSION,
               max_model_len: int | None = None, price_set: str | None = None,
-              features: Mapping[str, object] | None = None) -> Recommendations:
+              features: Mapping[str, object] | None = None, expert_parallel: bool | None = None,
+              data_parallel_size: int | None = None) -> Recommendations:
     """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost (``prices`` over
     the default list, or over the consistent ``price_set``). ``features``: Scenario fields every candidate runs
-    with (LoRA slots, speculative decoding)."""
+    with (LoRA slots, speculative decoding). ``expert_parallel``, ``data_parallel_size``: which DP x EP layouts an
+    MoE model is also tried with (``layouts``)."""
     slo = slo or Slo()
     _check_servable(spec, traffic, vllm_version, max_model_len)
     max_model_len = max_model_len or workload_model_len(spec, traffic)
@@ -129,12 +162,14 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
     chosen = [find_gpu(name) for name in gpus] if gpus else [
         g for g in gpu_catalog() if g.memory_bandwidth_gb_s and g.variant_of is None]
     options: list[Option] = []
-    for deployment, reason in candidates(spec, chosen, quantizations, kv_cache_dtypes):
+    for deployment, reason in candidates(spec, chosen, quantizations, kv_cache_dtypes, expert_parallel,
+                                         data_parallel_size):
         if reason:
             options.append(Option(deployment=deployment, reason=reason))
             continue
         option = _evaluate(spec, deployment, traffic, slo, table, vllm_version, max_model_len, features)
-        if option.reason == "weights exceed memory" and deployment.tensor_parallel_size == TENSOR_PARALLEL_SIZES[-1]:
+        if (option.reason == "weights exceed memory" and deployment.tensor_parallel_size == TENSOR_PARALLEL_SIZES[-1]
+                and deployment.data_parallel_size == 1):
             option = _with_pipeline(spec, deployment, traffic, slo, table, vllm_version, max_model_len,
                                     features) or option
         options.append(_limits(option, max_gpus, budget_per_hour))
@@ -187,6 +222,10 @@ def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Sl
     try:
         # NOTE: both ceilings, as the Plan page counts them: a row opens there with the same replica count.
         plan = plan_both_ceilings(result, workload_of(traffic), traffic, slo, prices=prices).plan
+        dp = deployment.data_parallel_size
+        if plan.replicas % dp:
+            # NOTE: a DP server starts all its engines: the engines (replicas) come in whole servers of dp.
+            plan = plan_at(result, -(-plan.replicas // dp) * dp, traffic, slo, prices=prices)
     except CalculatorError as exc:
         return Option(deployment=deployment, reason=_short(str(exc)))
     bands = speed_bands(result, plan.per_replica)
@@ -238,4 +277,4 @@ def _short(message: str) -> str:
     return first if len(first) <= 160 else first[:157] + "..."
 
 
-__all__ = ["Deployment", "Option", "Recommendations", "candidates", "recommend", "slo_risks"]
+__all__ = ["Deployment", "Option", "Recommendations", "candidates", "layouts", "recommend", "slo_risks"]

@@ -59,7 +59,8 @@ def speed_summary(speed: SpeedEstimate, bands: SpeedBands | None = None) -> dict
 def option_summary(option: Option) -> dict:
     d, plan = option.deployment, option.plan
     row = {"gpu": d.gpu, "gpu_name": d.gpu_name, "tensor_parallel_size": d.tensor_parallel_size,
-           "pipeline_parallel_size": d.pipeline_parallel_size, "quantization": d.quantization,
+           "pipeline_parallel_size": d.pipeline_parallel_size, "data_parallel_size": d.data_parallel_size,
+           "enable_expert_parallel": d.enable_expert_parallel, "quantization": d.quantization,
            "kv_cache_dtype": d.kv_cache_dtype, "reason": option.reason}
     if plan is not None:
         row.update(replicas=plan.replicas, gpus=plan.gpus, cost_per_hour=_number(plan.cost_per_hour, 2),

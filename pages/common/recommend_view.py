@@ -79,9 +79,7 @@ def widget(field: str) -> Any:
 
 def name(option: Option) -> str:
     d = option.deployment
-    parts = [d.gpu_name, f"TP {d.tensor_parallel_size}"]
-    if d.pipeline_parallel_size > 1:
-        parts.append(f"PP {d.pipeline_parallel_size}")
+    parts = [d.gpu_name, d.layout]
     parts.append(d.quantization or "checkpoint weights")
     parts.append(f"KV {d.kv_cache_dtype}")
     return " · ".join(parts)
