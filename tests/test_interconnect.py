@@ -41,14 +41,28 @@ def test_pcie_tp2_non_torch_is_the_p2p_buffers_and_the_context_holds_the_custom_
     assert result.settings.interconnect == "pcie"
     # 0.26 (cuBLAS, TP 1) + 0.49 (0.27+ free drop) + 0.12 (NCCL P2P over PCIe)
     assert result.budget.non_torch_bytes == int(0.26 * GIB) + int(0.49 * GIB) + int(0.12 * GIB)
-    # CUDA context 0.50 + communicators 0.25 + custom all-reduce 2 x 8 MiB + 8 MiB
-    assert result.budget.context_bytes == int(0.50 * GIB) + int(0.25 * GIB) + 24 * MIB
+    # CUDA context 0.50 + communicators 0.25 + custom all-reduce: 8 MiB max_size + the 16 MiB reduce-scatter buffer +
+    # 8 MiB rank_data (no symmetric memory over PCIe)
+    assert result.budget.context_bytes == int(0.50 * GIB) + int(0.25 * GIB) + 32 * MIB
 
 
 def test_more_than_two_pcie_gpus_run_no_custom_all_reduce_and_the_buffers_do_not_grow():
     two, eight = _budget("l40s-48gb", 2), _budget("l40s-48gb", 8)
     assert eight.budget.non_torch_bytes == two.budget.non_torch_bytes
     assert eight.budget.context_bytes == int(0.50 * GIB) + int(0.25 * GIB)
+
+
+@pytest.mark.parametrize(("gpu", "tp", "all_reduce_mib"), [
+    ("h100-sxm-80gb", 2, 64 + 8 + 16 + 8),  # symmetric memory 64 MiB; custom all-reduce max_size min(64, 8) MiB
+    ("h100-sxm-80gb", 8, 64 + 0.25 + 16 + 8),  # Hopper TP 8 caps the custom all-reduce at 256 KiB
+    ("b200-180gb", 8, 128 + 1 + 16 + 8),  # Blackwell TP 8: 128 MiB of symmetric memory, 1 MiB cap
+])
+def test_hopper_and_blackwell_on_nvlink_add_the_symmetric_memory_buffer(gpu, tp, all_reduce_mib):
+    result = _budget(gpu, tp)
+    assert result.budget.context_bytes == int(0.50 * GIB) + int(0.25 * GIB) + int(all_reduce_mib * MIB)
+    # before 0.11 no symmetric memory, before 0.28 no reduce-scatter buffer: 8 + 8 + 8 MiB
+    older = _budget(gpu, tp, "0.10.2")
+    assert older.budget.context_bytes == int(0.50 * GIB) + int(0.25 * GIB) + 24 * MIB
 
 
 def test_nvswitch_hopper_counts_the_nvls_buffers_per_peer():

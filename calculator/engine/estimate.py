@@ -209,7 +209,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     reading = free_memory_reading(gpu, rules, settings.device)
     budgets = _stage_budgets(scenario, spec, rules, settings, resident, layout, quantization,
                              host_counts=host_use_counts(reading), free_pool_bytes=host_pool_free_bytes(gpu, reading),
-                             nvls=has_nvls(settings.interconnect, gpu), lora=lora,
+                             nvls=has_nvls(settings.interconnect, gpu),
+                             compute_capability=gpu.compute_capability if gpu else None, lora=lora,
                              draft_weights_bytes=drafter.weights_bytes if drafter else 0)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
@@ -303,7 +304,8 @@ def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantiz
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
                    weights_per_stage: tuple[int, ...], layout: KvCacheLayout,
                    quantization: QuantizationSpec | None, *, host_counts: bool,
-                   free_pool_bytes: int | None, nvls: bool, lora: LoraSlots | None = None,
+                   free_pool_bytes: int | None, nvls: bool, compute_capability: tuple[int, int] | None = None,
+                   lora: LoraSlots | None = None,
                    draft_weights_bytes: int = 0) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
     max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
@@ -316,7 +318,8 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     # pool (host_pool_free_bytes), not out of the GPU's memory.
     context = cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
                                  unified_memory=host_counts and free_pool_bytes is None,
-                                 interconnect=settings.interconnect)
+                                 interconnect=settings.interconnect, rules=rules,
+                                 compute_capability=compute_capability)
     non_torch = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device, rules=rules,
                                 unified_memory=host_counts, interconnect=settings.interconnect, nvls=nvls)
     non_torch += all2all_buffer_bytes(scenario.all2all_backend, spec, data_parallel_size=scenario.data_parallel_size,

@@ -11,8 +11,13 @@ Read from vLLM's source (0.28-0.32 CPU builds' site-packages; the same code in 0
 * ``distributed/device_communicators/custom_all_reduce.py`` ``CustomAllreduce.__init__``: enabled only for world
   sizes 2, 4, 6, 8 (16 in 0.32), on fully NVLink-connected GPUs or on exactly two PCIe GPUs ("Custom allreduce is
   disabled because it's not supported on more than two PCIe-only GPUs"), and only where P2P works. It allocates an
-  IPC buffer of ``meta_size() + max_size`` and one of ``max_size`` (8 MiB by default) plus an 8 MiB ``rank_data``
-  tensor, before the snapshot.
+  IPC buffer of ``meta_size() + max_size``, one of ``max(max_size, max_all_gather_size, max_reduce_scatter_size)``
+  (2 and 16 MiB defaults from 0.28; ``max_size`` alone before) and an 8 MiB ``rank_data`` tensor, before the
+  snapshot. ``max_size`` is 8 MiB, capped by ``all_reduce_utils.CUSTOM_ALL_REDUCE_MAX_SIZES`` where the symmetric-memory
+  all-reduce runs.
+* ``symm_mem.py`` ``SymmMemCommunicator`` (``VLLM_ALLREDUCE_USE_SYMM_MEM``, on by default from 0.11): on Hopper and
+  Blackwell GPUs linked by NVLink, a ``torch_symm_mem.empty`` buffer of ``SYMM_MEM_ALL_REDUCE_MAX_SIZES[cc][tp]``
+  per rank, also before the snapshot.
 
 NCCL's buffers depend on the transport it picks: NVLS exists only on NVSwitch systems with Hopper or later GPUs
 (multicast objects); elsewhere it uses P2P (NVLink or PCIe) or SHM with ring/tree channels, each rank connected to
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 from ..gpus import GpuSpec, Interconnect
 from ..units import GIB, MIB
-from .vllm_versions import Device
+from .vllm_versions import Device, VllmVersion
 
 INTERCONNECT_LABELS: dict[Interconnect, str] = {
     "nvswitch": "NVSwitch (HGX / DGX: every GPU on NVLink through switches)",
@@ -35,10 +40,25 @@ INTERCONNECT_LABELS: dict[Interconnect, str] = {
 UNKNOWN_INTERCONNECT: Interconnect = "nvswitch"
 NVLS_MIN_COMPUTE_CAPABILITY = (9, 0)  # NVLink SHARP multicast: Hopper and later on an NVSwitch fabric
 
-# custom_all_reduce.py (0.28-0.32): ``_SUPPORTED_WORLD_SIZES``, ``max_size=8192 * 1024`` and ``rank_data``.
+# custom_all_reduce.py (0.28-0.32): ``_SUPPORTED_WORLD_SIZES``, ``max_size=8192 * 1024``, ``rank_data`` and the
+# all-gather / reduce-scatter defaults (0.28+).
 CUSTOM_ALL_REDUCE_WORLD_SIZES = frozenset({2, 4, 6, 8, 16})
 CUSTOM_ALL_REDUCE_MAX_SIZE_BYTES = 8 * MIB
 CUSTOM_ALL_REDUCE_RANK_DATA_BYTES = 8 * MIB
+CUSTOM_ALL_GATHER_MAX_BYTES, CUSTOM_REDUCE_SCATTER_MAX_BYTES = 2 * MIB, 16 * MIB
+# all_reduce_utils.py (0.28-0.32), per compute capability and TP size.
+CUSTOM_ALL_REDUCE_MAX_SIZES: dict[tuple[int, int], dict[int, int]] = {
+    (9, 0): {2: 64 * MIB, 4: 32 * MIB, 6: MIB // 2, 8: MIB // 4},
+    (10, 0): {2: 2 * MIB, 4: 2 * MIB, 6: MIB, 8: MIB},
+    (10, 3): {2: 4 * MIB, 4: 4 * MIB, 6: 8 * MIB, 8: 4 * MIB},
+}
+SYMM_MEM_ALL_REDUCE_MAX_SIZES: dict[tuple[int, int], dict[int, int]] = {
+    (9, 0): {2: 64 * MIB, 4: 32 * MIB, 6: 64 * MIB, 8: 64 * MIB},
+    (10, 0): {2: 8 * MIB, 4: 32 * MIB, 6: 128 * MIB, 8: 128 * MIB},
+    (10, 3): {2: 4 * MIB, 4: 32 * MIB, 6: 32 * MIB, 8: 64 * MIB},
+}
+SYMM_MEM_DEFAULT_FROM_MINOR = 11  # envs.VLLM_ALLREDUCE_USE_SYMM_MEM defaults to on
+REDUCE_SCATTER_BUFFER_FROM_MINOR = 28
 
 # NCCL's buffers made after the snapshot without NVLS, per rank, whatever the TP size (ring and tree neighbours do
 # not grow with it). PCIe: vllm-project/vllm#13061, 2 x RTX 4090, vLLM 0.7 (V0), TP 2 printed "non_torch_memory
@@ -87,11 +107,40 @@ def custom_all_reduce_enabled(interconnect: Interconnect, world_size: int, devic
     return interconnect != "pcie" or world_size == 2
 
 
-def custom_all_reduce_bytes(interconnect: Interconnect, world_size: int, device: Device) -> int:
+def symm_mem_bytes(interconnect: Interconnect, world_size: int, device: Device, *,
+                   compute_capability: tuple[int, int] | None, version: VllmVersion | None) -> int:
+    """The symmetric-memory all-reduce buffer per rank (0 where vLLM does not build it)."""
+    sizes = SYMM_MEM_ALL_REDUCE_MAX_SIZES.get(tuple(compute_capability) if compute_capability else (0, 0), {})
+    if (device != "cuda" or interconnect not in ("nvswitch", "nvlink") or version is None
+            or not version.at_least(SYMM_MEM_DEFAULT_FROM_MINOR)):
+        return 0
+    return sizes.get(world_size, 0)
+
+
+def custom_all_reduce_bytes(interconnect: Interconnect, world_size: int, device: Device, *,
+                            compute_capability: tuple[int, int] | None = None,
+                            version: VllmVersion | None = None) -> int:
     """Per rank, before the snapshot: the two IPC buffers and ``rank_data`` (meta_size, a few KiB, left out)."""
     if not custom_all_reduce_enabled(interconnect, world_size, device):
         return 0
-    return 2 * CUSTOM_ALL_REDUCE_MAX_SIZE_BYTES + CUSTOM_ALL_REDUCE_RANK_DATA_BYTES
+    max_size = CUSTOM_ALL_REDUCE_MAX_SIZE_BYTES
+    if symm_mem_bytes(interconnect, world_size, device, compute_capability=compute_capability, version=version):
+        caps = CUSTOM_ALL_REDUCE_MAX_SIZES.get(tuple(compute_capability), {})  # type: ignore[arg-type]
+        max_size = min(caps.get(world_size, max_size), max_size)
+    second = max_size
+    if version is None or version.at_least(REDUCE_SCATTER_BUFFER_FROM_MINOR):
+        second = max(max_size, CUSTOM_ALL_GATHER_MAX_BYTES, CUSTOM_REDUCE_SCATTER_MAX_BYTES)
+    return max_size + second + CUSTOM_ALL_REDUCE_RANK_DATA_BYTES
+
+
+def all_reduce_buffer_bytes(interconnect: Interconnect, world_size: int, device: Device, *,
+                            compute_capability: tuple[int, int] | None = None,
+                            version: VllmVersion | None = None) -> int:
+    """Everything the TP all-reduce paths allocate before the snapshot: custom all-reduce and symmetric memory."""
+    return (custom_all_reduce_bytes(interconnect, world_size, device, compute_capability=compute_capability,
+                                    version=version)
+            + symm_mem_bytes(interconnect, world_size, device, compute_capability=compute_capability,
+                             version=version))
 
 
 def nccl_buffer_bytes(*, interconnect: Interconnect, nvls: bool, tensor_parallel_size: int,

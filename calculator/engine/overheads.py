@@ -16,7 +16,7 @@ from ..gpus import Interconnect
 from ..model.spec import ModelSpec
 from ..units import GIB
 from .expert_parallel import moe_token_factor
-from .interconnect import UNKNOWN_INTERCONNECT, custom_all_reduce_bytes, nccl_buffer_bytes
+from .interconnect import UNKNOWN_INTERCONNECT, all_reduce_buffer_bytes, nccl_buffer_bytes
 from .vllm_versions import CudagraphCaptureRule, Device, OverheadEra, VersionRules
 
 # --- Activation peak (profile_run, §1.4) -------------------------------------------------------------------
@@ -231,18 +231,21 @@ def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, d
 
 
 def cuda_context_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
-                       unified_memory: bool = False, interconnect: Interconnect = UNKNOWN_INTERCONNECT) -> int:
+                       unified_memory: bool = False, interconnect: Interconnect = UNKNOWN_INTERCONNECT,
+                       compute_capability: tuple[int, int] | None = None, rules: VersionRules | None = None) -> int:
     """Memory taken before vLLM's snapshot; it must fit in the (1 - utilization) slack.
 
     On an integrated GPU that is the host's own use too (the OS, vLLM's processes), since free = MemAvailable.
-    With TP, the communicators and, where vLLM enables it, the custom all-reduce's buffers.
+    With TP, the communicators and, where vLLM enables them, the custom and symmetric-memory all-reduce buffers.
     """
     if device == "cpu":
         return 0
     distributed = tensor_parallel_size > 1 or pipeline_parallel_size > 1
     base = UMA_HOST_BASELINE_BYTES if unified_memory else CUDA_CONTEXT_BYTES
     return (base + (DISTRIBUTED_CONTEXT_BYTES if distributed else 0)
-            + custom_all_reduce_bytes(interconnect, tensor_parallel_size, device))
+            + all_reduce_buffer_bytes(interconnect, tensor_parallel_size, device,
+                                      compute_capability=compute_capability,
+                                      version=rules.version if rules else None))
 
 
 def cudagraph_bytes(spec: ModelSpec, *, layers_on_rank: int, max_num_seqs: int, enforce_eager: bool,
