@@ -157,8 +157,8 @@ def test_we_beat_both_baselines_on_available_kv_memory_and_tokens(report):
 
 def test_records_without_a_config_are_listed_not_scored(report):
     skipped = [row for row in report.rows if row.result is None]
-    assert len(report.rows) == 47 + 22 + 12  # the two shared files and calibration-mined.jsonl
-    assert len(skipped) + len(report.scored()) == 81
+    assert len(report.rows) == 47 + 22 + 13  # the two shared files and calibration-mined.jsonl
+    assert len(skipped) + len(report.scored()) == 82
     assert all(row.problem.startswith("no config") for row in skipped if not row.stand_in)
     assert "vllm-pr12126-h100-llama32-11b-vision-64k-eager" in {row.case.record_id for row in skipped}
 
