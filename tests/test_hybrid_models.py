@@ -189,6 +189,7 @@ def test_nemotron_h_pattern_float32_state_and_group_replication():
               "num_hidden_layers": 6, "hybrid_override_pattern": "M-M*-E", "num_attention_heads": 32,
               "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072, "intermediate_size": 8192,
               "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+              "n_routed_experts": 8, "moe_intermediate_size": 1024, "num_experts_per_tok": 2,
               "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
     spec = build_model_spec(config, "nemotron-h-like")
     assert [(layer.kind, layer.stateless) for layer in spec.layers] == [
@@ -266,3 +267,44 @@ def test_qwen3_5_layout_keeps_a_float32_state_and_matches_a_real_start_up_log():
                         for n in range(fewest, most + 1))}
     # 1,050 blocks / (cdiv(786,432, 784) = 1,004 + 3 state blocks) = 1.0427x, x 786,432 = 820,013 tokens.
     assert (820_013, 1.04) in logged
+
+
+def test_granite_4_hybrid_weights():
+    """A Granite 4.0-H-shaped config (transformers' documentation example of GraniteMoeHybridForCausalLM): 6 Mamba2
+    and 2 attention layers of 512, 8 experts of 1024 and a shared MLP of 512 in every layer, tied embeddings."""
+    config = {"architectures": ["GraniteMoeHybridForCausalLM"], "attention_bias": False, "hidden_size": 512,
+              "intermediate_size": 1024, "layer_types": ["mamba"] * 3 + ["attention"] + ["mamba"] * 3 + ["attention"],
+              "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": 128, "mamba_d_state": 128,
+              "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 8, "mamba_proj_bias": False,
+              "max_position_embeddings": 4096, "model_type": "granitemoehybrid", "num_attention_heads": 8,
+              "num_experts_per_tok": 2, "num_hidden_layers": 8, "num_key_value_heads": 8, "num_local_experts": 8,
+              "shared_intermediate_size": 512, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+              "vocab_size": 49152}
+    inner, conv = 2 * 512, 2 * 512 + 2 * 128
+    mamba = (inner + conv + 8) * 512 + conv * 4 + conv + 3 * 8 + inner + 512 * inner  # in_proj .. out_proj
+    attention = 4 * 512 * 512  # q, k, v (8 x 64 each) and o
+    common = 2 * 512 + 8 * 512 + 8 * (2 * 1024 * 512 + 512 * 1024) + (2 * 512 * 512 + 512 * 512)
+    total = 49152 * 512 + 512 + 6 * mamba + 2 * attention + 8 * common
+    # transformers' GraniteMoeHybridForCausalLM on the meta device counts the same 144,552,080.
+    assert build_model_spec(config, "granite-4-h-like").num_params == total == 144_552_080
+
+
+def test_nemotron_h_weights_by_pattern():
+    """Nemotron-H 'M-M*-E': 2 Mamba2 mixers (8 heads x 32, 2 groups, state 16), 2 squared-ReLU MLPs of 512, one
+    attention layer (8 x 32, 2 KV heads), one MoE layer (4 experts of 128 + one shared of 64), one norm per layer."""
+    config = {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 256,
+              "num_hidden_layers": 6, "hybrid_override_pattern": "M-M*-E", "num_attention_heads": 8,
+              "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000, "intermediate_size": 512,
+              "mamba_num_heads": 8, "mamba_head_dim": 32, "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4,
+              "use_conv_bias": True, "use_bias": False, "mlp_bias": False, "n_routed_experts": 4,
+              "moe_intermediate_size": 128, "moe_shared_expert_intermediate_size": 64, "n_shared_experts": 1,
+              "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "tie_word_embeddings": False,
+              "max_position_embeddings": 4096}
+    inner, conv = 256, 256 + 2 * 2 * 16
+    mamba = (inner + conv + 8) * 256 + conv * 4 + conv + 3 * 8 + inner + 256 * inner
+    mlp = 2 * 512 * 256
+    attention = 8 * 32 * 256 + 2 * (2 * 32 * 256) + 256 * 8 * 32
+    moe = 4 * 256 + 4 + 4 * 2 * 128 * 256 + 2 * 64 * 256  # router, its float32 bias, experts, shared expert
+    total = 2 * 1000 * 256 + 256 + 6 * 256 + 2 * mamba + 2 * mlp + attention + moe
+    # transformers' NemotronHForCausalLM counts 1,931,696 parameters plus the 4-value bias buffer it also saves.
+    assert build_model_spec(config, "nemotron-h-like").num_params == total == 1_931_700

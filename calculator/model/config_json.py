@@ -55,7 +55,8 @@ _WHOLE_FIELDS: dict[str, _Whole] = {
               _Whole(1, MAX_LAYERS, "a layer period")),
     **_fields("hidden_size d_model n_embd intermediate_size ffn_dim n_inner moe_intermediate_size kv_lora_rank "
               "q_lora_rank conv_dim mamba_d_ssm", _Whole(1, MAX_WIDTH, "a width")),
-    **_fields("shared_expert_intermediate_size", _Whole(0, MAX_WIDTH, "a width")),
+    **_fields("shared_expert_intermediate_size shared_intermediate_size moe_shared_expert_intermediate_size "
+              "moe_latent_size", _Whole(0, MAX_WIDTH, "a width")),
     **_fields("num_attention_heads n_head num_heads num_key_value_heads n_head_kv num_kv_heads "
               "multi_query_group_num num_attention_groups linear_num_key_heads linear_num_value_heads "
               "mamba_n_heads mamba_num_heads n_groups mamba_n_groups", _Whole(1, MAX_HEADS, "a head count")),

@@ -162,3 +162,130 @@ def lfm2_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
                     *norm("self_attn.q_layernorm", size, layers=span),
                     *norm("self_attn.k_layernorm", size, layers=span)]
     return tuple(tensors)
+
+
+def _mamba2_mixer(prefix: str, c: Cfg, span: Span, *, heads: int, groups: int, state: int, kernel: int, inner: int,
+                  conv_bias: bool, proj_bias: bool) -> list[WeightTensor]:
+    """vLLM's MambaMixer2: in_proj to x, z, B, C and dt; a depthwise conv over x, B, C; per-head A (float32 in vLLM),
+    D and dt bias; a gated RMSNorm over x; out_proj."""
+    hidden = c.int("hidden_size")
+    conv_dim = inner + 2 * groups * state
+    tensors = [*linear(f"{prefix}.in_proj", (inner + conv_dim + heads,), hidden, "attention", tp="column",
+                       bias=proj_bias, layers=span),
+               tensor(f"{prefix}.conv1d.weight", (conv_dim, 1, kernel), "attention", tp="column", layers=span),
+               tensor(f"{prefix}.A_log", (heads,), "attention", tp="column", layers=span, dtype_bytes=4),
+               tensor(f"{prefix}.D", (heads,), "attention", tp="column", layers=span),
+               tensor(f"{prefix}.dt_bias", (heads,), "attention", tp="column", layers=span),
+               tensor(f"{prefix}.norm.weight", (inner,), "norm", tp="column", layers=span),
+               *linear(f"{prefix}.out_proj", (hidden,), inner, "attention", tp="row", bias=proj_bias, layers=span)]
+    if conv_bias:
+        tensors.append(tensor(f"{prefix}.conv1d.bias", (conv_dim,), "attention", tp="column", layers=span))
+    return tensors
+
+
+def _plain_attention(prefix: str, c: Cfg, span: Span, *, head_dim: int, bias: bool) -> list[WeightTensor]:
+    hidden, heads, kv_heads = c.int("hidden_size"), c.int("num_attention_heads"), c.int("num_key_value_heads")
+    return [*linear(f"{prefix}.q_proj", (heads, head_dim), hidden, "attention", tp="column", bias=bias, layers=span),
+            *linear(f"{prefix}.k_proj", (kv_heads, head_dim), hidden, "attention", tp="column", bias=bias,
+                    layers=span),
+            *linear(f"{prefix}.v_proj", (kv_heads, head_dim), hidden, "attention", tp="column", bias=bias,
+                    layers=span),
+            *linear(f"{prefix}.o_proj", (hidden,), heads * head_dim, "attention", tp="row", bias=bias, layers=span)]
+
+
+def granite_moe_hybrid_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """Granite 4.0-H (GraniteMoeHybrid): Mamba2 or attention mixers (``layer_types`` "mamba" / "attention"), each
+    layer with two norms, routed experts (fused input_linear = gate and up, output_linear) and a shared MLP."""
+    c = text_cfg(config)
+    num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
+    everything = (0, num_layers)
+    heads = c.int("mamba_n_heads")
+    tensors = [*edges(c), *(t for name in ("input_layernorm", "post_attention_layernorm")
+                            for t in norm(name, hidden, layers=everything))]
+    for span in _layer_spans(c, "mamba"):
+        tensors += _mamba2_mixer("mamba", c, span, heads=heads, groups=c.int("mamba_n_groups", default=1), state=c.int("mamba_d_state"),
+                                 kernel=c.int("mamba_d_conv", default=4),
+                                 inner=int(float(c.get("mamba_expand", 2)) * hidden),
+                                 conv_bias=c.flag("mamba_conv_bias", default=True),
+                                 proj_bias=c.flag("mamba_proj_bias"))
+    for span in _layer_spans(c, "attention"):
+        tensors += _plain_attention("self_attn", c, span, head_dim=hidden // c.int("num_attention_heads"),
+                                    bias=c.flag("attention_bias"))
+    experts = c.int("num_local_experts", default=0)
+    if experts:
+        size = c.int("intermediate_size")
+        tensors += [*router("block_sparse_moe.router.layer", experts, hidden, everything),
+                    *linear("block_sparse_moe.input_linear", (2 * size,), hidden, "expert", tp="column",
+                            layers=everything, count=experts),
+                    *linear("block_sparse_moe.output_linear", (hidden,), size, "expert", tp="row",
+                            layers=everything, count=experts)]
+    shared = c.int("shared_intermediate_size", default=0)
+    if shared:
+        tensors += [*linear("shared_mlp.input_linear", (2 * shared,), hidden, "mlp", tp="column", layers=everything),
+                    *linear("shared_mlp.output_linear", (hidden,), shared, "mlp", tp="row", layers=everything)]
+    return tuple(tensors)
+
+
+def _nemotron_mlp_sizes(c: Cfg, count: int) -> list[int]:
+    sizes = c.get("intermediate_size")
+    if isinstance(sizes, list):
+        return [int(sizes[0] if len(sizes) == 1 else sizes[i]) for i in range(count)]
+    return [c.int("intermediate_size")] * count
+
+
+def nemotron_h_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """Nemotron-H (NVIDIA Nemotron Nano 2, Nemotron 3): one block per layer as ``hybrid_override_pattern`` says
+    ('M' Mamba2, '*' attention, '-' a squared-ReLU MLP, 'E' routed + shared experts), each behind one norm; the
+    backbone's embeddings and final ``norm_f``; an untied LM head."""
+    c = text_cfg(config)
+    num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
+    pattern = str(c.get("hybrid_override_pattern") or "")
+    if len(pattern) != num_layers:
+        raise InvalidConfig(f"{c.origin} hybrid_override_pattern must give each of the {num_layers} layers a block")
+    vocab = c.int("vocab_size")
+    tensors = [tensor("backbone.embeddings.weight", (vocab, hidden), "embedding", tp="vocab", placement="first"),
+               *norm("backbone.norm_f", hidden, placement="last"),
+               *norm("norm", hidden, layers=(0, num_layers))]
+    if not c.flag("tie_word_embeddings"):
+        tensors.append(tensor("lm_head.weight", (vocab, hidden), "lm_head", tp="vocab", placement="last"))
+    heads, head_dim = c.int("mamba_num_heads"), c.int("mamba_head_dim")
+    mlp_sizes = iter(_nemotron_mlp_sizes(c, pattern.count("-")))
+    bias = c.flag("mlp_bias")
+    for index, block in enumerate(pattern):
+        span = (index, index + 1)
+        if block == "M":
+            tensors += _mamba2_mixer("mixer", c, span, heads=heads, groups=c.int("n_groups"),
+                                     state=c.int("ssm_state_size"), kernel=c.int("conv_kernel", default=4),
+                                     inner=heads * head_dim, conv_bias=c.flag("use_conv_bias", default=True),
+                                     proj_bias=c.flag("use_bias"))
+        elif block == "*":
+            tensors += _plain_attention("mixer", c, span, head_dim=c.int(
+                "head_dim", default=hidden // c.int("num_attention_heads")), bias=False)
+        elif block == "-":
+            size = next(mlp_sizes)
+            tensors += [*linear("mixer.up_proj", (size,), hidden, "mlp", tp="column", bias=bias, layers=span),
+                        *linear("mixer.down_proj", (hidden,), size, "mlp", tp="row", bias=bias, layers=span)]
+        else:  # "E"
+            tensors += _nemotron_moe(c, span)
+    return tuple(tensors)
+
+
+def _nemotron_moe(c: Cfg, span: Span) -> list[WeightTensor]:
+    hidden, experts = c.int("hidden_size"), c.int("n_routed_experts")
+    width = c.int("moe_latent_size", default=0) or hidden
+    size, bias = c.int("moe_intermediate_size"), c.flag("mlp_bias")
+    tensors = [*router("mixer.gate", experts, hidden, span),
+               tensor("mixer.gate.e_score_correction_bias", (experts,), "router", layers=span, dtype_bytes=4),
+               *linear("mixer.experts.up_proj", (size,), width, "expert", tp="column", layers=span, count=experts),
+               *linear("mixer.experts.down_proj", (width,), size, "expert", tp="row", layers=span, count=experts)]
+    shared = c.int("moe_shared_expert_intermediate_size", default=0) * c.int("n_shared_experts", default=0)
+    if shared:
+        tensors += [*linear("mixer.shared_experts.up_proj", (shared,), hidden, "mlp", tp="column", bias=bias,
+                            layers=span),
+                    *linear("mixer.shared_experts.down_proj", (hidden,), shared, "mlp", tp="row", bias=bias,
+                            layers=span)]
+    if width != hidden:
+        tensors += [*linear("mixer.fc1_latent_proj", (width,), hidden, "mlp", tp="replicated", bias=bias, layers=span),
+                    *linear("mixer.fc2_latent_proj", (hidden,), width, "mlp", tp="replicated", bias=bias,
+                            layers=span)]
+    return tensors
