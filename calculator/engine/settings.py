@@ -80,9 +80,12 @@ def resolve_dtype(requested: str, config_dtype: str | None, rules: VersionRules,
 # vLLM 0.7.2 engine/arg_utils.py ``create_engine_config`` (the same rule in the 0.6 releases): with
 # --enable-chunked-prefill unset, a text model over 32K tokens on CUDA (not ROCm), without a sliding window, LoRA or a
 # speculative model, gets chunked prefill ("Chunked prefill is enabled by default for models with max_model_len >
-# 32K"), and config.py ``SchedulerConfig`` then batches 2,048 tokens instead of the whole prompt.
+# 32K"), and config.py ``SchedulerConfig`` then batches 2,048 tokens instead of the whole prompt; 0.6 batched 512
+# ("Chunked prefill is enabled with max_num_batched_tokens=512." in a 0.6.4.dev log, benchmarks/data/
+# calibration-mined.jsonl: file-24gb-llama31-8b-v064dev-131k-failed).
 V0_LONG_CONTEXT_TOKENS = 32768
 V0_CHUNKED_PREFILL_BATCHED_TOKENS = 2048
+V0_6_CHUNKED_PREFILL_BATCHED_TOKENS = 512
 
 
 def v0_long_context_chunked_prefill(scenario: Scenario, spec: ModelSpec, rules: VersionRules, device: Device,
@@ -168,7 +171,8 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     if scenario.max_num_batched_tokens:
         max_num_batched_tokens = scenario.max_num_batched_tokens
     elif rules.engine == "v0" and v0_long_context_chunked_prefill(scenario, spec, rules, device, max_model_len):
-        max_num_batched_tokens = V0_CHUNKED_PREFILL_BATCHED_TOKENS
+        max_num_batched_tokens = (V0_CHUNKED_PREFILL_BATCHED_TOKENS if rules.version.at_least(7)
+                                  else V0_6_CHUNKED_PREFILL_BATCHED_TOKENS)
     elif rules.engine == "v0":
         # NOTE: V0 without chunked prefill must fit a whole prompt in one batch.
         max_num_batched_tokens = max(max_model_len, batch.max_num_batched_tokens)
