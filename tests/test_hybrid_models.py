@@ -308,3 +308,23 @@ def test_nemotron_h_weights_by_pattern():
     total = 2 * 1000 * 256 + 256 + 6 * 256 + 2 * mamba + 2 * mlp + attention + moe
     # transformers' NemotronHForCausalLM counts 1,931,696 parameters plus the 4-value bias buffer it also saves.
     assert build_model_spec(config, "nemotron-h-like").num_params == total == 1_931_700
+
+
+def test_qwen3_5_weights_with_its_vision_tower():
+    """Qwen3.5-27B's layout (the Qwen3.8-27B text config above) with transformers' default Qwen3.5 vision tower
+    (27 blocks of 1152, merged into 5120): gated delta nets with 48 value heads, gated attention, a dense MLP."""
+    config = {**QWEN38_27B, "vision_config": {
+        "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
+        "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 5120,
+        "num_position_embeddings": 2304, "hidden_act": "gelu_pytorch_tanh", "model_type": "qwen3_5_vision"}}
+    h, key, value = 5120, 16 * 128, 48 * 128
+    gdn = (2 * key + 2 * value) * h + 2 * 48 * h + (2 * key + value) * 4 + 48 + 48 + 128 + h * value
+    attention = 2 * 24 * 256 * h + 2 * (4 * 256 * h) + h * 24 * 256 + 2 * 256
+    text = 2 * 248320 * h + h + 64 * (2 * h + 3 * 17408 * h) + 48 * gdn + 16 * attention
+    v, inner, merged = 1152, 4304, 4 * 1152
+    block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
+    vision = 27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged) + (h * merged + h)
+    spec = build_model_spec(config, "Qwen/Qwen3.5-27B-like")
+    # transformers' Qwen3_5ForConditionalGeneration on the meta device: 27,356,728,560, of which 460,730,096 visual.
+    assert spec.num_params == text + vision == 27_356_728_560
+    assert vision == 460_730_096

@@ -16,7 +16,13 @@ from .decoders import dense_decoder
 from .deepseek import deepseek_decoder
 from .gemma4 import gemma4_model
 from .generic import generic_decoder_tensors
-from .hybrid import granite_moe_hybrid_decoder, lfm2_decoder, nemotron_h_decoder, qwen3_next_decoder
+from .hybrid import (
+    granite_moe_hybrid_decoder,
+    lfm2_decoder,
+    nemotron_h_decoder,
+    qwen3_5_model,
+    qwen3_next_decoder,
+)
 from .legacy import opt_decoder, phi_decoder
 from .glm import glm4_moe_decoder
 from .moe import gpt_oss_decoder, minimax_m2_decoder, mixtral_decoder, qwen_moe_decoder
@@ -45,6 +51,7 @@ FAMILIES: dict[str, Inventory] = {
     "gemma4": gemma4_model,
     "gemma4_text": gemma4_model,
     "qwen3_next": qwen3_next_decoder,  # Qwen3-Next, Qwen3-Coder-Next: gated delta net + gated attention, MoE
+    **dict.fromkeys(("qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"), qwen3_5_model),  # Qwen3.5 / 3.6
     "lfm2": lfm2_decoder,  # LFM2 / LFM2.5: short convolutions + GQA
     "granitemoehybrid": granite_moe_hybrid_decoder,  # Granite 4.0-H: Mamba2 + attention, experts + shared MLP
     "nemotron_h": nemotron_h_decoder,  # Nemotron-H: Mamba2, attention, MLP and MoE layers by pattern

@@ -35,7 +35,8 @@ CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
 # Multimodal wrappers whose text model lives under ``text_config``, with the text model_type to assume.
 TEXT_CONFIG_TYPE_DEFAULTS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
                               "llava_next": "llama", "gemma4": "gemma4_text", "qwen3_vl": "qwen3_vl_text",
-                              "qwen3_vl_moe": "qwen3_vl_moe_text"}
+                              "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text",
+                              "qwen3_5_moe": "qwen3_5_moe_text"}
 
 
 class Cfg:

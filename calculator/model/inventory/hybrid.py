@@ -14,9 +14,10 @@ from typing import Any
 from ...errors import InvalidConfig
 from ..spec import WeightTensor
 from ._build import Span, linear, norm, runs, tensor
-from ._config import Cfg, text_cfg
+from ._config import Cfg, text_cfg, vision_cfg
 from .decoders import edges, gated_mlp
 from .moe import router
+from .vision import qwen3_vl_tower
 
 # Nemotron-H's hybrid_override_pattern: one character per layer (NemotronHConfig.layers_block_type).
 _NEMOTRON_H_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
@@ -289,3 +290,14 @@ def _nemotron_moe(c: Cfg, span: Span) -> list[WeightTensor]:
                     *linear("mixer.fc2_latent_proj", (hidden,), width, "mlp", tp="replicated", bias=bias,
                             layers=span)]
     return tensors
+
+
+def qwen3_5_model(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """Qwen3.5 / Qwen3.6 (dense ``qwen3_5``, MoE ``qwen3_5_moe``, and their text-only ``*_text`` checkpoints): the
+    Qwen3-Next layer layout (vLLM fuses the checkpoint's in_proj_qkv + in_proj_z and in_proj_b + in_proj_a into the
+    same two projections) with the Qwen3-VL vision tower (``Qwen3_VisionTransformer``) when a ``vision_config`` is
+    present. The ``mtp.*`` layer is skipped on load without ``--speculative-config``."""
+    text = qwen3_next_decoder(config)
+    if not isinstance(config.get("vision_config"), Mapping):
+        return text
+    return (*text, *qwen3_vl_tower(vision_cfg(config, "qwen3_5")))
