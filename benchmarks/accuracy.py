@@ -291,49 +291,51 @@ def _pct(predicted: float, printed: float) -> float:
     return (predicted - printed) / abs(printed) * 100
 
 
-def check_targets(report: Report) -> list[tuple[str, float, float, bool]]:
+Target = tuple[str, float, float, bool]  # (what, value, limit, holds)
+
+
+def check_targets(report: Report) -> list[Target]:
     """(what, value, limit, holds) for every target of issue 13, on our estimate, then left one out."""
     results = []
     for method, suffix in (("ours", ""), (HELD_OUT, ", left out")):
-        for metric, (median_limit, p90_limit) in TARGETS.items():
-            stats = summary(report.errors(method, metric))
-            results.append((f"{METRIC_LABELS[metric]} median %{suffix}", stats.get("median", 0.0), median_limit,
-                            stats.get("median", 0.0) <= median_limit))
-            if p90_limit is not None:
-                results.append((f"{METRIC_LABELS[metric]} p90 %{suffix}", stats.get("p90", 0.0), p90_limit,
-                                stats.get("p90", 0.0) <= p90_limit))
+        results += _error_targets(report, method, TARGETS, suffix)
         if not suffix:
             arithmetic = [abs(e) for e in report.arithmetic_errors()]
             worst = max(arithmetic, default=0.0)
             results.append(("KV arithmetic given the printed pool, max %", worst, ARITHMETIC_LIMIT_PCT,
                             worst <= ARITHMETIC_LIMIT_PCT))
-        failed_fitting, started_refused = report.verdict_calls(left_out=method if suffix else False)
-        results.append((f"failed start-ups called \"fits with margin\"{suffix}", len(failed_fitting), 0,
-                        not failed_fitting))
-        results.append((f"started ones called \"does not fit\"{suffix}", len(started_refused), 0, not started_refused))
+        results += _verdict_targets(report, method if suffix else False, suffix)
     return results
 
 
-def source_out_targets(report: Report) -> list[tuple[str, float, float, bool]]:
+def source_out_targets(report: Report) -> list[Target]:
     """(what, value, limit, holds) for issue 20: every record scored without the constants its whole source set."""
-    results = []
-    for metric, (median_limit, p90_limit) in SOURCE_OUT_TARGETS.items():
-        stats = summary(report.errors(SOURCE_OUT, metric))
-        results.append((f"{METRIC_LABELS[metric]} median %, source left out", stats.get("median", 0.0), median_limit,
-                        stats.get("median", 0.0) <= median_limit))
-        if p90_limit is not None:
-            results.append((f"{METRIC_LABELS[metric]} p90 %, source left out", stats.get("p90", 0.0), p90_limit,
-                            stats.get("p90", 0.0) <= p90_limit))
-    failed_fitting, started_refused = report.verdict_calls(left_out=SOURCE_OUT)
-    results.append(("failed start-ups called \"fits with margin\", source left out", len(failed_fitting), 0,
-                    not failed_fitting))
-    results.append(("started ones called \"does not fit\", source left out", len(started_refused), 0,
-                    not started_refused))
+    suffix = ", source left out"
+    results = [*_error_targets(report, SOURCE_OUT, SOURCE_OUT_TARGETS, suffix),
+               *_verdict_targets(report, SOURCE_OUT, suffix)]
     inside, judged = band_coverage(report, left_out=SOURCE_OUT)
     share = 100 * inside / judged if judged else 0.0
     results.append((f"KV band holds the printed pool, source left out ({inside}/{judged}) %", share,
                     BAND_COVERAGE_TARGET_PCT, share >= BAND_COVERAGE_TARGET_PCT))
     return results
+
+
+def _error_targets(report: Report, method: str, limits: dict[str, tuple[float, float | None]],
+                   suffix: str) -> list[Target]:
+    results = []
+    for metric, (median_limit, p90_limit) in limits.items():
+        stats = summary(report.errors(method, metric))
+        for name, limit in (("median", median_limit), ("p90", p90_limit)):
+            if limit is not None:
+                value = stats.get(name, 0.0)
+                results.append((f"{METRIC_LABELS[metric]} {name} %{suffix}", value, limit, value <= limit))
+    return results
+
+
+def _verdict_targets(report: Report, left_out: bool | str, suffix: str) -> list[Target]:
+    failed_fitting, started_refused = report.verdict_calls(left_out=left_out)
+    return [(f"failed start-ups called \"fits with margin\"{suffix}", len(failed_fitting), 0, not failed_fitting),
+            (f"started ones called \"does not fit\"{suffix}", len(started_refused), 0, not started_refused)]
 
 
 def band_coverage(report: Report, *, left_out: bool | str = False) -> tuple[int, int]:
