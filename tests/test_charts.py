@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 
 from calculator import Scenario, Workload, estimate, workload_capacity
@@ -212,3 +215,28 @@ def test_block_figures_of_any_size_stay_within_their_cells_and_count_every_block
         counted = sum(int(n.replace(",", "")) for label in heatmap.text[0]
                       for n in re.findall(r"(?:: |, )([\d,]+) ", label))
         assert counted == blocks
+
+
+def _as_plotly_validates_it(figure):
+    """The figure's JSON, after checking that plotly's own validation accepts every property and changes none."""
+    drawn = json.loads(pio.to_json(figure, validate=False))
+    assert json.loads(pio.to_json(go.Figure(figure.to_dict()), validate=False)) == drawn
+    return drawn
+
+
+def test_figures_built_without_plotly_validation_are_what_validation_would_build():
+    # NOTE: the builders skip plotly's per-property checks (they cost half of a Plan rerun's chart time); a misspelt
+    # property or a value plotly would rewrite shows up here instead.
+    gpus = [LLAMA, estimate(Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="a100-sxm-80gb",
+                                     tensor_parallel_size=2, pipeline_parallel_size=3)),
+            estimate(Scenario(model="Qwen/Qwen3-8B", gpu="l40s", device="cpu")),
+            estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="l4-24gb", gpu_memory_utilization=0.3))]
+    for result in gpus:
+        _as_plotly_validates_it(memory_stack_figure(result))
+        _as_plotly_validates_it(memory_stack_figure(result, kv_used_fraction=0.25, kv_band_bytes=(1 << 30, 2 << 30)))
+    _as_plotly_validates_it(compare_memory_figure([("A", LLAMA), ("B", gpus[1])]))
+    scenario = Scenario(model="meta-llama/Llama-3.1-70B-Instruct", gpu="h100-sxm-80gb", tensor_parallel_size=2)
+    _as_plotly_validates_it(sweep_figure(sweep(scenario, "max_model_len", [8192, 131072]), "max_model_len"))
+    capacity = workload_capacity(LLAMA, Workload(prompt_tokens_mean=500, output_tokens_mean=200))
+    drawn = _as_plotly_validates_it(paged_vs_naive_figure(capacity))
+    assert drawn["layout"]["title"]["text"] == "Requests the KV cache holds at once (p95 lengths)"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 
 from calculator import GpuPrice, Scenario, Slo, Traffic, concurrency_sweep, estimate, load_model_spec, recommend
@@ -70,3 +74,16 @@ def test_close_ceilings_label_at_opposite_ends_of_their_lines() -> None:
     assert (sweep.kv_cache_concurrency, sweep.max_num_seqs) == (375, 1024)
     notes = {a.text: (a.y, a.yanchor) for a in two_ceilings_figure(sweep).layout.annotations}
     assert notes["KV cache: 375"] == (1, "bottom") and notes["max_num_seqs: 1024"] == (0, "bottom")
+
+
+def test_the_two_ceilings_figure_is_what_plotly_validation_would_build() -> None:
+    # NOTE: built from plain dicts without plotly's per-property checks (a Plan rerun cost); plotly's validation must
+    # accept every property and rewrite none (a bare string title, for one, would become {"text": ...}).
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="l4-24gb", max_model_len=4096,
+                               max_num_seqs=64))
+    sweep = concurrency_sweep(result, Traffic(input_tokens=1024, output_tokens=256, concurrency=1), prices={})
+    figure = two_ceilings_figure(sweep, Slo(tpot_ms=80))
+    drawn = json.loads(pio.to_json(figure, validate=False))
+    assert json.loads(pio.to_json(go.Figure(figure.to_dict()), validate=False)) == drawn
+    assert figure.layout.title.text == "Two ceilings: throughput and latency against concurrency"
+    assert figure.layout.yaxis2.title.text == "ITL (ms)"

@@ -37,20 +37,20 @@ def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.F
     ``max_num_seqs`` ceiling and the ITL SLO marked."""
     x = [p.traffic.concurrency for p in sweep.points]
     traces = [
-        go.Scatter(x=x, y=[p.output_throughput_tok_s for p in sweep.points], name="output tokens/s",
-                   mode="lines+markers", line={"color": THROUGHPUT_COLOR}),
-        go.Scatter(x=x, y=[p.tpot_ms for p in sweep.points], name="ITL (ms)", mode="lines+markers", yaxis="y2",
-                   line={"color": ITL_COLOR}),
+        dict(type="scatter", x=x, y=[p.output_throughput_tok_s for p in sweep.points], name="output tokens/s",
+             mode="lines+markers", line={"color": THROUGHPUT_COLOR}),
+        dict(type="scatter", x=x, y=[p.tpot_ms for p in sweep.points], name="ITL (ms)", mode="lines+markers",
+             yaxis="y2", line={"color": ITL_COLOR}),
     ]
     # The calibrated range around each line (BAND_FACTOR: the residual spread on measured runs), as the KV band.
     for name, bands, color, axis in (
             ("output tokens/s", [p.output_throughput_band_tok_s for p in sweep.points], THROUGHPUT_COLOR, "y"),
             ("ITL (ms)", [p.tpot_band_ms for p in sweep.points], ITL_COLOR, "y2")):
-        traces.append(go.Scatter(x=x, y=[b.low for b in bands], yaxis=axis, mode="lines", line={"width": 0},
-                                 showlegend=False, hoverinfo="skip", legendgroup=name))
-        traces.append(go.Scatter(x=x, y=[b.high for b in bands], yaxis=axis, mode="lines", line={"width": 0},
-                                 fill="tonexty", fillcolor=_translucent(color), name=f"{name}: calibrated range",
-                                 hoverinfo="skip", legendgroup=name))
+        traces.append(dict(type="scatter", x=x, y=[b.low for b in bands], yaxis=axis, mode="lines",
+                           line={"width": 0}, showlegend=False, hoverinfo="skip", legendgroup=name))
+        traces.append(dict(type="scatter", x=x, y=[b.high for b in bands], yaxis=axis, mode="lines",
+                           line={"width": 0}, fill="tonexty", fillcolor=_translucent(color),
+                           name=f"{name}: calibrated range", hoverinfo="skip", legendgroup=name))
     shapes, annotations = [], []
     for value, text in ((sweep.kv_cache_concurrency, f"KV cache: {sweep.kv_cache_concurrency}"),
                         (sweep.max_num_seqs, f"max_num_seqs: {sweep.max_num_seqs}")):
@@ -74,13 +74,14 @@ def two_ceilings_figure(sweep: ConcurrencySweep, slo: Slo | None = None) -> go.F
     # plotly draws no line or label outside it: the axis runs to the farthest ceiling.
     farthest = max([*x, sweep.kv_cache_concurrency, sweep.max_num_seqs])
     # NOTE: one Figure built from every trace and the layout at once: adding traces and layout one call at a time
-    # validated the figure again each time (half of its cost on every Plan rerun).
-    return go.Figure(traces, layout={
-        "title": "Two ceilings: throughput and latency against concurrency", "shapes": shapes,
+    # validated the figure again each time (half of its cost on every Plan rerun). Plain dicts and _validate=False
+    # skip plotly's per-property checks too (as ``calculator.charts._figure``; tests/test_speed_charts.py validates).
+    return go.Figure(traces, _validate=False, layout={
+        "title": {"text": "Two ceilings: throughput and latency against concurrency"}, "shapes": shapes,
         "annotations": annotations,
-        "xaxis": {"title": "concurrent requests", "type": "log", "range": [0, math.log10(farthest * 1.15)]},
-        "yaxis": {"title": "output tokens/s per replica"},
-        "yaxis2": {"title": "ITL (ms)", "overlaying": "y", "side": "right"}, "plot_bgcolor": "white",
+        "xaxis": {"title": {"text": "concurrent requests"}, "type": "log", "range": [0, math.log10(farthest * 1.15)]},
+        "yaxis": {"title": {"text": "output tokens/s per replica"}},
+        "yaxis2": {"title": {"text": "ITL (ms)"}, "overlaying": "y", "side": "right"}, "plot_bgcolor": "white",
         "legend": {"orientation": "h", "y": -0.2}})
 
 
