@@ -328,3 +328,16 @@ def test_qwen3_5_weights_with_its_vision_tower():
     # transformers' Qwen3_5ForConditionalGeneration on the meta device: 27,356,728,560, of which 460,730,096 visual.
     assert spec.num_params == text + vision == 27_356_728_560
     assert vision == 460_730_096
+
+
+def test_speculative_tokens_lengthen_the_conv_state_and_add_state_blocks():
+    """vLLM 0.28+: MambaStateShapeCalculator adds num_spec to the conv state's length, and MambaSpec keeps one more
+    state block per draft token (num_speculative_blocks)."""
+    result = estimate(Scenario(model="Qwen/Qwen3-Coder-Next", gpu="H100", tensor_parallel_size=4, max_model_len=32768,
+                               kv_cache_memory_bytes=GIB, vllm_version="0.32.0", speculative_method="ngram",
+                               num_speculative_tokens=3))
+    # conv 8192 / 4 x (3 + 3) x 2 B = 24,576 + temporal 262,144 = 286,720 -> block 16 x cdiv(286,720, 16,384) = 288.
+    assert result.layout.block_size == 288
+    # 1 GiB / (12 x 288 x 1,024 B) = 303 blocks; a request: cdiv(32768, 288) = 114 + 3 groups x (2 + 3) = 129.
+    assert (result.capacity.num_gpu_blocks, result.capacity.blocks_per_request) == (303, 129)
+    assert result.state_slots == 303 // 15

@@ -54,8 +54,10 @@ from .recurrent_state import (
     mamba_slots_fix,
     mamba_slots_refusal,
     mamba_state_blocks_per_request,
+    speculative_state_tokens,
     state_slots,
     state_slots_warning,
+    with_speculative_state,
 )
 from .quant_kernels import expert_storage, resident_quantization
 from .settings import ResolvedSettings, resolve_settings
@@ -187,13 +189,16 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     kernel = attention_kernel_blocks(rules, device=settings.device)
     # NOTE: the proposer's attention layers join the target's pool (one block holds the pages of both).
     cached = with_proposer_layers(spec, drafter.layers if drafter else ())
+    draft_tokens = drafter.num_speculative_tokens if drafter else 0
+    cached = with_speculative_state(cached, speculative_state_tokens(rules, draft_tokens))
     layout = plan_kv_cache(cached, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
                            model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
                            pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
                            kernel_block_alignment=kernel.smallest,
                            sliding_window_block_size=sliding_window_block_size(rules, kernel, settings.block_size),
                            mamba_state_blocks=mamba_state_blocks_per_request(
-                               rules, prefix_caching_given=scenario.enable_prefix_caching))
+                               rules, prefix_caching_given=scenario.enable_prefix_caching,
+                               num_speculative_tokens=draft_tokens))
     placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=scenario.data_parallel_size,
                             enable_expert_parallel=scenario.enable_expert_parallel)
     storage = expert_storage(quantization, rules, gpu, settings.device)

@@ -8,6 +8,7 @@ refuse a start that has plenty of KV tokens.
 
 from __future__ import annotations
 
+from ..model.spec import ModelSpec
 from .kv_cache import KvCacheLayout
 from .vllm_versions import Device, VersionRules
 
@@ -33,12 +34,29 @@ def hybrid_prefix_caching(rules: VersionRules, given: bool | None) -> bool:
     return given if given is not None else rules.version.key >= (*HYBRID_PREFIX_CACHING_DEFAULT_SINCE, 0)
 
 
-def mamba_state_blocks_per_request(rules: VersionRules, *, prefix_caching_given: bool | None) -> int:
+def mamba_state_blocks_per_request(rules: VersionRules, *, prefix_caching_given: bool | None,
+                                   num_speculative_tokens: int = 0) -> int:
     """State blocks one request holds in each recurrent group: ``MambaSpec.max_memory_usage_bytes`` / page, i.e.
-    2 with ``mamba_cache_mode`` "align" (the running state and the last block-aligned checkpoint), else 1."""
+    2 with ``mamba_cache_mode`` "align" (the running state and the last block-aligned checkpoint), else 1, plus one
+    per speculative token (``num_speculative_blocks``, 0.28+)."""
     align = rules.engine == "v1" and rules.version.key >= (*ALIGN_MODE_SINCE, 0) \
         and hybrid_prefix_caching(rules, prefix_caching_given)
-    return 2 if align else 1
+    return (2 if align else 1) + speculative_state_tokens(rules, num_speculative_tokens)
+
+
+def speculative_state_tokens(rules: VersionRules, num_speculative_tokens: int) -> int:
+    """Draft tokens a recurrent state keeps room for: vLLM 0.28+ lengthen the conv state by them (``num_spec`` in
+    ``MambaStateShapeCalculator``) and give each its own state block; older releases are not modelled here."""
+    return num_speculative_tokens if rules.engine == "v1" and rules.version.at_least(28) else 0
+
+
+def with_speculative_state(spec: ModelSpec, extra_tokens: int) -> ModelSpec:
+    """``spec`` with every recurrent layer's conv state ``extra_tokens`` longer (the draft tokens it verifies)."""
+    if not extra_tokens:
+        return spec
+    layers = tuple(layer.model_copy(update={"mamba_conv_len": (layer.mamba_conv_len or 0) + extra_tokens})
+                   if layer.kind == "mamba" else layer for layer in spec.layers)
+    return spec.model_copy(update={"layers": layers})
 
 
 def state_slots(layout: KvCacheLayout, num_blocks: int) -> int | None:
