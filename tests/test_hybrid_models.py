@@ -341,3 +341,14 @@ def test_speculative_tokens_lengthen_the_conv_state_and_add_state_blocks():
     # 1 GiB / (12 x 288 x 1,024 B) = 303 blocks; a request: cdiv(32768, 288) = 114 + 3 groups x (2 + 3) = 129.
     assert (result.capacity.num_gpu_blocks, result.capacity.blocks_per_request) == (303, 129)
     assert result.state_slots == 303 // 15
+
+
+def test_a_short_request_still_holds_its_recurrent_state_blocks():
+    from calculator.engine.workload import Workload, workload_capacity
+
+    result = estimate(Scenario(model="Qwen/Qwen3-Coder-Next", gpu="H100", tensor_parallel_size=4, max_model_len=32768,
+                               kv_cache_memory_bytes=GIB, vllm_version="0.32.0"))
+    capacity = workload_capacity(result, Workload(prompt_tokens_mean=1000, output_tokens_mean=200))
+    # attention cdiv(1200, 272) = 5 blocks + 3 recurrent groups x 2 ("align") = 11; (321 - 1 null block) // 11 = 29.
+    assert capacity.mean.private_blocks == 11
+    assert capacity.kv_concurrency_mean == 29

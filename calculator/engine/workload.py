@@ -108,7 +108,8 @@ def _footprint(result: Estimate, workload: Workload, prompt: int, output: int) -
     for group in layout.groups:
         block = group.block_size
         if group.kind == "mamba":
-            private += workload.parallel_samples  # one recurrent state per sample, whatever the length
+            # NOTE: a recurrent state per sample, whatever the length (two blocks in mamba_cache_mode "align")
+            private += group.state_blocks * workload.parallel_samples
             continue
         if group.kind == "sliding_window":
             # A window keeps only its last tokens, so it shares nothing for long and needs the same per sample.
