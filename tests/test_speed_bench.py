@@ -26,6 +26,7 @@ from calculator.speed.bench_command import parse_bench_command
 from calculator.speed.predict import _Replica, bench_prediction, speed_estimate
 from calculator.speed.step_time import step_time
 from calculator.speed.traffic import Traffic
+from test_speed_cli import _run
 
 BIG = EngineLimits(max_num_seqs=256, max_num_batched_tokens=1000, kv_cache_tokens=1_000_000)
 
@@ -142,15 +143,6 @@ def test_what_vllm_refuses_or_the_planner_does_not_model_is_a_sentence(extra: st
 
 
 GPU = ["bench", "--gpu", "h100", "--max-model-len", "4096"]
-
-
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_bench_cli_prints_the_block_and_returns_the_keys(capsys) -> None:
