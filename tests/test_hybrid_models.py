@@ -352,3 +352,19 @@ def test_a_short_request_still_holds_its_recurrent_state_blocks():
     # attention cdiv(1200, 272) = 5 blocks + 3 recurrent groups x 2 ("align") = 11; (321 - 1 null block) // 11 = 29.
     assert capacity.mean.private_blocks == 11
     assert capacity.kv_concurrency_mean == 29
+
+
+@pytest.mark.parametrize("recurrent_fields", [
+    # Falcon-H1: a Mamba2 mixer beside every layer's attention, no layer_types
+    {"model_type": "falcon_h1", "mamba_n_heads": 24, "mamba_d_head": 64, "mamba_d_state": 256, "mamba_n_groups": 1,
+     "mamba_d_conv": 4},
+    # Kimi-Linear: KDA layers named in linear_attn_config
+    {"model_type": "kimi_linear", "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4]}},
+])
+def test_recurrent_layers_the_planner_cannot_place_are_said(recurrent_fields):
+    config = {"architectures": ["SomeHybridForCausalLM"], "hidden_size": 1024, "num_hidden_layers": 4,
+              "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 32000, "intermediate_size": 2048,
+              "max_position_embeddings": 4096, **recurrent_fields}
+    spec = build_model_spec(config, "hybrid-unknown")
+    assert any("per-sequence state is missing from the KV-cache estimate" in w for w in spec.warnings)
+    assert not any("per-sequence state" in w for w in build_model_spec(QWEN38_27B, "q").warnings)

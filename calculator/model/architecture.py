@@ -111,6 +111,8 @@ def _build_model_spec(config: Mapping[str, Any], model_id: str) -> ModelSpec:
     if model_type == "gemma4" and isinstance(config.get("audio_config"), Mapping):
         warnings.append("Gemma 4's audio tower (audio_config) is not in the weight estimate; it adds a few hundred "
                         "million parameters (E2B, E4B)")
+    if unplaced := _unplaced_recurrent_layers(text, layers):
+        warnings.append(unplaced)
     moe = _moe_spec(text, num_layers, intermediate)
     if moe is not None and moe.experts_per_token > moe.num_experts:
         raise InvalidConfig(f"{model_id}: num_experts_per_tok ({moe.experts_per_token}) exceeds the number of "
@@ -322,6 +324,18 @@ def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
         return LayerAttention(kind="mamba", num_kv_heads=0, head_size=0, head_size_v=0, mamba_conv_dim=width,
                               mamba_conv_len=int(text["conv_L_cache"]) - 1)
     return None
+
+
+def _unplaced_recurrent_layers(text: Mapping[str, Any], layers: tuple[LayerAttention, ...]) -> str | None:
+    """A config with recurrent-state fields whose layers none are placed as recurrent: Falcon-H1 (a Mamba2 mixer
+    beside the attention of every layer) and Kimi-Linear (KDA layers listed in ``linear_attn_config``)."""
+    if any(layer.kind == "mamba" for layer in layers):
+        return None
+    if _recurrent_state(text) is None and not isinstance(text.get("linear_attn_config"), Mapping):
+        return None
+    return (f"model_type {text.get('model_type')!r} has recurrent (Mamba / linear-attention) layers this planner "
+            "does not place: their per-sequence state is missing from the KV-cache estimate, and every layer is "
+            "sized as attention")
 
 
 def _ssm_dtype(value: object) -> Literal["float32", "bfloat16", "float16"] | None:
