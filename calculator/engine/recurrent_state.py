@@ -9,6 +9,7 @@ refuse a start that has plenty of KV tokens.
 from __future__ import annotations
 
 from ..model.spec import ModelSpec
+from ..units import GIB
 from .kv_cache import KvCacheLayout
 from .vllm_versions import Device, VersionRules
 
@@ -101,6 +102,6 @@ def cpu_state_dtype_warning(rules: VersionRules, layout: KvCacheLayout, *, devic
 def mamba_slots_fix(layout: KvCacheLayout, *, max_num_seqs: int, num_blocks: int) -> str:
     """What makes the start succeed: the lower ``--max-num-seqs``, or the KV-cache memory the asked one needs."""
     missing_bytes = (max_num_seqs - num_blocks) * layout.bytes_per_block
-    return (f"Fix: --max-num-seqs {num_blocks}, or {missing_bytes / 2**30:,.2f} GiB more KV cache per GPU "
+    return (f"Fix: --max-num-seqs {num_blocks}, or {missing_bytes / GIB:,.2f} GiB more KV cache per GPU "
             f"({max_num_seqs - num_blocks:,} blocks of {layout.bytes_per_block:,} bytes) for max_num_seqs "
             f"{max_num_seqs:,}.")
