@@ -88,8 +88,9 @@ class BenchLoad(BaseModel):
             sent = f"{self.num_prompts} requests, {shape} arrivals at {self.request_rate:g} req/s"
         if self.max_concurrency is None:
             return sent
-        closed = (f"closed loop of {self.max_concurrency} clients: a burst of {min(self.max_concurrency, self.num_prompts)}"
-                  " prompts at the start, then one request as each ends")
+        burst = min(self.max_concurrency, self.num_prompts)
+        closed = (f"closed loop of {self.max_concurrency} clients: a burst of {burst} prompts at the start, then one "
+                  "request as each ends")
         return closed if self.request_rate is None else f"{sent}, at most {self.max_concurrency} in flight"
 
     def arrival_times_s(self) -> list[float]:
