@@ -241,8 +241,8 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
             problem = _speculative_fields(canonical, str(value), fields)
             (incomplete.append(f"{shown}: {problem}") if problem else imported.append(shown))
         elif canonical == "--hf-overrides":
-            fields["hf_overrides"] = hf_overrides_text(parse_hf_overrides(str(value)))  # a JSON object, as vLLM
-            imported.append(shown)
+            problem = _hf_overrides_field(str(value), fields)
+            (incomplete.append(f"{shown}: {problem}") if problem else imported.append(shown))
         elif canonical in PLAN_IS_OFF:
             incomplete.append(f"{shown}: {PLAN_IS_OFF[canonical]}")
         elif canonical == "--max-model-len" and str(value).lower() in ("auto", "-1"):
@@ -270,6 +270,21 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
         raise InvalidInput(f"{VALUE_FLAGS.get(field, field)}: {first['msg']}") from exc
     return scenario, ImportReport(entrypoint=line.entrypoint, imported=tuple(imported), assumed=tuple(assumed),
                                   ignored=tuple(ignored), unknown=parsed.refused, incomplete=tuple(incomplete))
+
+
+def _hf_overrides_field(text: str, fields: dict[str, Any]) -> str | None:
+    """Read --hf-overrides into ``fields``; why the plan leaves it out when it cannot. vLLM's parser keeps text
+    that is not a JSON object as text, which its ModelConfig (a dict or a callable) refuses when the engine starts."""
+    try:
+        fields["hf_overrides"] = hf_overrides_text(parse_hf_overrides(text))
+    except InvalidInput as exc:
+        try:
+            vllm_takes_it = isinstance(json.loads(text), dict)
+        except (ValueError, RecursionError):
+            vllm_takes_it = False
+        return (f"{exc}: the plan leaves it out, so its memory may be off either way" if vllm_takes_it else
+                f"{exc}: vLLM's parser keeps it as text, and the engine refuses it when it starts")
+    return None
 
 
 def _version(line: LaunchLine, base: Scenario) -> tuple[str, list[str], list[str], list[str]]:

@@ -270,8 +270,14 @@ def test_hf_overrides_are_modelled_exported_and_read_back():
     assert '--hf-overrides {"num_hidden_layers": 16}' in report.imported
     assert serve_command(scenario, multiline=False).endswith(" --hf-overrides '{\"num_hidden_layers\":16}'")
     assert import_serve_command(serve_command(scenario), base=V032)[0] == scenario
-    with pytest.raises(InvalidInput, match=r"^--hf-overrides must be a JSON object such as .*, not list$"):
-        import_serve_command("vllm serve m --hf-overrides '[80]'", base=V032)
+    # what vLLM's parser keeps as text (its engine then refuses it), and what the planner will not read, are named
+    for value, said in (("'[80]'", "--hf-overrides must be a JSON object such as '{\"num_hidden_layers\": 16}', not "
+                                   "list: vLLM's parser keeps it as text, and the engine refuses it when it starts"),
+                        ("'{\"a\": \"" + "x" * 5000 + "\"}'", "--hf-overrides is 5,009 characters; the planner reads "
+                                                          "at most 4,096: the plan leaves it out, so its memory may be "
+                                                          "off either way")):
+        scenario, report = import_serve_command(f"vllm serve m --hf-overrides {value}", base=V032)
+        assert scenario.hf_overrides is None and report.incomplete[0].endswith(said)
 
 
 def test_rope_scaling_marks_the_import_incomplete_where_vllm_has_it():
