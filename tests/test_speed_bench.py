@@ -135,6 +135,7 @@ def test_range_ratio_samples_vllms_ranges() -> None:
     ("--random-range-ratio 1.5", "must be in [0, 1)"),
     ("--num-prompts many", "invalid int value: 'many'"),
     ("--random-prefix-len 100", "--random-prefix-len is not modelled"),
+    ("--num-prompts 10000000", "simulates at most 20,000 requests"),
 ])
 def test_what_vllm_refuses_or_the_planner_does_not_model_is_a_sentence(extra: str, said: str) -> None:
     with pytest.raises(InvalidInput, match=None) as raised:

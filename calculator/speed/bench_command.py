@@ -44,6 +44,7 @@ _LOAD = frozenset({"dataset_name", "num_prompts", "max_concurrency", "request_ra
                    "random_output_len", "input_len", "output_len", "random_range_ratio", "random_prefix_len",
                    "random_batch_size"})
 _BACKENDS = ("openai", "vllm")  # the completions endpoint: the prompt's tokens are the dataset's, no chat template
+MAX_PROMPTS = 20_000  # a simulated run stays well under a second; a larger run repeats the same steady state
 _PREFIX = re.compile(r"^(?:\S*python\S*\s+-m\s+vllm\.entrypoints\.cli\.main|\S*vllm)\s+bench\s+serve\b")
 
 
@@ -151,6 +152,9 @@ def parse_bench_command(line: str | list[str], *, special_tokens: int = 1) -> Be
     percentiles = tuple(_float_list(str(values["metric_percentiles"])))
     if input_len < 1 or output_len < 1 or num_prompts < 1:
         raise InvalidInput("--random-input-len, --random-output-len and --num-prompts must be at least 1")
+    if num_prompts > MAX_PROMPTS:
+        raise InvalidInput(f"--num-prompts {num_prompts:,}: the planner simulates at most {MAX_PROMPTS:,} requests "
+                           "(a longer run only repeats its steady state)")
     if concurrency is not None and concurrency < 1:
         raise InvalidInput("--max-concurrency must be at least 1")
     if rate <= 0 or burstiness <= 0:
