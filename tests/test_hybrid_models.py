@@ -368,3 +368,27 @@ def test_recurrent_layers_the_planner_cannot_place_are_said(recurrent_fields):
     spec = build_model_spec(config, "hybrid-unknown")
     assert any("per-sequence state is missing from the KV-cache estimate" in w for w in spec.warnings)
     assert not any("per-sequence state" in w for w in build_model_spec(QWEN38_27B, "q").warnings)
+
+
+def test_kimi_linear_kda_state_beside_mla_layers():
+    """A Kimi-Linear-48B-A3B-shaped config: 27 layers, MLA (latent 512 + rope 64) at layers 4, 8, ..., 24 and 27
+    (1-based, linear_attn_config["full_attn_layers"]), KDA elsewhere with 32 heads of 128 and a kernel of 4."""
+    full = [4, 8, 12, 16, 20, 24, 27]
+    config = {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 2304,
+              "num_hidden_layers": 27, "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 163840,
+              "intermediate_size": 9216, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+              "v_head_dim": 128, "max_position_embeddings": 1048576, "torch_dtype": "bfloat16",
+              "linear_attn_config": {"full_attn_layers": full, "kda_layers": [i for i in range(1, 28) if i not in full],
+                                     "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4}}
+    spec = build_model_spec(config, "kimi-linear-like")
+    assert [layer.kind for layer in spec.layers[:4]] == ["mamba", "mamba", "mamba", "mla"]
+    assert not any("per-sequence state" in w for w in spec.warnings)
+    # conv 3 x 32 x 128 x 3 taps x 2 B = 73,728; recurrent 32 x 128 x 128 x 4 B (float32, kda_state_dtype) = 2,097,152.
+    assert mamba_state_bytes(spec.layers[0], tensor_parallel_size=1, model_dtype_bytes=2) == 2_170_880
+    layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+    assert layout.kv_bytes_per_token == 7 * 576 * 2
+    # MLA hybrids keep the block a multiple of 128: 128 x cdiv(2,170,880, 128 x 1,152) = 1,920 tokens. 20 KDA and 7 MLA
+    # layers -> groups of 7 (20 >= 1.5 x 7): 3 KDA groups + 1 MLA group; a block id costs 7 pages.
+    assert layout.block_size == 1920
+    assert [g.kind for g in layout.groups] == ["mamba", "mamba", "mamba", "mla"]
+    assert layout.bytes_per_block == 7 * 1920 * 1152

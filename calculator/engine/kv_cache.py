@@ -191,6 +191,8 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
             # then pads the state page to exactly the attention page, so every layer shares one page size.
             per_token = max(page_per_token[i] for i, _ in attention)
             alignment = max(kernel_block_alignment, block_size)
+            if any(layer.kind == "mla" for _, layer in attention):
+                alignment = max(alignment, 128)  # NOTE: MLA hybrids keep the manager block a multiple of 128
             block_size = max(block_size, alignment * math.ceil(state / (alignment * per_token)))
             state = math.ceil(block_size * per_token)
         page_per_token.update({i: state / block_size for i, _ in recurrent})

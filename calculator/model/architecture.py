@@ -212,6 +212,9 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
         # NOTE: MLA caches one latent per token (kv_lora_rank + rope), shared by all heads, never split by TP.
         latent = LayerAttention(kind="mla", num_kv_heads=1, head_size=mla.latent_size, head_size_v=0)
         indexer = indexer_bytes_per_token(text)
+        if (kda := _kda_layers(text, num_layers)) is not None:
+            state = _recurrent_state(text)
+            return tuple(state if linear and state is not None else latent for linear in kda)
         if not indexer:
             return (latent,) * num_layers
         indexed = latent.model_copy(update={"indexer_bytes_per_token": indexer})
@@ -285,9 +288,28 @@ def _check_layer_types(text: Mapping[str, Any], model_id: str) -> None:
                             f"transformers knows ({', '.join(sorted(KNOWN_LAYER_TYPES)[:4])}, ...)")
 
 
+def _kda_layers(text: Mapping[str, Any], num_layers: int) -> list[bool] | None:
+    """Kimi-Linear: which layers are KDA linear attention (``linear_attn_config["kda_layers"]``, 1-based, as the
+    config's ``is_kda_layer`` reads it); the others are MLA."""
+    linear = text.get("linear_attn_config")
+    if not isinstance(linear, Mapping) or not isinstance(linear.get("kda_layers"), list):
+        return None
+    kda = {int(index) for index in linear["kda_layers"] if isinstance(index, int) and not isinstance(index, bool)}
+    return [i + 1 in kda for i in range(num_layers)]
+
+
 def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
     """The per-request state of a recurrent layer, as vLLM's ``get_mamba_state_shape_from_config`` (0.32) sizes it
-    with ``MambaStateShapeCalculator``: gated delta net, Mamba2 or a short convolution."""
+    with ``MambaStateShapeCalculator``: gated delta net, Mamba2, a short convolution or Kimi's KDA."""
+    linear = text.get("linear_attn_config")
+    if isinstance(linear, Mapping) and linear.get("num_heads") and linear.get("head_dim"):
+        # NOTE: kda_state_shape: q, k and v convolved (3 x heads x head_dim channels), a head_dim x head_dim state per
+        # head kept in float32 unless --mamba-ssm-cache-dtype says otherwise (kda_state_dtype).
+        heads, head_dim = int(linear["num_heads"]), int(linear["head_dim"])
+        return LayerAttention(kind="mamba", num_kv_heads=0, head_size=0, head_size_v=0,
+                              mamba_conv_dim=3 * heads * head_dim,
+                              mamba_conv_len=int(linear.get("short_conv_kernel_size") or 4) - 1,
+                              mamba_temporal_shape=(heads, head_dim, head_dim), mamba_ssm_dtype="float32")
     if text.get("linear_num_value_heads"):  # gated delta net (Qwen3-Next, Qwen3.5 / 3.6)
         k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
         k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
