@@ -62,19 +62,19 @@ def test_a_recommend_row_opens_a_plan_page_with_its_numbers_and_no_other_gpu_cou
 
 
 def test_a_deployment_vllm_refuses_shows_no_running_figures_and_a_command_with_the_fix() -> None:
-    # Issue 26 items 1 and 2: 70B in bf16 on 2 x H100 at 32k does not start (the largest max_model_len is 21,248).
+    # Issue 26 items 1 and 2: 70B in bf16 on 2 x H100 at 32k does not start (the largest max_model_len is 24,384).
     app = plan_page(to_query_params(LLAMA_70B_2XH100, TEAM_LOAD))
     shown = metrics(app)
     assert all(shown[label] == "—" for label in RUNNING_SERVER)  # no "Workload concurrency 8"
-    assert shown["Largest max_model_len"] == "21,248"
+    assert shown["Largest max_model_len"] == "24,384"
     assert not [text for text in markdown(app) if text.startswith("**Plan")]
     assert any("No capacity plan: vLLM does not start" in i.value for i in app.info)
-    # 333 blocks of 64 tokens, less the null block, hold 21,248 tokens; at that length a request needs 332 blocks:
+    # 382 blocks of 64 tokens, less the null block, hold 24,384 tokens; at that length a request needs 381 blocks:
     # the pool is unchanged, so the fix says so rather than a token figure that moves with max_model_len
     fixes = next(text for text in markdown(app) if text.startswith("**What would make it fit:**"))
-    assert ("- lower max_model_len to 21,248 (the largest that fits) → the same 333-block KV cache, 1.00x"
-            in fixes) and 333 * 64 - 64 == 21248 and f"{333 / 332:.2f}" == "1.00"
-    assert "--max-model-len 21248" in app.code[0].value  # the first fix, picked by default
+    assert ("- lower max_model_len to 24,384 (the largest that fits) → the same 382-block KV cache, 1.00x"
+            in fixes) and 382 * 64 - 64 == 24384 and f"{382 / 381:.2f}" == "1.00"
+    assert "--max-model-len 24384" in app.code[0].value  # the first fix, picked by default
     app.radio(key="launch_fix").set_value("as set: will not start").run()
     assert app.code[0].value.startswith("# will not start")
     assert any(e.value.startswith("**Will not start.** vLLM's error:") for e in app.error)

@@ -75,13 +75,13 @@ def test_tokens_per_user_is_one_over_the_hand_computed_decode_step() -> None:
 
 
 def test_the_plan_counts_the_memory_ceiling_when_it_binds() -> None:
-    # 475,584 KV tokens (the memory KPIs) hold 475,584 // (1,024 + 256) = 371 default requests; 1,000 users need
-    # ceil(1000 / 371) = 3 replicas for memory. Without SLOs the speed plan alone is 1 replica.
+    # 480,256 KV tokens (the memory KPIs) hold 480,256 // (1,024 + 256) = 375 default requests; 1,000 users need
+    # ceil(1000 / 375) = 3 replicas for memory. Without SLOs the speed plan alone is 1 replica.
     app = run_app({"users": "1000", "ttft": "none", "itl": "none"})
-    assert metrics(app)["KV cache tokens"] == "475,584"
-    assert 475_584 // 1280 == 371 and math.ceil(1000 / 371) == 3
+    assert metrics(app)["KV cache tokens"] == "480,256"
+    assert 480_256 // 1280 == 375 and math.ceil(1000 / 375) == 3
     text = text_of(app)
-    assert ("Memory ceiling: **3 replicas** to hold 1,000 concurrent requests (371 per replica at p95 lengths; "
+    assert ("Memory ceiling: **3 replicas** to hold 1,000 concurrent requests (375 per replica at p95 lengths; "
             "memory only, no SLO)") in text
     assert "Speed ceiling: **1 replica** to serve the load (no SLO set)" in text
     assert "**Plan: 3 replicas × 1 GPU(s) = 3 GPUs**" in text and "the memory ceiling binds" in text
@@ -92,9 +92,9 @@ def test_the_two_ceilings_chart_marks_the_kv_limit_max_num_seqs_and_the_slo() ->
     figure = next(f for f in (json.loads(c.proto.spec) for c in app.get("plotly_chart"))
                   if f["layout"]["title"]["text"].startswith("Two ceilings"))
     notes = [a["text"] for a in figure["layout"]["annotations"]]
-    # vLLM 0.34's default max_num_seqs on an H100 is 1024; the KV cache holds 475,584 // 1,280 = 371 requests
+    # vLLM 0.34's default max_num_seqs on an H100 is 1024; the KV cache holds 480,256 // 1,280 = 375 requests
     # at the default lengths' mean (1,024 + 256).
-    assert notes == ["KV cache: 371", "max_num_seqs: 1024", "ITL SLO 40 ms"]
+    assert notes == ["KV cache: 375", "max_num_seqs: 1024", "ITL SLO 40 ms"]
 
 
 def test_the_speed_inputs_are_in_the_share_link() -> None:
@@ -227,10 +227,10 @@ def test_none_in_a_link_is_read_in_any_case() -> None:
 
 
 def test_under_a_request_rate_below_the_engines_limit_the_arrivals_limit_concurrency() -> None:
-    """Issue 29 item 8: 1 request/s of the default lengths keeps a few requests running, far below the 371 the
+    """Issue 29 item 8: 1 request/s of the default lengths keeps a few requests running, far below the 375 the
     KV cache holds: the caption names the arrival rate, not kv_cache."""
     app = run_app({"rate": "1"})
     caption = next(c.value for c in app.caption if c.value.startswith("Per replica at the planned"))
-    # the KV cache holds 371 requests of the default lengths (see the two-ceilings test above)
+    # the KV cache holds 375 requests of the default lengths (see the two-ceilings test above)
     assert "served concurrency limited by the arrival rate (" in caption
-    assert " of the 371 requests the kv_cache allows run on average)" in caption
+    assert " of the 375 requests the kv_cache allows run on average)" in caption

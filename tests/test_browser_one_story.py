@@ -28,11 +28,11 @@ def test_one_plan_one_story_across_plan_and_compare(dashboard, browser):
     page = browser.new_page(viewport={"width": 1440, "height": 1800})
     page.goto(f"{dashboard}/?{urlencode(to_query_params(REFUSED, TEAM))}", wait_until="networkidle")
     headline = metric(page, "Largest max_model_len")
-    assert headline == "21,248"
+    assert headline == "24,384"
     for label in ("KV cache tokens", "Max concurrency", "Workload concurrency", "GPU blocks"):
         assert metric(page, label) == "—"  # a server that does not start shows none of its figures
     command = page.locator("[data-testid=stCode]").filter(has_text="vllm serve").first.inner_text()
-    assert "--max-model-len 21248" in command  # the fix picked by default, so the command starts
+    assert "--max-model-len 24384" in command  # the fix picked by default, so the command starts
     sweep = page.locator(".js-plotly-plot").filter(has_text="fit boundary")
     sweep.first.wait_for(timeout=60_000)
     assert f"fit boundary: {headline}" in sweep.first.inner_text()

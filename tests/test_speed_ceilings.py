@@ -24,12 +24,12 @@ def test_a_cpu_deployment_is_not_predicted_as_its_gpu() -> None:
 
 
 def test_memory_binds_when_the_crowd_outgrows_the_kv_cache() -> None:
-    # 475,584 KV tokens on one H100 (Llama-3.1-8B) hold 475,584 // 1,280 = 371 requests of 1,024 + 256 tokens.
+    # 480,256 KV tokens on one H100 (Llama-3.1-8B) hold 480,256 // 1,280 = 375 requests of 1,024 + 256 tokens.
     result = estimate(Scenario())
     workload = Workload(target_concurrent_requests=1000)
     plan = plan_both_ceilings(result, workload, SpeedInputs(ttft_p95_ms=None, tpot_ms=None).traffic(workload),
                               SpeedInputs(ttft_p95_ms=None, tpot_ms=None).slo)
-    assert (plan.requests_per_replica, plan.memory_replicas, plan.speed_replicas) == (371, 3, 1)
+    assert (plan.requests_per_replica, plan.memory_replicas, plan.speed_replicas) == (375, 3, 1)
     assert plan.binding == "memory" and plan.plan.replicas == 3 and plan.plan.gpus == 3
 
 
