@@ -435,3 +435,12 @@ def test_imported_hf_overrides_reach_their_field_the_numbers_the_link_and_the_co
     assert not any("incomplete" in s.value for s in [*app.success, *app.warning])
     app.text_input(key="plan_hf_overrides_text").set_value("[16]").run()
     assert "hf_overrides: --hf-overrides must be a JSON object such as" in " ".join(e.value for e in app.error)
+
+
+def test_a_hybrid_model_whose_state_pool_is_short_of_max_num_seqs_shows_vllms_refusal_and_the_fix():
+    # Qwen3-Coder-Next at TP 4 with a 1 GiB pool: 321 blocks, 1,024 sequences asked (tests/test_hybrid_models.py).
+    app = run_app({"m": "Qwen/Qwen3-Coder-Next", "g": "h100", "tp": "4", "len": "32768", "seqs": "1024",
+                   "kvb": str(1024**3), "v": "0.32.0"})
+    message = " ".join(e.value for e in app.error)
+    assert "max_num_seqs (1024) exceeds available Mamba cache blocks (321)" in message
+    assert "Fix: --max-num-seqs 321, or 2.19 GiB more KV cache per GPU" in message
