@@ -7,11 +7,12 @@ it holds no formula of its own beyond the order in which vLLM applies them.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..errors import InvalidInput
-from ..gpus import GpuSpec, custom_gpu, find_gpu
+from ..gpus import GpuSpec, Interconnect, custom_gpu, find_gpu
 from ..model.hf_overrides import with_hf_overrides
 from ..model.model_source import load_model_spec
 from ..model.quantization import quantization_from_flag
@@ -64,6 +65,7 @@ from .settings import ResolvedSettings, resolve_settings
 from .speculative import Proposer, proposer, with_proposer_layers
 from .vllm_versions import (
     ESTIMATE_HINT,
+    Device,
     EXTENSIBLE_HINT_UTIL_BELOW_ONE,
     EXTENSIBLE_HINT_UTIL_ONE,
     VersionRules,
@@ -199,23 +201,12 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                            mamba_state_blocks=mamba_state_blocks_per_request(
                                rules, prefix_caching_given=scenario.enable_prefix_caching,
                                num_speculative_tokens=draft_tokens))
-    placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=scenario.data_parallel_size,
-                            enable_expert_parallel=scenario.enable_expert_parallel)
-    storage = expert_storage(quantization, rules, gpu, settings.device)
-    held_as = resident_quantization(quantization, gpu, settings.device, settings.dtype_bytes)
-    weights = _cached_weights(placed, settings.dtype_bytes, tp, pp, held_as, storage)
-    offloaded = cpu_offloaded_bytes(placed, dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
-                                    pipeline_parallel_size=pp, quantization=held_as,
-                                    cpu_offload_bytes=int(scenario.cpu_offload_gb * GIB))
-    resident = tuple(stage - moved for stage, moved in zip(weights.per_stage_bytes, offloaded))
-    if any(offloaded):
-        warnings.append(f"--cpu-offload-gb {scenario.cpu_offload_gb:g}: {max(offloaded) / GIB:,.2f} GiB of weights per "
-                        "GPU stay in pinned CPU memory and cross the host link on every forward pass (slower)")
-    reading = free_memory_reading(gpu, rules, settings.device)
-    budgets = _stage_budgets(scenario, spec, rules, settings, resident, layout, quantization,
-                             host_counts=host_use_counts(reading), free_pool_bytes=host_pool_free_bytes(gpu, reading),
-                             nvls=has_nvls(settings.interconnect, gpu),
-                             compute_capability=gpu.compute_capability if gpu else None, lora=lora,
+    fixed = _deployment_terms(spec, rules, gpu, quantization, settings.device, settings.dtype_bytes, tp, pp,
+                              settings.interconnect, settings.enforce_eager, scenario.data_parallel_size,
+                              scenario.enable_expert_parallel, scenario.cpu_offload_gb, scenario.all2all_backend)
+    if fixed.offload_warning:
+        warnings.append(fixed.offload_warning)
+    budgets = _stage_budgets(scenario, spec, rules, settings, layout, fixed, lora=lora,
                              draft_weights_bytes=drafter.weights_bytes if drafter else 0)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
@@ -244,16 +235,11 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
         warnings.append(slots_note)
     if cpu_note := cpu_state_dtype_warning(rules, layout, device=settings.device, dtype_bytes=settings.dtype_bytes):
         warnings.append(cpu_note)
-    warnings += [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
-    if a2a_note := all2all_warning(scenario.all2all_backend, spec, data_parallel_size=scenario.data_parallel_size,
-                                   enable_expert_parallel=scenario.enable_expert_parallel):
-        warnings.append(a2a_note)
-    if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
-        warnings.append(memory_note)
+    warnings += fixed.closing_warnings
     return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, refusal=refusal, max_fitting_model_len=max_fitting,
-                    weights_by_role=weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings), lora=lora,
+                    weights_by_role=fixed.weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings), lora=lora,
                     proposer=drafter, state_slots=state_slots(layout, num_blocks))
 
 
@@ -294,7 +280,7 @@ def _proposer(scenario: Scenario, spec: ModelSpec, settings: ResolvedSettings,
 
 def clear_caches() -> None:
     """Forget memoised layouts, weights and searches (for cold-start benchmarks and tests)."""
-    for cached in (_cached_weights, plan_kv_cache, largest_fitting_model_len, rules_for):
+    for cached in (_cached_weights, _deployment_terms, plan_kv_cache, largest_fitting_model_len, rules_for):
         cached.cache_clear()
 
 
@@ -306,58 +292,103 @@ def _cached_weights(spec: ModelSpec, dtype_bytes: int, tp: int, pp: int, quantiz
                                  quantization=quantization, expert_storage=storage)  # type: ignore[arg-type]
 
 
-def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
-                   weights_per_stage: tuple[int, ...], layout: KvCacheLayout,
-                   quantization: QuantizationSpec | None, *, host_counts: bool,
-                   free_pool_bytes: int | None, nvls: bool, compute_capability: tuple[int, int] | None = None,
-                   lora: LoraSlots | None = None,
-                   draft_weights_bytes: int = 0) -> list[MemoryBudget]:
-    tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
-    max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
+class _DeploymentTerms(NamedTuple):
+    """What the estimate of a deployment (model, version, GPU, parallelism, dtype) reads that max_model_len,
+    gpu_memory_utilization and the batch limits leave alone: a sweep or a slider move computes it once."""
+
+    weights: WeightsBreakdown
+    resident_bytes_per_stage: tuple[int, ...]  # the weights that stay on the GPU (--cpu-offload-gb moves the rest)
+    offload_warning: str | None
+    free_pool_bytes: int | None
+    context_bytes: int
+    non_torch_bytes: int
+    subtracts_cudagraph: bool
+    cudagraph_note: str
+    closing_warnings: tuple[str, ...]  # reported failures, the all-to-all backend, unified memory
+
+
+@lru_cache(maxsize=512)
+def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
+                      quantization: QuantizationSpec | None, device: Device, dtype_bytes: int, tp: int, pp: int,
+                      interconnect: Interconnect, enforce_eager: bool, data_parallel_size: int,
+                      enable_expert_parallel: bool, cpu_offload_gb: float, all2all_backend: str | None,
+                      ) -> _DeploymentTerms:
+    placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=data_parallel_size,
+                            enable_expert_parallel=enable_expert_parallel)
+    storage = expert_storage(quantization, rules, gpu, device)
+    held_as = resident_quantization(quantization, gpu, device, dtype_bytes)
+    weights = _cached_weights(placed, dtype_bytes, tp, pp, held_as, storage)
+    offloaded = cpu_offloaded_bytes(placed, dtype_bytes=dtype_bytes, tensor_parallel_size=tp,
+                                    pipeline_parallel_size=pp, quantization=held_as,
+                                    cpu_offload_bytes=int(cpu_offload_gb * GIB))
+    offload_warning = (f"--cpu-offload-gb {cpu_offload_gb:g}: {max(offloaded) / GIB:,.2f} GiB of weights per GPU "
+                       "stay in pinned CPU memory and cross the host link on every forward pass (slower)"
+                       if any(offloaded) else None)
+    reading = free_memory_reading(gpu, rules, device)
+    host_counts, free_pool_bytes = host_use_counts(reading), host_pool_free_bytes(gpu, reading)
     subtracts, cudagraph_note = subtracts_cudagraph_estimate(rules, spec, quantization, device=device,
-                                                             enforce_eager=settings.enforce_eager)
-    kv_given = scenario.kv_cache_memory_bytes
-    if device == "cpu" and kv_given is None:
-        kv_given = CPU_DEFAULT_KV_CACHE_BYTES
+                                                             enforce_eager=enforce_eager)
     # NOTE: where free memory is read from a host pool larger than the GPU, the host's own use is taken out of that
     # pool (host_pool_free_bytes), not out of the GPU's memory.
     context = cuda_context_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device,
                                  unified_memory=host_counts and free_pool_bytes is None,
-                                 interconnect=settings.interconnect, rules=rules,
-                                 compute_capability=compute_capability)
+                                 interconnect=interconnect, rules=rules,
+                                 compute_capability=gpu.compute_capability if gpu else None)
     non_torch = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device, rules=rules,
-                                unified_memory=host_counts, interconnect=settings.interconnect, nvls=nvls)
-    non_torch += all2all_buffer_bytes(scenario.all2all_backend, spec, data_parallel_size=scenario.data_parallel_size,
-                                      enable_expert_parallel=scenario.enable_expert_parallel)
+                                unified_memory=host_counts, interconnect=interconnect, nvls=has_nvls(interconnect, gpu))
+    non_torch += all2all_buffer_bytes(all2all_backend, spec, data_parallel_size=data_parallel_size,
+                                      enable_expert_parallel=enable_expert_parallel)
+    closing = [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
+    if a2a_note := all2all_warning(all2all_backend, spec, data_parallel_size=data_parallel_size,
+                                   enable_expert_parallel=enable_expert_parallel):
+        closing.append(a2a_note)
+    if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
+        closing.append(memory_note)
+    return _DeploymentTerms(
+        weights=weights, resident_bytes_per_stage=tuple(stage - moved for stage, moved in
+                                                        zip(weights.per_stage_bytes, offloaded)),
+        offload_warning=offload_warning, free_pool_bytes=free_pool_bytes, context_bytes=context,
+        non_torch_bytes=non_torch, subtracts_cudagraph=subtracts, cudagraph_note=cudagraph_note,
+        closing_warnings=tuple(closing))
+
+
+def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
+                   layout: KvCacheLayout, fixed: _DeploymentTerms, *, lora: LoraSlots | None = None,
+                   draft_weights_bytes: int = 0) -> list[MemoryBudget]:
+    tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
+    max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
+    kv_given = scenario.kv_cache_memory_bytes
+    if device == "cpu" and kv_given is None:
+        kv_given = CPU_DEFAULT_KV_CACHE_BYTES
     other_processes = int(scenario.other_processes_memory_gib * GIB)
     adjustment = int(scenario.overhead_adjustment_gib * GIB)
     budgets = []
-    for stage, stage_weights in enumerate(weights_per_stage):
+    for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
         layers_on_stage = sum(g.layers_per_stage[stage] for g in layout.groups)
         budgets.append(memory_budget(
             formula=settings.memory_formula,
             total_bytes=settings.gpu_memory_bytes,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             other_processes_bytes=other_processes,
-            context_bytes=context,
+            context_bytes=fixed.context_bytes,
             weights_bytes=stage_weights,
             activation_bytes=activation_peak_bytes(
                 spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                 activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
                 rules=rules, data_parallel_size=scenario.data_parallel_size,
                 enable_expert_parallel=scenario.enable_expert_parallel) + (lora.shrink_buffer_bytes if lora else 0),
-            non_torch_bytes=non_torch,
+            non_torch_bytes=fixed.non_torch_bytes,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=max_num_batched_tokens,
                                             capture_sizes=scenario.cudagraph_capture_sizes),
-            subtracts_cudagraph=subtracts and settings.memory_formula != "v1_extensible",
-            cudagraph_note=cudagraph_note,
+            subtracts_cudagraph=fixed.subtracts_cudagraph and settings.memory_formula != "v1_extensible",
+            cudagraph_note=fixed.cudagraph_note,
             has_startup_check=rules.has_startup_free_memory_check,
             platform=device,
             kv_cache_memory_bytes=kv_given,
             adjustment_bytes=adjustment,
-            free_pool_bytes=free_pool_bytes,
+            free_pool_bytes=fixed.free_pool_bytes,
             lora_bytes=lora.bytes_per_stage[stage] if lora else 0,
             draft_weights_bytes=draft_weights_bytes if stage == pp - 1 else 0,
         ))
