@@ -92,6 +92,21 @@ class TestGemma4:
         assert result.capacity.num_gpu_blocks == int(9.92 * GIB) // (3 * 32_768)
         assert result.capacity.max_concurrency == pytest.approx(129.66, abs=0.06)  # 9.92 is rounded to 10 MiB
 
+    def test_e2b_on_a_192_gib_gpu_keeps_whole_requests_in_its_sliding_layers(self) -> None:
+        # vLLM 0.29.1 on an MI300X (191.69 GiB, benchmarks/data/calibration.jsonl file-mi300x-gemma4-e2b-v0291):
+        # "Available KV cache memory: 155.04 GiB | GPU KV cache size: 9,026,017 tokens, Maximum concurrency for
+        # 32,768 tokens per request: 275.45x". From 0.28 a GPU of >= 160 GiB defaults to max_num_batched_tokens
+        # 16,384; with async scheduling two batches are in flight, so a sliding layer holds
+        # min(512 - 1 + 2 x 16,384, 32,768) = 32,768 tokens: ceil(32,768 / 32) + 1 = 1,025 blocks per group.
+        # 155.04 GiB / 98,304 B = 1,693,450 blocks; a request takes 2,048 full + 4 x 1,025 = 6,148 of them.
+        result = estimate(Scenario(model="google/gemma-4-E2B", gpu="mi300x-192gb", vllm_version="0.29.1",
+                                   max_model_len=32_768, kv_cache_memory_bytes=int(155.04 * GIB)),
+                          spec=build_model_spec(GEMMA4_E2B_TEXT_ONLY, "google/gemma-4-E2B"))
+        assert result.settings.max_num_batched_tokens == 16_384
+        assert result.capacity.blocks_per_request == 2048 + 4 * 1025
+        assert result.capacity.num_gpu_blocks == int(155.04 * GIB) // 98_304 == 1_693_450
+        assert result.capacity.max_concurrency == pytest.approx(275.45, abs=0.005)
+
     def test_e2b_weights_per_layer_embeddings_and_double_wide_shared_mlps(self) -> None:
         # embed + PLE table (262,144 x 35 x 256) + its projection (35 x 256 x 1536) and norm (256); per layer
         # 4 norms + scalar + PLE gate/projection (2 x 256 x 1536) + post-PLE norm; own-cache layers q/k/v/o + q/k

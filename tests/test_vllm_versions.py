@@ -63,7 +63,9 @@ def test_error_text_spelling_changed_in_0_22():
 @pytest.mark.parametrize(("version", "memory", "name", "seqs", "tokens"), [
     ("0.29.0", 79.19, "H100 SXM 80GB", 1024, 8192),
     ("0.29.0", 79.15, "A100 SXM 80GB", 256, 2048),  # A100 is excluded from the big tier
-    ("0.29.0", 178.35, "B200", 1024, 8192),
+    ("0.27.1", 178.35, "B200", 1024, 8192),  # 0.27's get_batch_defaults has no >= 160 GiB tier
+    ("0.28.0", 178.35, "B200", 1024, 16384),  # 0.28.0's does: "for GPUs like B200/B300 with >= 160GB memory"
+    ("0.29.1", 191.69, "AMD Instinct MI300X", 1024, 16384),
     ("0.30.0", 178.35, "B200", 1024, 16384),
     ("0.34.0", 23.56, "RTX 3090", 256, 2048),
     ("0.10.2", 79.19, "H100 SXM 80GB", 256, 2048),

@@ -351,7 +351,9 @@ def batch_defaults(rules: VersionRules, *, device: Device, gpu_memory_gib: float
     is_a100 = bool(gpu_name and "a100" in gpu_name.lower())
     is_gb10 = bool(gpu_name and "gb10" in gpu_name.lower())
     big = gpu_memory_gib >= 70 and not is_a100 and not is_gb10
-    if rules.version.at_least(30) and gpu_memory_gib >= 160:
+    # NOTE: the >= 160 GiB tier (B200/B300, MI300X/MI325X/MI355X) is in 0.28.0's get_batch_defaults, not in 0.27's;
+    # a vLLM 0.29.1 MI300X start of gemma-4-E2B shows it: its sliding groups kept 2 x 16,384 in-flight tokens.
+    if rules.version.at_least(28) and gpu_memory_gib >= 160:
         return _HUGE_GPU_BATCH
     if rules.version.at_least(11) and big:
         return _BIG_GPU_BATCH
