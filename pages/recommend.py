@@ -17,7 +17,7 @@ from calculator.speed.prices import price_sets
 from calculator.speed.recommend import Recommendations
 from calculator.url_state import parse_price_list, recommend_query_params
 from pages.common import first_error, page_setup, recommend_view, sentence, speed_view
-from pages.common.inputs import adapters_and_speculation, cached_model_spec
+from pages.common.inputs import adapters_and_speculation, cached_model_spec, hf_overrides_setting
 from pages.common.state import CONTEXT, LOADS, MODEL_SOURCES, remember, share_link
 
 P = recommend_view.PREFIX
@@ -98,7 +98,7 @@ with st.sidebar:
         recommend_view.widget("vllm_version") in versions) else recommend_view.widget("vllm_version")
     max_model_len = number("max_model_len", "max_model_len", value=None, min_value=1,
                            placeholder="longest request, to a power of two")
-    features = adapters_and_speculation(P)
+    features = {**adapters_and_speculation(P), "hf_overrides": hf_overrides_setting(P)}
 
 price_warnings: list[str] = []
 prices = parse_price_list(prices_text or "", price_warnings)

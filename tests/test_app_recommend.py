@@ -167,3 +167,27 @@ def test_lora_and_speculative_decoding_reach_every_candidate_the_link_and_the_ro
     row = ranked_rows(app)[0][-1]
     query = {key: value[-1] for key, value in parse_qs(urlsplit(row[row.index("(") + 1:-1]).query).items()}
     assert {k: query[k] for k in features} == features
+
+
+def test_hf_overrides_reach_every_candidate_the_link_and_the_rows_plan_links() -> None:
+    # issue 25 item 4: the model vLLM builds with the overrides is the one ranked
+    overrides = '{"num_hidden_layers":14}'
+    app = run_page({**SMALL_CASE, "hfo": overrides})
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.text_input(key="rec_hf_overrides_text").value == overrides
+    link = {k: v[-1] if isinstance(v, list) else v for k, v in app.query_params.items()}
+    assert link["hfo"] == overrides
+    row = ranked_rows(app)[0][-1]
+    query = {key: value[-1] for key, value in parse_qs(urlsplit(row[row.index("(") + 1:-1]).query).items()}
+    assert query["hfo"] == overrides
+    # the ranked TPOT is the recommender's for the 14-layer model (read back from the same link), not the 28-layer one
+    from calculator.model.model_source import load_model_spec
+    from calculator.speed.summary import recommendations_summary
+    from calculator.url_state import read_recommend_link
+
+    asked = read_recommend_link(link)
+    best = recommendations_summary(asked.request.run(load_model_spec(QWEN7), asked.workload,
+                                                     asked.speed))["by_cost_per_hour"][0]
+    plain = recommendations_summary(asked.request.model_copy(update={"hf_overrides": None}).run(
+        load_model_spec(QWEN7), asked.workload, asked.speed))["by_cost_per_hour"][0]
+    assert ranked_rows(app)[0][10] == f"{best['tpot_ms']:.1f} ms" != f"{plain['tpot_ms']:.1f} ms"

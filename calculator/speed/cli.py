@@ -20,9 +20,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from ..engine.estimate import estimate
 from ..engine.vllm_versions import LATEST_VERSION
 from ..errors import CalculatorError, InvalidInput
-from ..model.hf_overrides import with_hf_overrides
 from ..model.model_source import load_model_spec
-from ..scenario import Scenario
 from ..serve_command import speculative_fields
 from . import bench_cli
 from .bands import SpeedBands, speed_bands
@@ -176,13 +174,9 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
     if args.command == "recommend":
         slo = Slo(ttft_p95_ms=args.ttft_p95_ms, tpot_ms=args.tpot_ms, min_tok_s_per_user=args.min_tok_s_per_user,
                   e2e_s=args.e2e_s)
-        # NOTE: every candidate runs with the overrides, and is sized and filtered on the overridden model
-        overrides = Scenario(hf_overrides=args.hf_overrides).hf_overrides if args.hf_overrides else None
-        features = {**feature_fields(args), **({"hf_overrides": overrides} if overrides else {})}
-        result = recommend(with_hf_overrides(load_model_spec(args.model), overrides), traffic, slo, gpus=args.gpu,
-                           max_gpus=args.max_gpus, budget_per_hour=args.budget_per_hour,
-                           vllm_version=args.vllm_version, max_model_len=args.max_model_len,
-                           price_set=args.price_set, features=features,
+        result = recommend(load_model_spec(args.model), traffic, slo, gpus=args.gpu, max_gpus=args.max_gpus,
+                           budget_per_hour=args.budget_per_hour, vllm_version=args.vllm_version,
+                           max_model_len=args.max_model_len, price_set=args.price_set, features=feature_fields(args),
                            expert_parallel=args.enable_expert_parallel, data_parallel_size=args.data_parallel_size)
         return json.dumps(recommendations_summary(result)) if args.json else render_recommendations(result, args.top)
     deployment = estimate(scenario_from_args(args))

@@ -102,11 +102,11 @@ class SpeedInputs(BaseModel):
         return constants_for(platform).model_copy(update=measured) if measured else None
 
 
-# Scenario fields every recommended deployment runs with: LoRA slots and speculative decoding (their bounds are the
-# Scenario's own, so the Recommend page, its link and the CLI accept what the Plan page does).
+# Scenario fields every recommended deployment runs with: LoRA slots, speculative decoding and --hf-overrides (their
+# bounds are the Scenario's own, so the Recommend page, its link and the CLI accept what the Plan page does).
 FEATURE_FIELDS = ("enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "lora_dtype", "fully_sharded_loras",
                   "speculative_method", "speculative_model", "num_speculative_tokens", "draft_tensor_parallel_size",
-                  "speculative_acceptance_rate")
+                  "speculative_acceptance_rate", "hf_overrides")
 _SCENARIO = Scenario.model_fields
 
 
@@ -136,6 +136,7 @@ class RecommendRequest(BaseModel):
     num_speculative_tokens: int | None = _SCENARIO["num_speculative_tokens"]
     draft_tensor_parallel_size: int | None = _SCENARIO["draft_tensor_parallel_size"]
     speculative_acceptance_rate: float | None = _SCENARIO["speculative_acceptance_rate"]
+    hf_overrides: str | None = _SCENARIO["hf_overrides"]  # checked (and made canonical) by the Scenario's rules
 
     @model_validator(mode="after")
     def _features_agree(self) -> RecommendRequest:

@@ -13,6 +13,7 @@ from ..engine.estimate import estimate
 from ..engine.vllm_versions import LATEST_VERSION, VllmVersion
 from ..errors import CalculatorError, InvalidInput
 from ..gpus import GpuSpec, find_gpu, gpu_catalog
+from ..model.hf_overrides import with_hf_overrides
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import format_ms
@@ -155,6 +156,10 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
     with (LoRA slots, speculative decoding). ``expert_parallel``, ``data_parallel_size``: which DP x EP layouts an
     MoE model is also tried with (``layouts``)."""
     slo = slo or Slo()
+    if features and features.get("hf_overrides"):
+        # NOTE: candidates are sized, filtered and run on the model vLLM builds with the overrides
+        features = {**features, "hf_overrides": Scenario(hf_overrides=features["hf_overrides"]).hf_overrides}
+        spec = with_hf_overrides(spec, features["hf_overrides"])
     _check_servable(spec, traffic, vllm_version, max_model_len)
     max_model_len = max_model_len or workload_model_len(spec, traffic)
     table = price_table(prices, price_set)

@@ -278,6 +278,15 @@ def _text_setting(label: str, key: str, parse: Callable[[str], Any]) -> Any:
         return None
 
 
+def hf_overrides_setting(prefix: str) -> str | None:
+    """--hf-overrides as a text field (canonical JSON, or None); a link, an import or the page just seen fills it."""
+    if f"{prefix}_hf_overrides" in st.session_state:
+        st.session_state[f"{prefix}_hf_overrides_text"] = st.session_state.pop(f"{prefix}_hf_overrides") or ""
+    return _text_setting('hf_overrides (a JSON object applied to config.json, e.g. {"num_hidden_layers": 16}; '
+                         "empty: the config as published)", f"{prefix}_hf_overrides_text",
+                         lambda text: hf_overrides_text(parse_hf_overrides(text)))
+
+
 def _advanced(prefix: str) -> dict[str, object]:
     """The rarer knobs (and the Live page's calibration); every share-link key has its widget."""
     with st.expander("More vLLM settings"):
@@ -285,9 +294,7 @@ def _advanced(prefix: str) -> dict[str, object]:
                                  f"{prefix}_kv_cache_memory_text", parse_size)
         sizes = _text_setting("cudagraph_capture_sizes (e.g. 1 2 4 8; empty: vLLM's default list)",
                               f"{prefix}_cudagraph_capture_sizes_text", capture_sizes_from_text)
-        overrides = _text_setting('hf_overrides (a JSON object applied to config.json, e.g. {"num_hidden_layers": '
-                                  '16}; empty: the config as published)', f"{prefix}_hf_overrides_text",
-                                  lambda text: hf_overrides_text(parse_hf_overrides(text)))
+        overrides = hf_overrides_setting(prefix)
         blocks = st.number_input("num_gpu_blocks_override", key=f"{prefix}_num_gpu_blocks_override",
                                  placeholder="none", **_bounded("num_gpu_blocks_override"))
         offload = st.number_input("cpu_offload_gb (weights per GPU kept in CPU memory)", step=1.0,
