@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from calculator import Scenario, estimate, load_model_spec
 from calculator.sweeps import default_values, fit_boundary, points_to_csv, sweep
 from calculator.units import GIB
@@ -63,3 +66,15 @@ def test_no_max_model_len_above_the_models_own_fits():
     assert options["lower max_model_len to 40,960"].changes == {"max_model_len": 40960}
     allow = options["set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to keep max_model_len 65,536"]
     assert allow.environment == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} and allow.changes == {}
+
+
+def test_a_sweep_point_is_the_scenario_built_afresh_with_the_one_field_changed():
+    base = Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", hf_overrides={"rope_theta": 1000},
+                    cudagraph_capture_sizes=(1, 2, 4), enable_lora=True)
+    assert base.replace(max_model_len=2048) == Scenario(
+        model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", hf_overrides='{"rope_theta": 1000}',
+        cudagraph_capture_sizes=(1, 2, 4), enable_lora=True, max_model_len=2048)
+    with pytest.raises(ValidationError, match="max_num_seqs"):
+        base.replace(max_num_seqs=0)
+    with pytest.raises(ValidationError, match="give a GPU from the catalog"):
+        base.replace(gpu=None)
