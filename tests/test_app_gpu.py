@@ -76,7 +76,8 @@ def test_a_gpu_answering_not_supported_shows_n_a(monkeypatch: pytest.MonkeyPatch
     values = {metric.label: metric.value for metric in app.metric}
     assert (values["Utilization"], values["Temperature"], values["Power / limit"]) == ("n/a", "n/a", "n/a / n/a")
     assert "This GPU does not list the processes holding its memory." in [c.value for c in app.caption]
-    assert link_buttons(app) == {"Plan on this GPU": [{"g": "rtx-4090", "other": "1"}]}
+    # the catalog's CUDA total (23.55 GiB) minus NVML's free 23,540 MiB (22.99 GiB)
+    assert link_buttons(app) == {"Plan on this GPU": [{"g": "rtx-4090", "other": "0.56"}]}
 
 
 def test_mig_on_warns_that_the_plan_is_for_the_whole_card(monkeypatch: pytest.MonkeyPatch):
