@@ -355,9 +355,9 @@ def test_a_short_request_still_holds_its_recurrent_state_blocks():
 
 
 @pytest.mark.parametrize("recurrent_fields", [
-    # Falcon-H1: a Mamba2 mixer beside every layer's attention, no layer_types
-    {"model_type": "falcon_h1", "mamba_n_heads": 24, "mamba_d_head": 64, "mamba_d_state": 256, "mamba_n_groups": 1,
-     "mamba_d_conv": 4},
+    # Bamba: its Mamba2 layers are those not in attn_layer_indices, a field this planner does not read
+    {"model_type": "bamba", "mamba_n_heads": 24, "mamba_d_head": 64, "mamba_d_state": 256, "mamba_n_groups": 1,
+     "mamba_d_conv": 4, "attn_layer_indices": [3]},
     # Kimi-Linear: KDA layers named in linear_attn_config
     {"model_type": "kimi_linear", "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4]}},
 ])
@@ -392,3 +392,28 @@ def test_kimi_linear_kda_state_beside_mla_layers():
     assert layout.block_size == 1920
     assert [g.kind for g in layout.groups] == ["mamba", "mamba", "mamba", "mla"]
     assert layout.bytes_per_block == 7 * 1920 * 1152
+
+
+def test_falcon_h1_keeps_attention_and_a_mamba2_state_in_every_layer():
+    """FalconH1ParallelHybrid: attention (2 KV heads x 64) and a Mamba2 mixer (mamba_d_ssm 512, 16 heads x 32,
+    2 groups, state 64) side by side in each of 4 layers, then a SwiGLU MLP of 768; no gated norm (mamba_rms_norm)."""
+    config = {"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "hidden_size": 256,
+              "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+              "vocab_size": 1000, "intermediate_size": 768, "mamba_d_ssm": 512, "mamba_n_heads": 16,
+              "mamba_d_head": 32, "mamba_d_state": 64, "mamba_n_groups": 2, "mamba_d_conv": 4, "mamba_expand": 2,
+              "mamba_conv_bias": True, "mamba_proj_bias": False, "mamba_rms_norm": False,
+              "tie_word_embeddings": False, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+    spec = build_model_spec(config, "falcon-h1-like")
+    conv = 512 + 2 * 2 * 64
+    mamba = (512 + conv + 16) * 256 + conv * 4 + conv + 3 * 16 + 256 * 512  # no norm weight without mamba_rms_norm
+    attention = 8 * 64 * 256 + 2 * (2 * 64 * 256) + 256 * 8 * 64
+    layer = 2 * 256 + attention + mamba + 3 * 768 * 256
+    # transformers' FalconH1ForCausalLM on the meta device counts the same 6,051,264.
+    assert spec.num_params == 2 * 1000 * 256 + 256 + 4 * layer == 6_051_264
+    # State: conv 768 x 3 x 2 B = 4,608 + temporal 16 x 32 x 64 x 2 B = 65,536; attention 2 x 128 x 2 B per token.
+    layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+    assert layout.kv_bytes_per_token == 4 * 512
+    assert layout.block_size == 16 * math.ceil(70_144 / (16 * 512)) == 144
+    # vLLM registers both caches of every layer: a group of the 4 attention layers and one of the 4 Mamba2 states.
+    assert [(g.kind, g.layer_indices) for g in layout.groups] == [("full", (0, 1, 2, 3)), ("mamba", (0, 1, 2, 3))]
+    assert layout.bytes_per_block == 4 * 144 * 512

@@ -176,43 +176,48 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
     """
     if block_size < 1:
         raise InvalidInput("block_size must be at least 1")
-    layers = [(i, layer) for i, layer in enumerate(spec.layers)
-              if layer.kv_sharing_target is None and not layer.stateless]
-    attention = [(i, layer) for i, layer in layers if layer.kind != "mamba"]
-    recurrent = [(i, layer) for i, layer in layers if layer.kind == "mamba"]
-    page_per_token = {i: kv_page_bytes_per_token(layer, kv_cache_dtype=kv_cache_dtype,
+    # NOTE: one cache entry per layer, and a second where a Mamba2 mixer runs beside the attention (Falcon-H1);
+    # entries are numbered, ``decoder`` maps each to its decoder layer.
+    entries = [(i, cache) for i, layer in enumerate(spec.layers)
+               if layer.kv_sharing_target is None and not layer.stateless
+               for cache in (layer, layer.parallel_state) if cache is not None]
+    decoder = [i for i, _ in entries]
+    attention = [(e, layer) for e, (_, layer) in enumerate(entries) if layer.kind != "mamba"]
+    recurrent = [(e, layer) for e, (_, layer) in enumerate(entries) if layer.kind == "mamba"]
+    page_per_token = {e: kv_page_bytes_per_token(layer, kv_cache_dtype=kv_cache_dtype,
                                                  model_dtype_bytes=model_dtype_bytes,
-                                                 tensor_parallel_size=tensor_parallel_size) for i, layer in attention}
+                                                 tensor_parallel_size=tensor_parallel_size) for e, layer in attention}
     if recurrent:
         state = max(mamba_state_bytes(layer, tensor_parallel_size=tensor_parallel_size,
                                       model_dtype_bytes=model_dtype_bytes) for _, layer in recurrent)
         if attention:
             # NOTE: _align_hybrid_block_size raises the attention block until its page holds a whole state,
             # then pads the state page to exactly the attention page, so every layer shares one page size.
-            per_token = max(page_per_token[i] for i, _ in attention)
+            per_token = max(page_per_token[e] for e, _ in attention)
             alignment = max(kernel_block_alignment, block_size)
             if any(layer.kind == "mla" for _, layer in attention):
                 alignment = max(alignment, 128)  # NOTE: MLA hybrids keep the manager block a multiple of 128
             block_size = max(block_size, alignment * math.ceil(state / (alignment * per_token)))
             state = math.ceil(block_size * per_token)
-        page_per_token.update({i: state / block_size for i, _ in recurrent})
+        page_per_token.update({e: state / block_size for e, _ in recurrent})
 
     def kind_of(layer: LayerAttention) -> GroupKind:
         if not hybrid_kv_cache_manager and layer.kind in ("sliding_window", "chunked_local"):
             return "full"  # NOTE: unify_hybrid_kv_cache_specs promotes windows to full attention
         return layer.kind
 
-    def bucket_key(i: int, layer: LayerAttention) -> tuple:
+    def bucket_key(e: int, layer: LayerAttention) -> tuple:
         kind = kind_of(layer)
         window = layer.sliding_window if kind == "sliding_window" else None
         chunk = layer.attention_chunk_size if kind == "chunked_local" else None
-        return (kind, window, chunk, page_per_token[i])
+        return (kind, window, chunk, page_per_token[e])
 
     buckets: dict[tuple, list[int]] = {}
-    for i, layer in layers:
-        buckets.setdefault(bucket_key(i, layer), []).append(i)
+    for e, (_, layer) in enumerate(entries):
+        buckets.setdefault(bucket_key(e, layer), []).append(e)
     stages = pp_layer_ranges(spec.num_hidden_layers, pipeline_parallel_size)
     kinds = {key[0] for key in buckets}
+    per_token = tuple(sum(page_per_token[e] for e, _ in attention if lo <= decoder[e] < hi) for lo, hi in stages)
 
     def base_block(kind: GroupKind) -> int:
         return sliding_window_block_size or block_size if kind == "sliding_window" else block_size
@@ -220,17 +225,16 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
     if len(buckets) == 1 or (len(kinds) == 1 and "sliding_window" not in kinds and "chunked_local" not in kinds):
         # One group with every layer; same-type layers of different sizes share block ids too
         # (UniformTypeKVCacheSpecs: a block costs the sum of their pages).
-        indices = tuple(i for i, _ in layers)
+        indices = tuple(decoder)
         (kind, window, chunk, _), = list(buckets)[:1]
         block = base_block(kind)
         group = KvGroup(kind=kind, layer_indices=indices,
-                        page_size_bytes=math.ceil(block * page_per_token[indices[0]]),
+                        page_size_bytes=math.ceil(block * page_per_token[0]),
                         block_size=block, sliding_window=window, attention_chunk_size=chunk,
                         layers_per_stage=_count_per_stage(indices, stages),
                         state_blocks=mamba_state_blocks if kind == "mamba" else 1)
-        per_stage = tuple(sum(math.ceil(block * page_per_token[i]) for i in indices if lo <= i < hi)
-                          for lo, hi in stages)
-        per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
+        per_stage = tuple(sum(math.ceil(block * page_per_token[e]) for e in range(len(entries))
+                              if lo <= decoder[e] < hi) for lo, hi in stages)
         return KvCacheLayout(groups=(group,), block_size=block, group_size=len(indices), padding_layers=0,
                              bytes_per_block_per_stage=per_stage, kv_bytes_per_token_per_stage=per_token)
 
@@ -243,19 +247,19 @@ def plan_kv_cache(spec: ModelSpec, *, block_size: int, kv_cache_dtype: str, mode
         group_size = max(counts)
     groups: list[KvGroup] = []
     padding = 0
-    for key, indices in buckets.items():
+    for key, members in buckets.items():
         kind, window, chunk, _ = key
         ratio = max(1, largest_page // pages[key])
-        num_groups = math.ceil(len(indices) / group_size)
-        padding += num_groups * group_size - len(indices)
+        num_groups = math.ceil(len(members) / group_size)
+        padding += num_groups * group_size - len(members)
         for j in range(num_groups):
-            groups.append(KvGroup(kind=kind, layer_indices=tuple(indices[j::num_groups]),
+            indices = tuple(decoder[e] for e in members[j::num_groups])
+            groups.append(KvGroup(kind=kind, layer_indices=indices,
                                   page_size_bytes=pages[key] * ratio, block_size=base_block(kind) * ratio,
                                   sliding_window=window, attention_chunk_size=chunk,
-                                  layers_per_stage=_count_per_stage(indices[j::num_groups], stages),
+                                  layers_per_stage=_count_per_stage(indices, stages),
                                   state_blocks=mamba_state_blocks if kind == "mamba" else 1))
     per_stage = tuple(max(g.layers_per_stage[s] * g.page_size_bytes for g in groups) for s in range(len(stages)))
-    per_token = tuple(sum(page_per_token[i] for i, _ in attention if lo <= i < hi) for lo, hi in stages)
     return KvCacheLayout(groups=tuple(groups), block_size=min(g.block_size for g in groups), group_size=group_size,
                          padding_layers=padding,
                          bytes_per_block_per_stage=per_stage, kv_bytes_per_token_per_stage=per_token)

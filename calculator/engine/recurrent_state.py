@@ -8,7 +8,7 @@ refuse a start that has plenty of KV tokens.
 
 from __future__ import annotations
 
-from ..model.spec import ModelSpec
+from ..model.spec import LayerAttention, ModelSpec
 from ..units import GIB
 from .kv_cache import KvCacheLayout
 from .vllm_versions import Device, VersionRules
@@ -55,9 +55,14 @@ def with_speculative_state(spec: ModelSpec, extra_tokens: int) -> ModelSpec:
     """``spec`` with every recurrent layer's conv state ``extra_tokens`` longer (the draft tokens it verifies)."""
     if not extra_tokens:
         return spec
-    layers = tuple(layer.model_copy(update={"mamba_conv_len": (layer.mamba_conv_len or 0) + extra_tokens})
-                   if layer.kind == "mamba" else layer for layer in spec.layers)
-    return spec.model_copy(update={"layers": layers})
+    def longer(layer: LayerAttention) -> LayerAttention:
+        if layer.parallel_state is not None:
+            return layer.model_copy(update={"parallel_state": longer(layer.parallel_state)})
+        if layer.kind != "mamba":
+            return layer
+        return layer.model_copy(update={"mamba_conv_len": (layer.mamba_conv_len or 0) + extra_tokens})
+
+    return spec.model_copy(update={"layers": tuple(longer(layer) for layer in spec.layers)})
 
 
 def state_slots(layout: KvCacheLayout, num_blocks: int) -> int | None:

@@ -224,6 +224,9 @@ def _layer_attention(text: Mapping[str, Any], model_type: str, num_layers: int, 
     layer_types = hybrid_layer_types(text, num_layers)
     full = LayerAttention(kind="full", num_kv_heads=num_kv_heads, head_size=head_dim, head_size_v=head_dim)
     recurrent = _recurrent_state(text)
+    if str(text.get("model_type")) == "falcon_h1" and recurrent is not None:
+        # NOTE: FalconH1ParallelHybrid: every layer runs attention and a Mamba2 mixer side by side, each with a cache.
+        return (full.model_copy(update={"parallel_state": recurrent}),) * num_layers
     result: list[LayerAttention] = []
     for index, sliding in enumerate(_sliding_flags(text, model_type, num_layers)):
         kind = str(layer_types[index]) if layer_types and index < len(layer_types) else ""
@@ -349,9 +352,9 @@ def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
 
 
 def _unplaced_recurrent_layers(text: Mapping[str, Any], layers: tuple[LayerAttention, ...]) -> str | None:
-    """A config with recurrent-state fields whose layers none are placed as recurrent: Falcon-H1 (a Mamba2 mixer
-    beside the attention of every layer) and Kimi-Linear (KDA layers listed in ``linear_attn_config``)."""
-    if any(layer.kind == "mamba" for layer in layers):
+    """A config with recurrent-state fields whose layers none are placed as recurrent (a model type whose layout
+    this module does not know, such as Kimi-Linear without its KDA head sizes)."""
+    if any(layer.kind == "mamba" or layer.parallel_state is not None for layer in layers):
         return None
     if _recurrent_state(text) is None and not isinstance(text.get("linear_attn_config"), Mapping):
         return None

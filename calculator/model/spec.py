@@ -46,6 +46,8 @@ class LayerAttention(_Frozen):
     mamba_ssm_dtype: Literal["float32", "bfloat16", "float16"] | None = None
     # A layer with neither attention nor state (Nemotron-H's MLP and MoE layers, '-' and 'E' in its pattern).
     stateless: bool = False
+    # Falcon-H1: a Mamba2 mixer runs beside this layer's attention; vLLM gives it a cache (a MambaSpec) of its own.
+    parallel_state: LayerAttention | None = None
     # NOTE: a layer that reads an earlier layer's cache allocates none (vLLM's kv_sharing_target_layer_name;
     # Gemma 4's last num_kv_shared_layers).
     kv_sharing_target: int | None = Field(None, ge=0)

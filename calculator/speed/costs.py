@@ -168,8 +168,8 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
         linear_flops_per_token=2.0 * linear_params, attention=_attention_groups(spec, on_stage, tp, dtype_bytes,
                                                                                 kv_cache_dtype),
         recurrent_state_bytes_per_request=2.0 * sum(
-            mamba_state_bytes(layer, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
-            for layer in on_stage if layer.kind == "mamba"),
+            mamba_state_bytes(state, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
+            for layer in on_stage for state in (layer, layer.parallel_state) if state and state.kind == "mamba"),
         activation_bytes_per_token=activation, layers=len(on_stage), moe_layers=moe_layers,
         kernels_per_step=kernels, cuda_graphs=cuda_graphs, async_scheduling=async_scheduling,
         all_reduce_bytes_per_token=float(spec.hidden_size * dtype_bytes),

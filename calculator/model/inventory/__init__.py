@@ -17,6 +17,7 @@ from .deepseek import deepseek_decoder
 from .gemma4 import gemma4_model
 from .generic import generic_decoder_tensors
 from .hybrid import (
+    falcon_h1_decoder,
     granite_moe_hybrid_decoder,
     lfm2_decoder,
     nemotron_h_decoder,
@@ -55,6 +56,7 @@ FAMILIES: dict[str, Inventory] = {
     "lfm2": lfm2_decoder,  # LFM2 / LFM2.5: short convolutions + GQA
     "granitemoehybrid": granite_moe_hybrid_decoder,  # Granite 4.0-H: Mamba2 + attention, experts + shared MLP
     "nemotron_h": nemotron_h_decoder,  # Nemotron-H: Mamba2, attention, MLP and MoE layers by pattern
+    "falcon_h1": falcon_h1_decoder,  # Falcon-H1: attention and Mamba2 side by side in every layer
     **MULTIMODAL,
 }
 

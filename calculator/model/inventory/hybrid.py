@@ -166,7 +166,7 @@ def lfm2_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
 
 
 def _mamba2_mixer(prefix: str, c: Cfg, span: Span, *, heads: int, groups: int, state: int, kernel: int, inner: int,
-                  conv_bias: bool, proj_bias: bool) -> list[WeightTensor]:
+                  conv_bias: bool, proj_bias: bool, gated_norm: bool = True) -> list[WeightTensor]:
     """vLLM's MambaMixer2: in_proj to x, z, B, C and dt; a depthwise conv over x, B, C; per-head A (float32 in vLLM),
     D and dt bias; a gated RMSNorm over x; out_proj."""
     hidden = c.int("hidden_size")
@@ -177,10 +177,11 @@ def _mamba2_mixer(prefix: str, c: Cfg, span: Span, *, heads: int, groups: int, s
                tensor(f"{prefix}.A_log", (heads,), "attention", tp="column", layers=span, dtype_bytes=4),
                tensor(f"{prefix}.D", (heads,), "attention", tp="column", layers=span),
                tensor(f"{prefix}.dt_bias", (heads,), "attention", tp="column", layers=span),
-               tensor(f"{prefix}.norm.weight", (inner,), "norm", tp="column", layers=span),
                *linear(f"{prefix}.out_proj", (hidden,), inner, "attention", tp="row", bias=proj_bias, layers=span)]
     if conv_bias:
         tensors.append(tensor(f"{prefix}.conv1d.bias", (conv_dim,), "attention", tp="column", layers=span))
+    if gated_norm:  # NOTE: Mixer2RMSNormGated registers its weight only when it normalises (Falcon-H1 may not)
+        tensors.append(tensor(f"{prefix}.norm.weight", (inner,), "norm", tp="column", layers=span))
     return tensors
 
 
@@ -204,7 +205,8 @@ def granite_moe_hybrid_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor,
     tensors = [*edges(c), *(t for name in ("input_layernorm", "post_attention_layernorm")
                             for t in norm(name, hidden, layers=everything))]
     for span in _layer_spans(c, "mamba"):
-        tensors += _mamba2_mixer("mamba", c, span, heads=heads, groups=c.int("mamba_n_groups", default=1), state=c.int("mamba_d_state"),
+        tensors += _mamba2_mixer("mamba", c, span, heads=heads, groups=c.int("mamba_n_groups", default=1),
+                                 state=c.int("mamba_d_state"),
                                  kernel=c.int("mamba_d_conv", default=4),
                                  inner=int(float(c.get("mamba_expand", 2)) * hidden),
                                  conv_bias=c.flag("mamba_conv_bias", default=True),
@@ -301,3 +303,24 @@ def qwen3_5_model(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
     if not isinstance(config.get("vision_config"), Mapping):
         return text
     return (*text, *qwen3_vl_tower(vision_cfg(config, "qwen3_5")))
+
+
+def falcon_h1_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """Falcon-H1 (FalconH1ParallelHybrid): in every layer attention and a Mamba2 mixer (``mamba_d_ssm`` or
+    ``mamba_expand`` x hidden wide; its gated norm only with ``mamba_rms_norm``) side by side, then a SwiGLU MLP;
+    ``input_layernorm`` and ``pre_ff_layernorm``."""
+    c = text_cfg(config)
+    num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
+    everything = (0, num_layers)
+    heads = c.int("num_attention_heads")
+    inner = c.int("mamba_d_ssm", default=0) or int(float(c.get("mamba_expand", 2)) * hidden)
+    return (*edges(c), *(t for name in ("input_layernorm", "pre_ff_layernorm")
+                         for t in norm(name, hidden, layers=everything)),
+            *_plain_attention("self_attn", c, everything, head_dim=c.int("head_dim", default=hidden // heads),
+                              bias=False),
+            *_mamba2_mixer("mamba", c, everything, heads=c.int("mamba_n_heads"),
+                           groups=c.int("mamba_n_groups", default=1), state=c.int("mamba_d_state"),
+                           kernel=c.int("mamba_d_conv", default=4), inner=inner,
+                           conv_bias=c.flag("mamba_conv_bias", default=True), proj_bias=c.flag("mamba_proj_bias"),
+                           gated_norm=c.flag("mamba_rms_norm")),
+            *gated_mlp("feed_forward", c.int("intermediate_size"), hidden, everything))
