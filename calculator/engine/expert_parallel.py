@@ -8,7 +8,8 @@ Read from vLLM 0.32's source (the CPU build's site-packages):
   dispatch); with ``--enable-expert-parallel`` ``use_all2all_kernels`` is ``use_ep and dp_size > 1`` and the
   configured all-to-all backend dispatches them. The default backend, ``allgather_reducescatter``
   (``config/parallel.py``: ``all2all_backend``), does the same all-gather
-  (``AgRsAll2AllManager.dispatch_router_logits``) and a reduce-scatter back. So the profiled forward pass runs the MoE part on dp times the tokens.
+  (``AgRsAll2AllManager.dispatch_router_logits``) and a reduce-scatter back. So the profiled forward pass runs the
+  MoE part on dp times the tokens.
 * With expert parallelism a rank holds whole experts (``ep_size = tp x dp``, ``tp_size = 1`` inside the MoE): the
   fused-MoE workspace per routed token is the expert's full intermediate width, not its tp-th.
 * ``distributed/device_communicators/all2all.py``: only the DeepEP backends keep persistent buffers, a
