@@ -148,7 +148,7 @@ def add_feature_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def feature_fields(args: argparse.Namespace) -> dict[str, object]:
-    """The Scenario fields of the LoRA and speculative-decoding flags that were given."""
+    """The Scenario fields of the LoRA, speculative-decoding and --hf-overrides flags that were given."""
     fields = {name: getattr(args, name) for name in FEATURE_FIELDS if getattr(args, name, None) not in (None, False)}
     return {**fields, **(getattr(args, "speculative_config", None) or {})}
 
