@@ -19,7 +19,9 @@ import pytest
 
 from calculator import Scenario, estimate
 from calculator.engine import uncertainty
+from calculator.engine.encoder_profile import profiled_encoder_cache_bytes
 from calculator.engine.kv_cache import plan_kv_cache
+from calculator.engine.vllm_versions import rules_for
 from calculator.explain import lead_sentence
 from calculator.model.architecture import build_model_spec, text_config_of
 from calculator.model.inventory import checkpoint_num_params, weight_tensors
@@ -258,6 +260,48 @@ class TestQwen3VlMoe:
         assert checkpoint_num_params(config, weight_tensors(config)) == 31_070_754_032
         spec = build_model_spec(config, "Qwen/Qwen3-VL-30B-A3B-Instruct")
         assert spec.is_multimodal and kv_bytes_per_token(spec) == 48 * 4 * 128 * 2 * 2
+
+    @staticmethod
+    def run(version: str, model: str = "Qwen/Qwen3-VL-30B-A3B-Instruct") -> object:
+        return estimate(Scenario(model=model, gpu="h100-nvl-94gb", vllm_version=version, max_model_len=8192,
+                                 max_num_batched_tokens=8192))
+
+    def test_the_encoders_profiled_outputs_sit_on_the_activation_peak(self) -> None:
+        # vLLM 0.13 on an H100 NVL (file-h100nvl-qwen3-vl-30b-a3b-custom-v0130): "Model loading took 58.2299 GiB |
+        # Encoder cache will be initialized with a budget of 16384 tokens, and profiled with 1 image items of the
+        # maximum feature size. | Available KV cache memory: 19.40 GiB". profile_run keeps the encoder's outputs
+        # (one 16,384-token image x out_hidden_size 2048 x (1 + 3 deepstack levels) x 2 B) through the sampler's
+        # warm-up: 268,435,456 B on top of 9.7 fp32 copies of 1,024 x 151,936 logits.
+        result = self.run("0.13.0")
+        encoder = 1 * 16_384 * 2048 * (1 + 3) * 2
+        assert encoder == 268_435_456
+        assert result.budget.activation_bytes == encoder + int(9.7 * 1024 * 151_936 * 4)
+        # With the weights the log printed (the fine-tune loads 0.36 GiB more than Qwen's checkpoint), the pool
+        # comes to 19.55 GiB against the 19.40 printed: +0.8 %, where it was +2.1 % without the encoder's outputs.
+        pool = result.budget.kv_cache_bytes + result.budget.weights_bytes - 58.2299 * GIB
+        assert pool / GIB == pytest.approx(19.40, rel=0.01)
+        assert (pool + encoder) / GIB > 19.40 * 1.02
+
+    def test_qwen25_vl_has_no_deepstack_and_v0_or_text_models_keep_no_encoder_cache(self) -> None:
+        sampler = int(9.7 * 1024 * 152_064 * 4)  # Qwen2.5-VL-72B's vocabulary
+        assert self.run("0.13.0", "Qwen/Qwen2.5-VL-72B-Instruct").budget.activation_bytes == (
+            1 * 16_384 * 8192 * 2 + sampler)  # out_hidden_size 8192, one level
+        # V0 profiles the images inside the dummy sequences instead (0.7.3 runs V0 here)
+        spec = build_model_spec(preset("Qwen__Qwen2.5-VL-72B-Instruct"), "Qwen/Qwen2.5-VL-72B-Instruct")
+        assert rules_for("0.7.3").engine == "v0"
+        assert profiled_encoder_cache_bytes(spec, max_num_batched_tokens=8192, max_num_seqs=256,
+                                            activation_dtype_bytes=2, rules=rules_for("0.7.3")) == 0
+        text = estimate(Scenario(model="Qwen/Qwen3-30B-A3B", gpu="h100-nvl-94gb", vllm_version="0.13.0",
+                                 max_model_len=8192, max_num_batched_tokens=8192))
+        assert text.budget.activation_bytes == int(9.7 * 1024 * 151_936 * 4)
+
+    def test_a_batch_budget_of_several_images_profiles_that_many(self) -> None:
+        # max(32,768, 16,384) // 16,384 = 2 images, capped by the sequence slots
+        spec = build_model_spec(preset("Qwen__Qwen3-VL-30B-A3B-Instruct"), "Qwen/Qwen3-VL-30B-A3B-Instruct")
+        rules = rules_for("0.13.0")
+        assert [profiled_encoder_cache_bytes(spec, max_num_batched_tokens=32_768, max_num_seqs=seqs,
+                                             activation_dtype_bytes=2, rules=rules) for seqs in (1, 256)] == [
+            16_384 * 8192 * 2, 2 * 16_384 * 8192 * 2]
 
 
 class TestGlm5KvDefaultOnBlackwell:

@@ -160,9 +160,12 @@ def _nvfp4_swizzle_padding(model: str) -> float:
     """Share of NVFP4 weight bytes that swizzle_blockscale's padding adds: scale rows to 128, scale columns to 4."""
     extra = weights = 0.0
     for tensor in load_model_spec(model).weights:
-        if len(tensor.shape) != 2 or not tensor.quantizable or tensor.shape[1] % 16:
+        if len(tensor.shape) != 2 or not tensor.quantizable or tensor.shape[1] % 16 or tensor.name.endswith(
+                "up_proj.weight"):
             continue
         out, inputs = tensor.shape
+        # NOTE: vLLM swizzles the fused gate_up (w13) matrix: gemma-4-26B-A4B's 704-row experts fuse to 1,408 rows
+        out *= 2 if tensor.name.endswith("gate_proj.weight") else 1
         copies = tensor.numel // (out * inputs) * tensor.count * tensor.num_layers
         scales = inputs // 16  # one fp8 scale per 16 inputs
         extra += (-(-out // 128) * 128 * -(-scales // 4) * 4 - out * scales) * copies

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from ..gpus import Interconnect
 from ..model.spec import ModelSpec
 from ..units import GIB
+from .encoder_profile import profiled_encoder_cache_bytes
 from .expert_parallel import moe_token_factor
 from .interconnect import UNKNOWN_INTERCONNECT, all_reduce_buffer_bytes, nccl_buffer_bytes
 from .vllm_versions import CudagraphCaptureRule, Device, OverheadEra, VersionRules
@@ -195,16 +196,21 @@ def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_n
                           activation_dtype_bytes: int, tensor_parallel_size: int, is_last_stage: bool,
                           rules: VersionRules | None = None, data_parallel_size: int = 1,
                           enable_expert_parallel: bool = False) -> int:
-    """The profiled peak: the forward pass and the sampler run one after the other, so the larger one counts."""
-    forward = forward_activation_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
+    """The profiled peak: the forward pass and the sampler run one after the other, so the larger one counts,
+    on top of the multimodal encoder's dummy outputs, which stay cached through both (``encoder_profile``)."""
+    encoder_cache = profiled_encoder_cache_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
+                                                 max_num_seqs=max_num_seqs,
+                                                 activation_dtype_bytes=activation_dtype_bytes, rules=rules)
+    forward = encoder_cache + forward_activation_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
                                        activation_dtype_bytes=activation_dtype_bytes,
                                        tensor_parallel_size=tensor_parallel_size,
                                        data_parallel_size=data_parallel_size,
                                        enable_expert_parallel=enable_expert_parallel)
     if not is_last_stage:
         return forward
-    return max(forward, sampler_activation_bytes(spec, max_num_seqs=max_num_seqs,
-                                                 max_num_batched_tokens=max_num_batched_tokens, rules=rules))
+    return max(forward, encoder_cache + sampler_activation_bytes(spec, max_num_seqs=max_num_seqs,
+                                                                 max_num_batched_tokens=max_num_batched_tokens,
+                                                                 rules=rules))
 
 
 def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
