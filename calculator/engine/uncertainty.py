@@ -141,12 +141,12 @@ def verdict_reason(result: Estimate) -> str | None:
     For an unknown architecture whose widened band straddles the verdict, the reason says so first ("Unknown
     architecture ...")."""
     call = verdict(result)
-    if call == "borderline" and confidence(result) == "outside the records":
+    widened = confidence(result)
+    if call == "borderline" and widened != "calibrated":
         detail = result.error if not result.fits else " ".join(_start_reasons(result)) or None
-        return " ".join(coverage_notes(result)) + (f" {detail}" if detail else "")
-    if call == "borderline" and confidence(result) == "unknown architecture":
-        detail = result.error if not result.fits else " ".join(_start_reasons(result)) or None
-        return unknown_architecture_note(result) + (f". {detail}" if detail else ".")
+        why = (unknown_architecture_note(result) + "." if widened == "unknown architecture"
+               else " ".join(coverage_notes(result)))
+        return why + (f" {detail}" if detail else "")
     if call == "fits with margin":
         return None
     if call == "does not fit" or not result.fits:
