@@ -52,11 +52,11 @@ Verdict = Literal["fits with margin", "borderline", "does not fit", "does not ru
 Confidence = Literal["calibrated", "unknown architecture", "outside the records"]
 # NOTE: measured by estimating every preset through the generic path (its model_type renamed, class defaults
 # filled in) against its known inventory and KV layers (tests/test_frontier_models.py keeps these honest). The worst
-# miss per family, over 24 families: weights 52.1 % (opt), 30.2 % (gemma3_text), 30.15 % (phi), 9.9 % (gemma2),
-# 4.5 % (glm4_moe_lite), 4.3 % (llava_next), 3.6 % (gemma4), 2.6 % (deepseek_v3), 1.8 % (mistral3),
-# 1.7 % (qwen3_vl_moe), 1.5 % (gemma3), 1.3 % (glm_moe_dsa), under 1 % for the other twelve; the 90th percentile is
-# phi's 30.15 %. KV bytes per token: 9.09 % (gemma4: its per-layer head dims read as uniform), 0 for the other 23
-# families, whose caches the config spells out; the band takes that one miss.
+# miss per family, over 26 families: weights 52.1 % (opt), 30.2 % (gemma3_text), 30.15 % (phi), 9.9 % (gemma2),
+# 4.6 % (gemma4), 4.5 % (glm4_moe_lite), 4.3 % (llava_next), 2.6 % (deepseek_v3), 2.5 % (deepseek_v32),
+# 1.8 % (mistral3), 1.7 % (qwen3_vl_moe), 1.5 % (gemma3), 1.3 % (glm_moe_dsa), under 1 % for the other thirteen; the
+# 90th percentile is phi's 30.15 %. KV bytes per token: 9.09 % (gemma4: its per-layer head dims read as uniform), 0
+# for the other 25 families, whose caches the config spells out; the band takes that one miss.
 GENERIC_WEIGHTS_REL = 0.3015
 GENERIC_KV_PER_TOKEN_REL = 0.0909
 BANDS_FILE = "uncertainty.json"
