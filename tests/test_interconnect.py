@@ -128,3 +128,21 @@ def test_cli_interconnect_flag(capsys):
         main(["estimate", "--model", MODEL, "--interconnect", "infiniband"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'infiniband'" in capsys.readouterr().err
+
+
+def test_the_plan_page_offers_the_link_and_says_when_the_band_widens():
+    from pathlib import Path
+
+    from support.apptest import metrics, run_with_link
+
+    app_file = str(Path(__file__).resolve().parents[1] / "app.py")
+    link = {"m": MODEL, "g": "h100-sxm-80gb", "tp": "2", "v": "0.32.0"}
+    nvswitch, pcie = run_with_link(app_file, link), run_with_link(app_file, {**link, "link": "pcie"})
+    assert pcie.selectbox(key="plan_interconnect_choice").value == "PCIe only (no NVLink)"
+    tokens = [int(metrics(app)["KV cache tokens"].replace(",", "")) for app in (nvswitch, pcie)]
+    expected = [_budget("h100-sxm-80gb", 2).capacity.kv_cache_tokens,
+                _budget("h100-sxm-80gb", 2, interconnect="pcie").capacity.kv_cache_tokens]
+    assert tokens == expected and tokens[1] > tokens[0]  # 1.69 GiB less NCCL memory over PCIe
+    assert any("H100 SXM 80GB is sold with NVSwitch" in w.value for w in pcie.warning)
+    xgmi = run_with_link(app_file, {**link, "link": "xgmi"})
+    assert any("Outside the calibration records (interconnect: xgmi at TP 2)" in c.value for c in xgmi.caption)
