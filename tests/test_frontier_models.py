@@ -313,7 +313,8 @@ GEMMA4_VISION_TOWER = (27 * (4 * 1152 ** 2 + 3 * 1152 * 4304 + 4 * 1152 + 2 * 72
 
 class TestGemma4MoePreset:
     """google/gemma-4-26B-A4B (its Hub config.json as ai-dynamo/aiconfigurator vendors it, in
-    aic-core/src/aiconfigurator_core/model_configs/, keys sorted as transformers writes them): 30 layers (25 sliding, 5 full), each a dense MLP and a 128-expert MoE side by side."""
+    aic-core/src/aiconfigurator_core/model_configs/, keys sorted as transformers writes them): 30 layers (25 sliding,
+    5 full), each a dense MLP and a 128-expert MoE side by side."""
 
     H, VOCAB, EXPERT = 2816, 262_144, 3 * 704 * 2816
 
