@@ -139,6 +139,18 @@ def load_records() -> list[dict]:
             if line.strip()]
 
 
+def refused(record: dict) -> str | None:
+    """Why the planner says the record's deployment cannot start (None when it starts). The run was measured, so
+    a reason here is the planner's error, reported, not scored."""
+    result = deployment(record["id"])
+    return None if result.fits else (result.error or "does not start").split("\n")[0]
+
+
+def scored_records() -> list[dict]:
+    """The records whose deployment the planner starts: the ones the speed model can be scored on."""
+    return [r for r in load_records() if refused(r) is None]
+
+
 def run_for(record: dict) -> Run:
     for prefix, run in RUNS.items():
         if record["id"].startswith(prefix):

@@ -40,13 +40,13 @@ def _errors(records: list[dict]) -> dict[str, dict[str, list[float]]]:
 
 @pytest.fixture(scope="module")
 def errors() -> dict[str, dict[str, list[float]]]:
-    return _errors(speed_replay.load_records())
+    return _errors(speed_replay.scored_records())
 
 
 @pytest.fixture(scope="module")
 def shared_errors() -> dict[str, dict[str, list[float]]]:
     mined = {r["id"] for r in MINED}
-    return _errors([r for r in speed_replay.load_records() if r["id"] not in mined])
+    return _errors([r for r in speed_replay.scored_records() if r["id"] not in mined])
 
 
 def test_the_records_are_the_shared_data_set_and_the_mined_runs() -> None:
@@ -71,7 +71,7 @@ def test_every_mined_run_says_where_it_comes_from_and_how_to_rerun_it() -> None:
 
 
 def test_the_coverage_the_bands_rely_on_is_what_the_records_span() -> None:
-    spans = speed_accuracy.coverage(speed_replay.load_records())
+    spans = speed_accuracy.coverage(speed_replay.scored_records())
     assert set(spans["gpu_families"]) == COVERAGE.gpu_families
     assert set(spans["engines"]) == COVERAGE.engines and set(spans["model_kinds"]) == COVERAGE.model_kinds
     assert spans["max_running_requests"] == COVERAGE.max_running_requests

@@ -82,19 +82,20 @@ class Coverage(BaseModel):
 # out) in each regime fall within this factor each way. ``benchmarks/speed_accuracy.py`` prints them and the
 # coverage (docs/speed-accuracy.md).
 REGIME_BAND_FACTOR: dict[str, dict[str, float]] = {
-    "one request": {"ttft": 1.57, "tpot": 1.23, "throughput": 1.36},
-    "below the knee": {"ttft": 1.57, "tpot": 1.23, "throughput": 1.36},
-    "saturated": {"ttft": 1.57, "tpot": 1.23, "throughput": 1.36},
+    "one request": {"ttft": 2.08, "tpot": 1.33, "throughput": 1.23},
+    "below the knee": {"ttft": 2.38, "tpot": 1.4, "throughput": 1.32},
+    # NOTE: two held-out TTFTs and no TPOT measured in this regime: those two take the band of all regimes.
+    "saturated": {"ttft": 2.27, "tpot": 1.37, "throughput": 1.57},
 }
 COVERAGE = Coverage(gpu_families=frozenset({"ampere", "ada", "hopper", "blackwell", "cdna3"}),
                     engines=frozenset({"V0", "V1", "V1 async"}), model_kinds=frozenset({"dense", "MoE"}),
                     max_running_requests=500)
-# NOTE: outside the measured runs the log-width of a band doubles (factor -> factor^2): the runs that were the only
-# ones of their kind when held out (the ROCm Oracle rows, the eager Qwen3 run) missed by about twice the error of
-# the others (docs/speed-accuracy.md, "Outside the measured runs").
+# NOTE: outside the measured runs the log-width of a band doubles (factor -> factor^2). A judgement, not a fit: the
+# sources overlap in every dimension the coverage names, so held out only one record lay outside what the others
+# cover (kvcached-h100-qwen3-0.6b-rate-inf, 500 requests at once against the others' 256), too few to measure it.
 DOMAIN_WIDENING = 2.0
 # Regime-free bands (the estimate's own band fields): 80 % of all held-out errors.
-BAND_FACTOR = {"ttft": 1.57, "tpot": 1.23, "throughput": 1.36}
+BAND_FACTOR = {"ttft": 2.27, "tpot": 1.37, "throughput": 1.36}
 
 
 def constants_for(platform: str) -> SpeedConstants:
