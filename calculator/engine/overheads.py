@@ -201,11 +201,10 @@ def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_n
     encoder_cache = profiled_encoder_cache_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
                                                  max_num_seqs=max_num_seqs,
                                                  activation_dtype_bytes=activation_dtype_bytes, rules=rules)
-    forward = encoder_cache + forward_activation_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
-                                       activation_dtype_bytes=activation_dtype_bytes,
-                                       tensor_parallel_size=tensor_parallel_size,
-                                       data_parallel_size=data_parallel_size,
-                                       enable_expert_parallel=enable_expert_parallel)
+    forward = encoder_cache + forward_activation_bytes(
+        spec, max_num_batched_tokens=max_num_batched_tokens, activation_dtype_bytes=activation_dtype_bytes,
+        tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size,
+        enable_expert_parallel=enable_expert_parallel)
     if not is_last_stage:
         return forward
     return max(forward, encoder_cache + sampler_activation_bytes(spec, max_num_seqs=max_num_seqs,
