@@ -195,3 +195,27 @@ def test_recommend_ranks_on_one_providers_prices_when_asked_and_says_which_list(
     assert code == 0 and "prices: the mixed default list (sources differ by GPU" in out.splitlines()[0]
     code, _, err = _run([*args, "--price-set", "cheapest"], capsys)
     assert code == 2 and "invalid choice: 'cheapest'" in err
+
+
+def test_speed_json_gives_the_regimes_band_and_says_when_it_is_widened(capsys) -> None:
+    code, out, _ = _run([*SPEED, "--concurrency", "1", "--json"], capsys)
+    bands = json.loads(out)["bands"]
+    assert code == 0 and bands["regime"] == "one request" and bands["outside_measured_runs"] == []
+    code, out, _ = _run(["speed", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "v100-sxm2-32gb",
+                         "--max-model-len", "4096", "--input-tokens", "512", "--output-tokens", "128",
+                         "--concurrency", "1", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0
+    assert data["bands"]["outside_measured_runs"] == ["No measured run on the volta generation: the band is widened."]
+    low, high = data["bands"]["ttft_ms"]
+    assert high / data["ttft_ms"] == pytest.approx(data["ttft_ms"] / low, rel=1e-3)  # x/÷ the same factor
+
+
+def test_recommend_json_marks_each_option_met_or_at_risk_and_ranks_on_ttft_p95(capsys) -> None:
+    code, out, _ = _run(["recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                         "--input-tokens", "512", "--output-tokens", "128", "--concurrent-users", "4", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["by_ttft_p95"]
+    assert {row["slo_status"] for row in data["by_cost_per_hour"]} == {"met"}  # no SLO: nothing at risk
+    ttfts = [row["ttft_p95_ms"] for row in data["by_ttft_p95"]]
+    assert ttfts == sorted(ttfts) and all(row["bands"]["regime"] for row in data["by_ttft_p95"])
