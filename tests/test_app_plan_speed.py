@@ -234,3 +234,12 @@ def test_under_a_request_rate_below_the_engines_limit_the_arrivals_limit_concurr
     # the KV cache holds 375 requests of the default lengths (see the two-ceilings test above)
     assert "served concurrency limited by the arrival rate (" in caption
     assert " of the 375 requests the kv_cache allows run on average)" in caption
+
+
+def test_the_speed_section_says_when_its_spread_is_widened_off_the_measured_runs() -> None:
+    inside = run_app({"len": "4096"})
+    assert not [w.value for w in inside.warning if "measured run" in w.value]
+    assert any(c.value.startswith("Measured spread (") for c in inside.caption)
+    volta = run_app({"g": "v100-sxm2-32gb", "len": "4096"})
+    notes = [w.value for w in volta.warning if "measured run" in w.value]
+    assert len(notes) == 1 and notes[0].startswith("No measured run on the volta generation: the band is widened.")
