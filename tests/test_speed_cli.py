@@ -213,7 +213,8 @@ def test_speed_json_gives_the_regimes_band_and_says_when_it_is_widened(capsys) -
 
 def test_recommend_json_marks_each_option_met_or_at_risk_and_ranks_on_ttft_p95(capsys) -> None:
     code, out, _ = _run(["recommend", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
-                         "--input-tokens", "512", "--output-tokens", "128", "--concurrent-users", "4", "--json"], capsys)
+                         "--input-tokens", "512", "--output-tokens", "128", "--concurrent-users", "4", "--json"],
+                        capsys)
     data = json.loads(out)
     assert code == 0 and data["by_ttft_p95"]
     assert {row["slo_status"] for row in data["by_cost_per_hour"]} == {"met"}  # no SLO: nothing at risk
