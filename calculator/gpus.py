@@ -83,6 +83,9 @@ class GpuSpec(BaseModel):
     variant_of: str | None = None  # key of the same hardware in its default memory mode (shares its price)
     source: str = Field(min_length=1)
 
+    def __hash__(self) -> int:  # cheap and consistent with __eq__ (see VersionRules.__hash__)
+        return hash((self.key, self.memory_gib))
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def memory_bytes(self) -> int:

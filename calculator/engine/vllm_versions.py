@@ -117,6 +117,12 @@ class VersionRules(BaseModel):
     """The behaviour of one vLLM version that the capacity maths depends on."""
 
     model_config = ConfigDict(frozen=True)
+
+    def __hash__(self) -> int:
+        # NOTE: rules key the estimate's per-deployment cache; pydantic's default hash walks all 40 fields (a few
+        # microseconds per estimate). Equal rules share version and engine, so this stays consistent with __eq__.
+        return hash((self.version.major, self.version.minor, self.version.patch, self.engine))
+
     version: VllmVersion
     era: str  # a human label for the sizing era
     engine: Literal["v0", "v1"]
