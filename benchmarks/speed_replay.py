@@ -113,6 +113,7 @@ RUNS: dict[str, Run] = {
                               "gpu_memory_utilization": 0.85, "enable_prefix_caching": True}),
     "tt340-a100-qwen3-30b-a3b": Run("Qwen/Qwen3-30B-A3B", "a100-sxm-80gb", "0.9.2", "closed", {"max_model_len": 16384}),
     "tt340-a100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.9.2", "closed", {"max_model_len": 16384}),
+    "tt340-a100-qwen3-1.7b": Run(_config("Qwen__Qwen3-1.7B"), "a100-sxm-80gb", "0.9.2", "closed", {"max_model_len": 16384}),
     "kvcached-h100-qwen3-0.6b-rate-inf": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate_inf",
                                              {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
     "kvcached-h100-qwen3-0.6b-rate16": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate",

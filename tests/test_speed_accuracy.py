@@ -51,7 +51,7 @@ def shared_errors() -> dict[str, dict[str, list[float]]]:
 
 def test_the_records_are_the_shared_data_set_and_the_mined_runs() -> None:
     records = speed_replay.load_records()
-    assert len(records) == 41 + 39 and len({r["id"] for r in records}) == 80
+    assert len(records) == 41 + 43 and len({r["id"] for r in records}) == 84
     assert all(speed_replay.run_for(r) for r in records)  # every record has a replay mapping
     assert len({speed_replay.source_of(r) for r in MINED}) == 6  # held out source by source
 
