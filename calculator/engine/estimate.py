@@ -61,7 +61,7 @@ from .recurrent_state import (
     with_speculative_state,
 )
 from .quant_kernels import expert_storage, resident_quantization
-from .settings import ResolvedSettings, resolve_settings
+from .settings import ResolvedSettings, deployment_settings, resolve_settings
 from .speculative import Proposer, proposer, with_proposer_layers
 from .vllm_versions import (
     ESTIMATE_HINT,
@@ -280,7 +280,8 @@ def _proposer(scenario: Scenario, spec: ModelSpec, settings: ResolvedSettings,
 
 def clear_caches() -> None:
     """Forget memoised layouts, weights and searches (for cold-start benchmarks and tests)."""
-    for cached in (_cached_weights, _deployment_terms, plan_kv_cache, largest_fitting_model_len, rules_for):
+    for cached in (_cached_weights, _deployment_terms, deployment_settings, plan_kv_cache, largest_fitting_model_len,
+                   rules_for):
         cached.cache_clear()
 
 

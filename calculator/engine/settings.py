@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -104,23 +105,32 @@ def glm5_defaults_to_fp8_kv(rules: VersionRules, spec: ModelSpec, gpu: GpuSpec |
             and gpu.compute_capability is not None and gpu.compute_capability[0] == 10)
 
 
-def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None) -> ResolvedSettings:
+class DeploymentSettings(NamedTuple):
+    dtype: str
+    interconnect: Interconnect
+    kv_cache_dtype: str
+    quantization: str | None
+    warnings: tuple[str, ...]
+
+
+@lru_cache(maxsize=512)
+def deployment_settings(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None, device: Device, tp: int, pp: int,
+                         requested_dtype: str, kv_dtype: str, quantization_flag: str | None,
+                         interconnect_flag: Interconnect | None) -> DeploymentSettings:
+    """The checks and settings of a deployment (model, version, GPU, parallelism, dtypes) that a sweep of
+    max_model_len, utilization or the batch limits leaves alone: checked once per deployment."""
     warnings: list[str] = []
-    error: str | None = None
-    device: Device = scenario.device or (gpu.platform if gpu else "cuda")  # type: ignore[assignment]
-    family = gpu.family if gpu else None
-    tp, pp = scenario.tensor_parallel_size, scenario.pipeline_parallel_size
     if spec.num_attention_heads % tp:
         raise InvalidInput(f"Total number of attention heads ({spec.num_attention_heads}) must be divisible by "
                            f"tensor parallel size ({tp}).")
     if pp > spec.num_hidden_layers:
         raise InvalidInput(f"pipeline_parallel_size {pp} exceeds the model's {spec.num_hidden_layers} layers")
-    dtype, dtype_warnings = resolve_dtype(scenario.dtype, spec.config_dtype, rules, family, device)
+    dtype, dtype_warnings = resolve_dtype(requested_dtype, spec.config_dtype, rules, gpu.family if gpu else None,
+                                          device)
     warnings += dtype_warnings
-    interconnect = resolve_interconnect(scenario.interconnect, gpu)
+    interconnect = resolve_interconnect(interconnect_flag, gpu)
     if link_note := interconnect_warning(interconnect, gpu, tp * pp):
         warnings.append(link_note)
-    kv_dtype = scenario.kv_cache_dtype
     if kv_dtype not in SUPPORTED_KV_CACHE_DTYPES:
         raise InvalidInput(f"unknown --kv-cache-dtype {kv_dtype!r}; vLLM {rules.version} accepts "
                            f"{', '.join(rules.kv_cache_dtypes)}")
@@ -133,9 +143,22 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         kv_dtype = "fp8_e4m3"
         warnings.append("vLLM sets an fp8 KV cache for GLM-5 (GlmMoeDsaForCausalLM) on SM10x GPUs when "
                         "--kv-cache-dtype is auto; pass --kv-cache-dtype bfloat16 to keep 16 bits")
-    quantization = scenario.quantization or (spec.quantization.method if spec.quantization else None)
+    quantization = quantization_flag or (spec.quantization.method if spec.quantization else None)
     if quantization == "bitsandbytes" and rules.version.at_least(28):
         warnings.append("bitsandbytes left vLLM core in 0.28 (it needs the out-of-tree vllm-bnb-plugin)")
+    return DeploymentSettings(dtype, interconnect, kv_dtype, quantization, tuple(warnings))
+
+
+def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None) -> ResolvedSettings:
+    warnings: list[str] = []
+    error: str | None = None
+    device: Device = scenario.device or (gpu.platform if gpu else "cuda")  # type: ignore[assignment]
+    family = gpu.family if gpu else None
+    tp, pp = scenario.tensor_parallel_size, scenario.pipeline_parallel_size
+    dtype, interconnect, kv_dtype, quantization, fixed_warnings = deployment_settings(
+        spec, rules, gpu, device, tp, pp, scenario.dtype, scenario.kv_cache_dtype, scenario.quantization,
+        scenario.interconnect)
+    warnings += fixed_warnings
     # NOTE: on CPU the pool is VLLM_CPU_KVCACHE_SPACE in every version; the flag is the GPU's (0.10.2+).
     if scenario.kv_cache_memory_bytes is not None and not rules.supports_kv_cache_memory_bytes and device != "cpu":
         warnings.append(f"--kv-cache-memory-bytes does not exist in vLLM {rules.version} (added in 0.10.2)")
