@@ -16,6 +16,7 @@ from calculator.engine.kv_cache import capacity_figures, mamba_state_bytes, plan
 from calculator.engine.recurrent_state import mamba_state_blocks_per_request
 from calculator.engine.uncertainty import verdict
 from calculator.engine.vllm_versions import rules_for
+from calculator.errors import InvalidConfig
 from calculator.model.architecture import build_model_spec
 from calculator.scenario import Scenario
 from calculator.summary import estimate_summary
@@ -358,8 +359,6 @@ def test_a_short_request_still_holds_its_recurrent_state_blocks():
     # Bamba: its Mamba2 layers are those not in attn_layer_indices, a field this planner does not read
     {"model_type": "bamba", "mamba_n_heads": 24, "mamba_d_head": 64, "mamba_d_state": 256, "mamba_n_groups": 1,
      "mamba_d_conv": 4, "attn_layer_indices": [3]},
-    # Kimi-Linear: KDA layers named in linear_attn_config
-    {"model_type": "kimi_linear", "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4]}},
 ])
 def test_recurrent_layers_the_planner_cannot_place_are_said(recurrent_fields):
     config = {"architectures": ["SomeHybridForCausalLM"], "hidden_size": 1024, "num_hidden_layers": 4,
@@ -368,6 +367,17 @@ def test_recurrent_layers_the_planner_cannot_place_are_said(recurrent_fields):
     spec = build_model_spec(config, "hybrid-unknown")
     assert any("per-sequence state is missing from the KV-cache estimate" in w for w in spec.warnings)
     assert not any("per-sequence state" in w for w in build_model_spec(QWEN38_27B, "q").warnings)
+
+
+def test_a_kimi_linear_config_without_its_kda_shapes_is_refused_by_name():
+    config = {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 1024,
+              "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000,
+              "intermediate_size": 2048, "max_position_embeddings": 4096,
+              "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4]}}
+    with pytest.raises(InvalidConfig, match="linear_attn_config with kda_layers, num_heads, head_dim, "
+                                            "short_conv_kernel_size; missing: num_heads, head_dim, "
+                                            "short_conv_kernel_size"):
+        build_model_spec(config, "kimi-linear-without-kda-shapes")
 
 
 def test_kimi_linear_kda_state_beside_mla_layers():
@@ -417,3 +427,84 @@ def test_falcon_h1_keeps_attention_and_a_mamba2_state_in_every_layer():
     # vLLM registers both caches of every layer: a group of the 4 attention layers and one of the 4 Mamba2 states.
     assert [(g.kind, g.layer_indices) for g in layout.groups] == [("full", (0, 1, 2, 3)), ("mamba", (0, 1, 2, 3))]
     assert layout.bytes_per_block == 4 * 144 * 512
+
+
+class TestKimiLinear48BPreset:
+    """moonshotai/Kimi-Linear-48B-A3B-Instruct, its config.json verbatim: 27 layers, KDA (32 heads x 128, kernel 4)
+    at 20 of them, MLA (latent 512 + rope 64, q without LoRA) at 4, 8, ..., 24 and 27 (1-based); a dense MLP of
+    9,216 in layer 0, then 256 experts of 1,024 (8 routed) and one shared expert."""
+
+    def spec(self):
+        return build_model_spec(preset("moonshotai__Kimi-Linear-48B-A3B-Instruct"),
+                                 "moonshotai/Kimi-Linear-48B-A3B-Instruct")
+
+    def test_weights_match_the_published_tensors_and_the_model_card(self):
+        hidden, width, vocab = 2304, 32 * 128, 163840
+        kda = (3 * width * hidden  # q, k, v
+               + 3 * width * 4  # q_conv1d, k_conv1d, v_conv1d (float32 in vLLM)
+               + 32 * hidden  # b_proj
+               + 2 * (128 * hidden + width * 128)  # f_a / f_b and g_a / g_b
+               + width + 32 + 128  # dt_bias, A_log, o_norm over one head
+               + hidden * width)  # o_proj
+        mla = 32 * 192 * hidden + 576 * hidden + 512 + 32 * 256 * 512 + hidden * 32 * 128  # q, kv_a, norm, kv_b, o
+        moe = 256 * hidden + 256 + 256 * 3 * 1024 * hidden + 3 * 1024 * hidden  # router + bias, experts, shared
+        total = 2 * vocab * hidden + hidden + 27 * 2 * hidden + 20 * kda + 7 * mla + 3 * 9216 * hidden + 26 * moe
+        # The checkpoint's safetensors hold 49,122,681,728 parameters (a public model report listing its 20,493
+        # tensors); vLLM 0.32's KimiLinearForCausalLM builds the same tensors.
+        spec = self.spec()
+        assert spec.known_architecture and spec.num_params == total == 49_122_681_728
+        assert (spec.moe.experts_per_token, spec.moe.num_shared_experts) == (8, 1)
+        # Model card (MoonshotAI/Kimi-Linear README): "48B" total, "3B" activated, both without the embeddings.
+        embeddings = 2 * vocab * hidden
+        assert round((total - embeddings) / 1e9) == 48
+        assert round((total - embeddings - 26 * 248 * 3 * 1024 * hidden) / 1e9) == 3
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        # KDA: conv 3 x 4,096 x 3 taps x 2 B = 73,728 + state 32 x 128 x 128 x 4 B = 2,097,152, per layer.
+        states = [mamba_state_bytes(layer, tensor_parallel_size=1, model_dtype_bytes=2)
+                  for layer in spec.layers if layer.kind == "mamba"]
+        assert len(states) == 20 and set(states) == {2_170_880}
+        assert sum(states) == 43_417_600  # per request
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 7 * (512 + 64) * 2 == 8064
+        assert layout.block_size == 128 * math.ceil(2_170_880 / (128 * 1152)) == 1920
+
+
+class TestQwen35_397BPreset:
+    """Qwen/Qwen3.5-397B-A17B, its config.json verbatim (as ai-dynamo/aiconfigurator vendors it,
+    src/aiconfigurator/model_configs/Qwen--Qwen3.5-397B-A17B_config.json): 60 layers, every 4th gated attention
+    (2 KV heads x 256), gated delta nets with 16 key and 64 value heads of 128; 512 experts of 1,024 (10 routed)
+    and a shared expert of 1,024 in every layer; the Qwen3.5 vision tower (27 blocks of 1,152)."""
+
+    def spec(self):
+        return build_model_spec(preset("Qwen__Qwen3.5-397B-A17B"), "Qwen/Qwen3.5-397B-A17B")
+
+    def test_weights_match_the_model_card(self):
+        h, vocab, key, value = 4096, 248320, 16 * 128, 64 * 128
+        gdn = (2 * key + 2 * value) * h + 2 * 64 * h + (2 * key + value) * 4 + 64 + 64 + 128 + h * value
+        attention = 2 * 32 * 256 * h + 2 * (2 * 256 * h) + h * 32 * 256 + 2 * 256
+        moe = 512 * h + 512 * 3 * 1024 * h + 3 * 1024 * h + h  # router, experts, shared expert and its gate
+        text = 2 * vocab * h + h + 60 * (2 * h + moe) + 45 * gdn + 15 * attention
+        v, inner, merged = 1152, 4304, 4 * 1152
+        block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
+        vision = (27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged)
+                  + (h * merged + h))
+        assert self.spec().num_params == text + vision == 396_802_360_816
+        # Model card: "Number of Parameters: 397B in total and 17B activated" (the MTP layer vLLM skips is not in
+        # either); the activated figure is the language model's: 17.35B (17.81B with the vision tower).
+        assert round((text + vision) / 1e9) == 397
+        assert round((text - 60 * 502 * 3 * 1024 * h) / 1e9) == 17
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        # No mamba_ssm_dtype in this config: the state follows the model dtype (bf16). Conv (2 x 2,048 + 8,192)
+        # x 3 taps x 2 B = 73,728; temporal 64 x 128 x 128 x 2 B = 2,097,152.
+        states = [mamba_state_bytes(layer, tensor_parallel_size=1, model_dtype_bytes=2)
+                  for layer in spec.layers if layer.kind == "mamba"]
+        assert len(states) == 45 and set(states) == {2_170_880}
+        assert sum(states) == 97_689_600  # per request
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 15 * 2 * 256 * 2 * 2 == 30720
+        assert layout.block_size == 16 * math.ceil(2_170_880 / (16 * 2048)) == 1072
+        assert layout.bytes_per_block == 15 * 1072 * 2048  # 3 recurrent groups and 1 attention group of 15 layers

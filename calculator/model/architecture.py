@@ -353,7 +353,7 @@ def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
 
 def _unplaced_recurrent_layers(text: Mapping[str, Any], layers: tuple[LayerAttention, ...]) -> str | None:
     """A config with recurrent-state fields whose layers none are placed as recurrent (a model type whose layout
-    this module does not know, such as Kimi-Linear without its KDA head sizes)."""
+    this module does not know, such as Bamba's attn_layer_indices)."""
     if any(layer.kind == "mamba" or layer.parallel_state is not None for layer in layers):
         return None
     if _recurrent_state(text) is None and not isinstance(text.get("linear_attn_config"), Mapping):
@@ -373,9 +373,10 @@ def _moe_spec(text: Mapping[str, Any], num_layers: int, intermediate: int) -> Mo
     num_experts = text.get("num_local_experts") or text.get("n_routed_experts") or text.get("num_experts")
     if not num_experts:
         return None
-    top_k = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or text.get("top_k_experts") or 1)
+    top_k = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or text.get("top_k_experts")
+                or text.get("num_experts_per_token") or 1)  # NOTE: the last is Kimi-Linear's spelling
     expert_size = int(text.get("moe_intermediate_size") or intermediate)
-    shared = int(text.get("n_shared_experts") or 0)
+    shared = int(text.get("n_shared_experts") or text.get("num_shared_experts") or 0)
     shared_size = expert_size * shared
     if text.get("shared_expert_intermediate_size"):
         shared, shared_size = 1, int(text["shared_expert_intermediate_size"])

@@ -24,6 +24,7 @@ from .hybrid import (
     qwen3_5_model,
     qwen3_next_decoder,
 )
+from .kimi_linear import kimi_linear_decoder
 from .legacy import opt_decoder, phi_decoder
 from .glm import glm4_moe_decoder
 from .moe import gpt_oss_decoder, minimax_m2_decoder, mixtral_decoder, qwen_moe_decoder
@@ -57,6 +58,7 @@ FAMILIES: dict[str, Inventory] = {
     "granitemoehybrid": granite_moe_hybrid_decoder,  # Granite 4.0-H: Mamba2 + attention, experts + shared MLP
     "nemotron_h": nemotron_h_decoder,  # Nemotron-H: Mamba2, attention, MLP and MoE layers by pattern
     "falcon_h1": falcon_h1_decoder,  # Falcon-H1: attention and Mamba2 side by side in every layer
+    "kimi_linear": kimi_linear_decoder,  # Kimi-Linear: KDA + MLA layers, routed + shared experts
     **MULTIMODAL,
 }
 
