@@ -508,3 +508,25 @@ class TestQwen35_397BPreset:
         assert layout.kv_bytes_per_token == 15 * 2 * 256 * 2 * 2 == 30720
         assert layout.block_size == 16 * math.ceil(2_170_880 / (16 * 2048)) == 1072
         assert layout.bytes_per_block == 15 * 1072 * 2048  # 3 recurrent groups and 1 attention group of 15 layers
+
+
+def test_lfm2_moe_weights_dense_then_routed():
+    """An LFM2-8B-A1B-shaped config (Lfm2MoeForCausalLM, vLLM 0.32's lfm2_moe.py): 3 short convolutions as wide as
+    hidden_size and one GQA layer; a SwiGLU of intermediate_size (not re-sized) in the first num_dense_layers layers,
+    then 4 experts of 128 (2 routed) behind a router with a float32 expert bias; the LM head tied."""
+    config = {"architectures": ["Lfm2MoeForCausalLM"], "model_type": "lfm2_moe", "hidden_size": 256,
+              "num_hidden_layers": 4, "layer_types": ["conv", "conv", "full_attention", "conv"],
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 512,
+              "moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2, "num_dense_layers": 2,
+              "conv_L_cache": 3, "conv_bias": False, "use_expert_bias": True, "norm_eps": 1e-5,
+              "max_position_embeddings": 4096, "tie_word_embeddings": True, "dtype": "bfloat16"}
+    conv = 3 * 256 * 256 + 256 * 3 + 256 * 256  # in_proj to B, C, x; depthwise conv; out_proj
+    attention = 256 * 256 + 2 * (2 * 64 * 256) + 256 * 256 + 2 * 64  # q, k, v, out_proj, QK norms
+    dense = 3 * 512 * 256
+    moe = 4 * 256 + 4 + 4 * 3 * 128 * 256  # router, expert bias, experts
+    total = 1000 * 256 + 256 + 4 * 2 * 256 + 3 * conv + attention + 2 * dense + 2 * moe
+    spec = build_model_spec(config, "lfm2-moe-like")
+    assert spec.known_architecture and spec.num_params == total == 2_818_696
+    assert (spec.moe.num_moe_layers, spec.moe.experts_per_token) == (2, 2)  # num_dense_layers are not MoE layers
+    # The conv state is hidden_size wide: (3 - 1) taps x 256 x 2 B.
+    assert mamba_state_bytes(spec.layers[0], tensor_parallel_size=1, model_dtype_bytes=2) == 1024

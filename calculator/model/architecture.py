@@ -380,7 +380,7 @@ def _moe_spec(text: Mapping[str, Any], num_layers: int, intermediate: int) -> Mo
     shared_size = expert_size * shared
     if text.get("shared_expert_intermediate_size"):
         shared, shared_size = 1, int(text["shared_expert_intermediate_size"])
-    first_dense = int(text.get("first_k_dense_replace") or 0)
+    first_dense = int(text.get("first_k_dense_replace") or text.get("num_dense_layers") or 0)  # the last: LFM2-MoE
     frequency = int(text.get("moe_layer_freq") or text.get("decoder_sparse_step") or 1)
     dense_only = set(text.get("mlp_only_layers") or [])
     moe_layers = sum(1 for i in range(num_layers)

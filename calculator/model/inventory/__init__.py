@@ -20,6 +20,7 @@ from .hybrid import (
     falcon_h1_decoder,
     granite_moe_hybrid_decoder,
     lfm2_decoder,
+    lfm2_moe_decoder,
     nemotron_h_decoder,
     qwen3_5_model,
     qwen3_next_decoder,
@@ -55,6 +56,7 @@ FAMILIES: dict[str, Inventory] = {
     "qwen3_next": qwen3_next_decoder,  # Qwen3-Next, Qwen3-Coder-Next: gated delta net + gated attention, MoE
     **dict.fromkeys(("qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"), qwen3_5_model),  # Qwen3.5 / 3.6
     "lfm2": lfm2_decoder,  # LFM2 / LFM2.5: short convolutions + GQA
+    "lfm2_moe": lfm2_moe_decoder,  # LFM2-MoE: the same mixers, dense then routed feed-forward blocks
     "granitemoehybrid": granite_moe_hybrid_decoder,  # Granite 4.0-H: Mamba2 + attention, experts + shared MLP
     "nemotron_h": nemotron_h_decoder,  # Nemotron-H: Mamba2, attention, MLP and MoE layers by pattern
     "falcon_h1": falcon_h1_decoder,  # Falcon-H1: attention and Mamba2 side by side in every layer

@@ -137,17 +137,43 @@ def lfm2_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
     SwiGLU ``feed_forward`` (w1/w3/w2); the final norm is ``embedding_norm``. vLLM always ties the LM head to the
     embeddings (``lm_head.tie_weights``), so none is counted."""
     c = text_cfg(config)
+    everything = (0, c.int("num_hidden_layers"))
+    return (*_lfm2_mixers(c, conv=c.int("conv_dim", default=c.int("hidden_size"))),
+            *gated_mlp("feed_forward", lfm2_feed_forward_size(c), c.int("hidden_size"), everything,
+                       names=("w1", "w3", "w2")))
+
+
+def lfm2_moe_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
+    """LFM2-MoE (``lfm2_moe.py``): LFM2's mixers with convolutions as wide as ``hidden_size``, a SwiGLU of
+    ``intermediate_size`` (as given) in the first ``num_dense_layers`` layers, then a sigmoid router (its
+    ``expert_bias`` float32 in vLLM, where ``use_expert_bias``) over ``num_experts`` experts (w1/w3/w2)."""
+    c = text_cfg(config)
+    num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
+    dense = min(c.int("num_dense_layers", default=0), num_layers)
+    experts, moe = c.int("num_experts"), (dense, num_layers)
+    tensors = list(_lfm2_mixers(c, conv=hidden))
+    if dense:
+        tensors += gated_mlp("feed_forward", c.int("intermediate_size"), hidden, (0, dense), names=("w1", "w3", "w2"))
+    if dense < num_layers:
+        tensors += [*router("feed_forward.gate", experts, hidden, moe),
+                    *gated_mlp("feed_forward.experts", c.int("moe_intermediate_size"), hidden, moe, role="expert",
+                               count=experts, names=("w1", "w3", "w2"))]
+        if c.flag("use_expert_bias"):
+            tensors.append(tensor("feed_forward.expert_bias", (experts,), "router", layers=moe, dtype_bytes=4))
+    return tuple(tensors)
+
+
+def _lfm2_mixers(c: Cfg, *, conv: int) -> list[WeightTensor]:
+    """Everything of an LFM2 model but its feed-forward blocks: embeddings, norms, short convolutions, attention."""
     num_layers, hidden = c.int("num_hidden_layers"), c.int("hidden_size")
     everything = (0, num_layers)
     heads, kv_heads = c.int("num_attention_heads"), c.int("num_key_value_heads")
     size = hidden // heads
-    conv = c.int("conv_dim", default=hidden)
     bias = c.flag("conv_bias")
     vocab = c.int("vocab_size")
     tensors = [tensor("model.embed_tokens.weight", (vocab, hidden), "embedding", tp="vocab", placement="first"),
                *norm("model.embedding_norm", hidden, placement="last"),
-               *(t for name in ("operator_norm", "ffn_norm") for t in norm(name, hidden, layers=everything)),
-               *gated_mlp("feed_forward", lfm2_feed_forward_size(c), hidden, everything, names=("w1", "w3", "w2"))]
+               *(t for name in ("operator_norm", "ffn_norm") for t in norm(name, hidden, layers=everything))]
     for span in _layer_spans(c, "conv"):
         tensors += [*linear("conv.in_proj", (3 * conv,), hidden, "attention", tp="column", bias=bias, layers=span),
                     tensor("conv.conv.weight", (conv, 1, c.int("conv_L_cache")), "attention", tp="column",
@@ -162,7 +188,7 @@ def lfm2_decoder(config: Mapping[str, Any]) -> tuple[WeightTensor, ...]:
                     *linear("self_attn.out_proj", (hidden,), hidden, "attention", tp="row", layers=span),
                     *norm("self_attn.q_layernorm", size, layers=span),
                     *norm("self_attn.k_layernorm", size, layers=span)]
-    return tuple(tensors)
+    return tensors
 
 
 def _mamba2_mixer(prefix: str, c: Cfg, span: Span, *, heads: int, groups: int, state: int, kernel: int, inner: int,
