@@ -429,6 +429,12 @@ def test_falcon_h1_keeps_attention_and_a_mamba2_state_in_every_layer():
     assert layout.bytes_per_block == 4 * 144 * 512
 
 
+def recurrent_states_at_tp1(spec) -> list[int]:
+    """Each recurrent layer's per-request state in bytes, at TP 1 and a 16-bit model dtype."""
+    return [mamba_state_bytes(layer, tensor_parallel_size=1, model_dtype_bytes=2)
+            for layer in spec.layers if layer.kind == "mamba"]
+
+
 class TestKimiLinear48BPreset:
     """moonshotai/Kimi-Linear-48B-A3B-Instruct, its config.json verbatim: 27 layers, KDA (32 heads x 128, kernel 4)
     at 20 of them, MLA (latent 512 + rope 64, q without LoRA) at 4, 8, ..., 24 and 27 (1-based); a dense MLP of
@@ -462,8 +468,7 @@ class TestKimiLinear48BPreset:
     def test_kv_and_per_request_state(self):
         spec = self.spec()
         # KDA: conv 3 x 4,096 x 3 taps x 2 B = 73,728 + state 32 x 128 x 128 x 4 B = 2,097,152, per layer.
-        states = [mamba_state_bytes(layer, tensor_parallel_size=1, model_dtype_bytes=2)
-                  for layer in spec.layers if layer.kind == "mamba"]
+        states = recurrent_states_at_tp1(spec)
         assert len(states) == 20 and set(states) == {2_170_880}
         assert sum(states) == 43_417_600  # per request
         layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
@@ -500,8 +505,7 @@ class TestQwen35_397BPreset:
         spec = self.spec()
         # No mamba_ssm_dtype in this config: the state follows the model dtype (bf16). Conv (2 x 2,048 + 8,192)
         # x 3 taps x 2 B = 73,728; temporal 64 x 128 x 128 x 2 B = 2,097,152.
-        states = [mamba_state_bytes(layer, tensor_parallel_size=1, model_dtype_bytes=2)
-                  for layer in spec.layers if layer.kind == "mamba"]
+        states = recurrent_states_at_tp1(spec)
         assert len(states) == 45 and set(states) == {2_170_880}
         assert sum(states) == 97_689_600  # per request
         layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
