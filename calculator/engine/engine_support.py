@@ -94,8 +94,8 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
                    max_model_len: int = 0, max_num_batched_tokens_given: int | None = None,
                    prefix_caching_given: bool | None = None) -> EngineSupport:
     """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the refusals, in the order vLLM meets them:
-    argparse, ``SchedulerConfig._verify_args``, the CPU platform's ``check_and_update_config``, the model class's
-    constructor, the attention backend (``CpuPlatform.get_attn_backend_cls``, platforms/cpu.py)."""
+    argparse, ``SchedulerConfig._verify_args``, the CPU platform's ``check_and_update_config``, the worker's dtype
+    check, the model class's constructor, the attention backend (``CpuPlatform.get_attn_backend_cls``, platforms/cpu.py)."""
     fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec,
                             kv_cache_dtype=kv_cache_dtype)
     engine: Literal["v0", "v1"] = "v0" if rules.engine == "v0" or fallback else "v1"
@@ -120,6 +120,12 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
     elif (device == "cpu" and engine == "v1" and rules.cpu_refuses_fp8_kv_with_chunked_prefill
           and kv_cache_dtype.startswith("fp8")):
         refusal = "Chunked-prefill and prefix-cache on the CPU backend is not compatible with FP8 KV cache."
+    elif device == "cuda" and dtype == "bfloat16" and (gpu_family or "").lower() in PRE_AMPERE_FAMILIES:
+        # NOTE: the worker's init_device (Worker._check_if_gpu_supports_dtype up to 0.9, then
+        # CudaPlatform.check_if_supports_dtype, platforms/cuda.py 0.32), before the model is built.
+        refusal = "Bfloat16 is only supported on GPUs with compute capability of at least 8.0."
+        context = ("vLLM goes on to name the GPU and its compute capability and to suggest --dtype=half; float16 "
+                   "runs on this GPU.")
     elif spec.architecture in rules.tied_embeddings_only and not spec.tie_word_embeddings:
         refusal = "assert config.tie_word_embeddings"  # a bare assert: its source line is all vLLM prints
         context = (f"{spec.architecture} in vLLM {rules.version} requires tied word embeddings; this checkpoint's "

@@ -72,7 +72,9 @@ def resolve_dtype(requested: str, config_dtype: str | None, rules: VersionRules,
         name = config if config in DTYPE_BYTES else "float32"
         if name == "float32":
             name = "float16" if pre_ampere else rules.fp32_auto_dtype
-    if name == "bfloat16" and pre_ampere:
+    # NOTE: an explicit --dtype bfloat16 (and auto up to 0.8.5) stays bfloat16 here; the worker then refuses it
+    # (``engine_support``).
+    if name == "bfloat16" and pre_ampere and requested.lower() == "auto" and rules.auto_dtype_falls_back_pre_ampere:
         warnings.append("bfloat16 is not supported on this GPU (compute capability < 8.0); vLLM falls back to float16")
         name = "float16"
     return name, warnings

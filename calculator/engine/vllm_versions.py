@@ -138,6 +138,10 @@ class VersionRules(BaseModel):
     supports_kv_cache_memory_bytes: bool  # §1.6: 0.10.2+
     one_request_check_excludes_null_block: bool  # the one-request check leaves out the null block (0.32, 0.34)
     fp32_auto_dtype: Literal["float16", "bfloat16"]  # §2.9: dtype=auto for an fp32 checkpoint on sm80+
+    # dtype=auto for a bf16 checkpoint on compute capability < 8.0: 0.9.0+ runs float16 ("Your ... device doesn't
+    # support torch.bfloat16. Falling back to torch.float16 for compatibility.", config.py _get_and_verify_dtype, PR
+    # #17265); up to 0.8.5 auto keeps bf16 and the worker refuses it like an explicit --dtype bfloat16.
+    auto_dtype_falls_back_pre_ampere: bool = True
     kv_cache_dtypes: tuple[str, ...]  # §2.9 CacheDType history
     max_len_error_template: str
     overhead_era: OverheadEra = "v1"
@@ -287,6 +291,7 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         supports_kv_cache_memory_bytes=v.at_least(10, 2),
         one_request_check_excludes_null_block=v.at_least(30),
         fp32_auto_dtype="bfloat16" if v.at_least(9) else "float16",
+        auto_dtype_falls_back_pre_ampere=v.at_least(9),
         kv_cache_dtypes=tuple(kv_dtypes),
         max_len_error_template=_MAX_LEN_ERRORS[template_minor],
         overhead_era=("v1_0_17" if v.at_least(17) else "v1" if engine == "v1"
