@@ -78,3 +78,21 @@ def test_a_sweep_point_is_the_scenario_built_afresh_with_the_one_field_changed()
         base.replace(max_num_seqs=0)
     with pytest.raises(ValidationError, match="give a GPU from the catalog"):
         base.replace(gpu=None)
+
+
+def test_what_is_computed_once_per_deployment_never_leaks_into_another_deployment():
+    # NOTE: the estimate memoises what a sweep leaves unchanged (calculator.engine.estimate._deployment_terms,
+    # calculator.engine.settings.deployment_settings); each variant below changes one of their inputs, so a key that
+    # missed one would hand a variant the previous deployment's numbers or warnings.
+    from calculator.engine.estimate import clear_caches
+
+    base = dict(model="Qwen/Qwen3-30B-A3B", gpu="h100-sxm-80gb", vllm_version="0.32.0")
+    variants = [{}, {"dtype": "float16"}, {"kv_cache_dtype": "fp8"}, {"quantization": "fp8"},
+                {"interconnect": "pcie", "tensor_parallel_size": 2}, {"tensor_parallel_size": 2},
+                {"pipeline_parallel_size": 2}, {"cpu_offload_gb": 4.0}, {"enforce_eager": True},
+                {"data_parallel_size": 2, "enable_expert_parallel": True}, {"gpu_memory_gib": 60.0},
+                {"gpu": "a100-sxm-80gb"}, {"vllm_version": "0.10.0"}, {"device": "cpu"}]
+    warm = [estimate(Scenario(**{**base, **variant})).model_dump_json() for variant in variants]
+    for variant, seen in zip(variants, warm):
+        clear_caches()
+        assert estimate(Scenario(**{**base, **variant})).model_dump_json() == seen, variant
