@@ -75,4 +75,6 @@ STAND_INS: dict[str, StandIn] = {
     "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv": StandIn(
         "Qwen/Qwen2.5-14B-Instruct", "Neural Magic's FP8-dynamic checkpoint of it (compressed-tensors, one scale "
         "per output channel: the bytes of vLLM's per-channel FP8)", settings={"quantization": "fp8_per_channel"}),
+    "file-gtx1080-llama32-1b-105k-v064post1": StandIn(
+        "meta-llama/Llama-3.2-1B-Instruct", "the base model of the same shapes"),
 }
