@@ -33,6 +33,7 @@ from calculator.engine.calibration_records import (  # noqa: E402
     load_records,
 )
 from calculator.engine.estimate import Estimate, estimate  # noqa: E402
+from calculator.engine.vllm_versions import rules_for  # noqa: E402
 from calculator.model.spec import ModelSpec  # noqa: E402
 from calculator.units import GIB  # noqa: E402
 
@@ -43,7 +44,8 @@ METHODS = ("ours", "seed article", "llm-d")
 HELD_OUT = "ours, left out"  # our estimate with the constants each record helped fit refitted without it
 SOURCE_OUT = "ours, source left out"  # ... refitted without every record of the record's source (issue, PR, file)
 # NOTE: records whose source is a file the curators did not locate, but which one author published together.
-SHARED_SOURCES = {"blog-": "O'Reilly 'Hands-On LLM Serving' ch09 material (the blog-* records)"}
+SHARED_SOURCES = {"blog-": "O'Reilly 'Hands-On LLM Serving' ch09 material (the blog-* records)",
+                  "file-gtx1080-": "one user's vLLM notes on a GTX 1080 (~/jimw-vllm; two files)"}
 METRICS = ("weights_gib", "available_kv_gib", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency")
 METRIC_LABELS = {"weights_gib": "weights", "available_kv_gib": "available KV memory", "kv_cache_tokens": "KV tokens",
                  "num_gpu_blocks": "GPU blocks", "max_concurrency": "max concurrency"}
@@ -174,6 +176,10 @@ _SOURCE_MATES: dict[str, tuple[str, ...]] = {}  # record id -> every record id o
 def _exclusion(case: CalibrationCase, record: dict) -> str | None:
     if any(key in (record.get("extra_settings") or {}) for key in SPECULATIVE_KEYS):
         return "speculative decoding: the draft model's weights, activations and KV layers are not modelled"
+    if ((record.get("extra_settings") or {}).get("other_processes_on_gpu")
+            and rules_for(case.vllm_version).non_torch_counts_other_processes):
+        return ("0.6.4 counts other processes' memory as its own non-torch memory, and other processes of unknown "
+                "size shared this GPU (the same card printed 0.15 to 0.47 GiB for it within hours)")
     if not record.get("vllm_version") and record.get("max_model_len") is None:
         return ("neither the vLLM version nor max_model_len was printed (each moves this pool by more than 10 %; "
                 "see the modelled-version note)")

@@ -356,3 +356,15 @@ def test_bfloat16_on_turing_or_volta_is_refused_unless_auto_falls_back_from_0_9(
     assert estimate(t4.replace(vllm_version="0.8.5", dtype="float16")).refusal is None
     # Ampere takes bf16 as asked.
     assert estimate(t4.replace(vllm_version="0.8.5", gpu="A10G 24GB")).settings.dtype == "bfloat16"
+
+
+@pytest.mark.parametrize(("version", "charged"), [("0.6.3", False), ("0.6.4", True), ("0.6.4.post1", True),
+                                                  ("0.6.5", False)])
+def test_only_0_6_4_counts_other_processes_memory_as_non_torch(version, charged):
+    # 0.6.4.post1's worker.py determine_num_available_blocks: non_torch = (total - free) - torch's allocations, so a
+    # desktop's 0.29 GiB on the GPU (file-gtx1080-phi15-v064post1) comes off total x util - peak. 0.6.3 measured from
+    # its init snapshot and 0.6.5 (#10511) from a baseline, both after other processes had their memory.
+    gtx_1080 = Scenario(model="microsoft/phi-1_5", gpu_memory_gib=7.92, vllm_version=version)
+    alone = estimate(gtx_1080).budget.kv_cache_bytes
+    beside_desktop = estimate(gtx_1080.replace(other_processes_memory_gib=0.29)).budget.kv_cache_bytes
+    assert alone - beside_desktop == (int(0.29 * GIB) if charged else 0)

@@ -392,6 +392,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             free_pool_bytes=fixed.free_pool_bytes,
             lora_bytes=lora.bytes_per_stage[stage] if lora else 0,
             draft_weights_bytes=draft_weights_bytes if stage == pp - 1 else 0,
+            charges_other_processes=rules.non_torch_counts_other_processes,
         ))
     return budgets
 

@@ -130,11 +130,12 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
                   has_startup_check: bool, platform: str, kv_cache_memory_bytes: int | None = None,
                   adjustment_bytes: int = 0, device_label: str = "cuda:0", cudagraph_note: str = "",
                   free_pool_bytes: int | None = None, lora_bytes: int = 0,
-                  draft_weights_bytes: int = 0) -> MemoryBudget:
+                  draft_weights_bytes: int = 0, charges_other_processes: bool = False) -> MemoryBudget:
     """The KV-cache budget of one GPU under the version's formula (§1.2-1.9).
 
     ``free_pool_bytes``: the host pool vLLM reads free memory from (``calculator.engine.free_memory``), else total.
     ``lora_bytes`` and ``draft_weights_bytes`` are allocated while the model loads, so they count as weights do.
+    ``charges_other_processes``: the version's non-torch figure includes other processes' memory (0.6.4.x).
     """
     loaded = weights_bytes + lora_bytes + draft_weights_bytes
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
@@ -164,6 +165,11 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
         if formula == "v1_global":
             # NOTE: V1 0.7-0.9.0 charged every process's memory (and the context) against total x util.
             non_kv += other_processes_bytes + context_bytes
+        elif charges_other_processes:
+            # NOTE: 0.6.4 counts its own CUDA context there too; what it prints for all of it moves from run to run
+            # (0.47 and 0.15 GiB on one GTX 1080 on one day: file-gtx1080-phi15-v064post1, -opt125m-v064post1), so
+            # no constant stands for it beyond the era's non-torch term.
+            non_kv += other_processes_bytes
         kv = requested - non_kv - (cudagraph_bytes if subtracts_cudagraph else 0) - adjustment_bytes
     return MemoryBudget(
         formula=formula, total_bytes=total_bytes, requested_bytes=requested,

@@ -142,6 +142,9 @@ class VersionRules(BaseModel):
     # support torch.bfloat16. Falling back to torch.float16 for compatibility.", config.py _get_and_verify_dtype, PR
     # #17265); up to 0.8.5 auto keeps bf16 and the worker refuses it like an explicit --dtype bfloat16.
     auto_dtype_falls_back_pre_ampere: bool = True
+    # 0.6.4.x only (worker.py determine_num_available_blocks, PR #9352; #10511 replaced it in 0.6.5): non-torch
+    # memory is (total - free) - torch's allocations after profiling, so other processes' memory counts too.
+    non_torch_counts_other_processes: bool = False
     kv_cache_dtypes: tuple[str, ...]  # §2.9 CacheDType history
     max_len_error_template: str
     overhead_era: OverheadEra = "v1"
@@ -292,6 +295,7 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         one_request_check_excludes_null_block=v.at_least(30),
         fp32_auto_dtype="bfloat16" if v.at_least(9) else "float16",
         auto_dtype_falls_back_pre_ampere=v.at_least(9),
+        non_torch_counts_other_processes=v.at_least(6, 4) and not v.at_least(6, 5),
         kv_cache_dtypes=tuple(kv_dtypes),
         max_len_error_template=_MAX_LEN_ERRORS[template_minor],
         overhead_era=("v1_0_17" if v.at_least(17) else "v1" if engine == "v1"
