@@ -183,6 +183,8 @@ def _engine_fields(record: dict[str, Any], assumptions: list[str]) -> dict[str, 
         fields["dtype"] = record["dtype"]
     if record.get("enforce_eager") is not None:
         fields["enforce_eager"] = bool(record["enforce_eager"])
+    if (record.get("extra_settings") or {}).get("enable_expert_parallel") is True:
+        fields["enable_expert_parallel"] = True
     kv_dtype = _first_word(record.get("kv_cache_dtype"))
     if kv_dtype:
         fields["kv_cache_dtype"] = kv_dtype
