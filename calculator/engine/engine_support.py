@@ -16,7 +16,11 @@ from ..model.spec import ModelSpec
 from .kv_cache import KvCacheLayout
 from .vllm_versions import Device, VersionRules
 
-# NOTE: compute capability < 8.0 (V100, T4, P100): V1 0.8 - 0.10.1 sends them back to V0.
+# NOTE: compute capability < 8.0 (V100, T4, P100): V1 0.8 - 0.10.1 sends them back to V0. The attention backend there
+# (platforms/cuda.py): V0 "Cannot use FlashAttention-2 backend for Volta and Turing GPUs" -> XFormers; V1 0.10.2
+# "FlexAttention is the default for older GPUs"; 0.28 - 0.32 TRITON_ATTN (FLASH_ATTN needs 8.0 and FLASHINFER's floor
+# was raised to 8.0). Each runs the default 16-token block, so the pool is cut as on Ampere; what differs is the dtype
+# (bf16 runs as fp16 or is refused: ``settings.resolve_dtype`` and the refusal below).
 PRE_AMPERE_FAMILIES = frozenset({"volta", "turing", "pascal"})
 # The smallest kernel block of every GPU attention backend vLLM picks by default for non-MLA models:
 # FLASH_ATTN, TRITON_ATTN, ROCM_ATTN MultipleOf(16); FLASHINFER [16, 32, 64] (+ 128-1024 with TRT-LLM pages);
