@@ -58,6 +58,57 @@ def test_the_moe_layers_work_on_the_tokens_of_every_dp_rank():
         tokens * (4 * 2048 + 4 * (3 * width + 2048)) * 2)
 
 
+@pytest.mark.parametrize(("fields", "bytes_per_token_and_layer"), [
+    # allgather_reducescatter (the default): all-gather the other 3 engines' hidden states, reduce-scatter them back
+    ({"data_parallel_size": 4, "enable_expert_parallel": True}, 2 * 3 * 2048 * 2),
+    # DP without EP gathers the same way (the experts are tensor-parallel over the 4 ranks)
+    ({"data_parallel_size": 4}, 2 * 3 * 2048 * 2),
+    # DeepEP: each token to its 8 experts' ranks, 3 of 4 ranks remote, there and back
+    ({"data_parallel_size": 4, "enable_expert_parallel": True, "all2all_backend": "deepep_high_throughput"},
+     2 * 8 * 3 / 4 * 2048 * 2),
+    # ep = tp 2 x dp 4 = 8 ranks, 7 of 8 remote
+    ({"tensor_parallel_size": 2, "data_parallel_size": 4, "enable_expert_parallel": True,
+      "all2all_backend": "deepep_high_throughput"}, 2 * 8 * 7 / 8 * 2048 * 2),
+    ({"data_parallel_size": 4, "enable_expert_parallel": True, "all2all_backend": "passthrough"}, 0),
+    ({"tensor_parallel_size": 4, "enable_expert_parallel": True}, 0),  # one engine: no DP group to dispatch over
+])
+def test_each_moe_layer_dispatches_and_combines_over_the_link(fields, bytes_per_token_and_layer):
+    from calculator.speed.calibration import SpeedConstants
+    from calculator.speed.costs import forward_costs
+    from calculator.speed.hardware import gpu_rates
+    from calculator.speed.step_time import all_reduce_s, step_time
+
+    unit = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_penalty=0, step_overhead_s=0,
+                          sequence_overhead_s=0, kernel_overhead_s=0, eager_kernel_overhead_s=0,
+                          all_reduce_latency_s=10e-6, all_reduce_efficiency=1, request_overhead_s=0,
+                          fallback_interconnect_bytes_s=32e9)
+    result = _moe(**fields)
+    costs, rates = forward_costs(result), gpu_rates(result.gpu, result.quantization)
+    step = step_time(costs, rates, unit, decode_tokens=64, decode_context_tokens=1000)
+    # 48 MoE layers x (a dispatch and a combine call of 10 us each + 64 tokens' bytes over NVLink 4's 450 GB/s)
+    dispatch = 48 * (2 * 10e-6 + 64 * bytes_per_token_and_layer / 450e9) if bytes_per_token_and_layer else 0.0
+    assert step.communication_s - all_reduce_s(costs, rates, unit, 64) == pytest.approx(dispatch, rel=1e-12)
+
+
+def test_the_moe_layers_stream_the_experts_every_engines_tokens_touch():
+    from calculator.speed.calibration import SpeedConstants
+    from calculator.speed.costs import forward_costs
+    from calculator.speed.hardware import gpu_rates
+    from calculator.speed.step_time import step_time
+
+    unit = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_penalty=0, step_overhead_s=0,
+                          sequence_overhead_s=0, kernel_overhead_s=0, eager_kernel_overhead_s=0,
+                          all_reduce_latency_s=0, all_reduce_efficiency=1, request_overhead_s=0,
+                          fallback_interconnect_bytes_s=32e9)
+    four = _moe(data_parallel_size=4, enable_expert_parallel=True)  # 32 experts per rank, 4 engines' tokens
+    costs, rates = forward_costs(four), gpu_rates(four.gpu, four.quantization)
+    alone = costs.model_copy(update={"moe_token_ranks": 1})  # the same rank as if its engine's tokens were all
+    steps = [step_time(c, rates, unit, decode_tokens=16, decode_context_tokens=0) for c in (alone, costs)]
+    # an expert is missed by all n routed tokens with probability (1 - 8/128)^n: n = 16 on one engine, 64 on four
+    touched = 48 * 32 * EXPERT_BYTES * ((1 - (1 - 8 / 128) ** 64) - (1 - (1 - 8 / 128) ** 16)) / 3.35e12
+    assert steps[1].memory_s - steps[0].memory_s == pytest.approx(touched, rel=1e-9)
+
+
 def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
     base = _moe(data_parallel_size=4, enable_expert_parallel=True)
     deepep = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="deepep_high_throughput")
@@ -120,4 +171,4 @@ def test_a_dp_server_is_planned_in_whole_servers(capsys):
                  "--concurrent-users", "64", "--gpu", "h100-sxm-80gb", "--enable-expert-parallel",
                  "--data-parallel-size", "2", "--top", "1"]) == 0
     out = capsys.readouterr().out
-    assert " 2 EP " in out and "all-to-all time is not in the speed model" in out
+    assert " 2 EP " in out and "dispatch and combine between the engines is in the step time" in out

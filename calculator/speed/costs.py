@@ -16,6 +16,7 @@ from ..engine.speculative import tokens_per_step
 from ..engine.kv_cache import kv_page_bytes_per_token, mamba_state_bytes, pp_layer_ranges
 from ..engine.overheads import FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS
 from ..model.spec import LayerAttention, ModelSpec, WeightTensor
+from .moe_dispatch import moe_dispatch_bytes_per_token
 
 # Roles a decode step does not stream from HBM: the embedding is a lookup of B rows; vision towers and projectors
 # run only on images in prefill; MTP (speculative) layers are not run without speculative decoding.
@@ -78,6 +79,10 @@ class ForwardCosts(BaseModel):
     draft_kv_bytes_per_context_token: float = 0.0
     draft_flops_per_token: float = 0.0
     draft_kernels: int = 0
+    # --data-parallel-size > 1 on an MoE model: each MoE layer works on the tokens of this many engines, and moves
+    # this many bytes per local token over the link (dispatch and combine, ``moe_dispatch.py``).
+    moe_token_ranks: int = 1
+    moe_dispatch_bytes_per_token: float = 0.0
 
     @property
     def tokens_per_decode_step(self) -> float:
@@ -126,6 +131,13 @@ def forward_costs(result: Estimate) -> ForwardCosts:
         extra.update(lora_slot_bytes=lora.slot_bytes_busiest, lora_slots=lora.max_loras,
                      lora_flops_per_token=2.0 * lora.linear_rank_features_per_token,
                      lora_kernels=2 * lora.modules_per_layer * costs.layers)
+    scenario = result.scenario
+    if result.model.moe is not None and scenario.data_parallel_size > 1:
+        extra.update(moe_token_ranks=scenario.data_parallel_size, moe_dispatch_bytes_per_token=(
+            moe_dispatch_bytes_per_token(result.model, tensor_parallel_size=s.tensor_parallel_size,
+                                         data_parallel_size=scenario.data_parallel_size,
+                                         enable_expert_parallel=scenario.enable_expert_parallel,
+                                         all2all_backend=scenario.all2all_backend, dtype_bytes=s.dtype_bytes)))
     drafter = result.proposer
     if drafter is not None:
         extra.update(speculative_tokens=drafter.num_speculative_tokens, acceptance_rate=drafter.acceptance_rate)

@@ -8,6 +8,9 @@ A and B (streamed once per adapter in the batch) and a shrink and an expand matm
 Speculative decoding verifies k proposals per decoding request in the same pass (k + 1 query tokens each) after k
 proposal passes of the drafter; the tokens it yields per step are ``ForwardCosts.tokens_per_decode_step``. At high
 concurrency the step turns compute-bound and the k extra tokens per request cost more than they save.
+With ``--data-parallel-size`` > 1 on an MoE model every MoE layer works on all engines' tokens (vLLM keeps the DP
+engines in lockstep, so each runs a step of the same size) and dispatches and combines them over the link
+(``moe_dispatch.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from .calibration import SpeedConstants
 from .costs import TP_ALL_REDUCES_PER_LAYER, ForwardCosts
 from .hardware import GpuRates
+from .moe_dispatch import moe_dispatch_s
 
 
 class StepTime(BaseModel):
@@ -27,7 +31,7 @@ class StepTime(BaseModel):
     model_config = ConfigDict(frozen=True)
     memory_s: float  # bytes / (HBM bandwidth x efficiency)
     compute_s: float  # FLOPs / (peak of the compute path x efficiency)
-    communication_s: float  # TP all-reduces (0 at TP = 1)
+    communication_s: float  # TP all-reduces (0 at TP = 1) and the MoE layers' DP dispatch and combine
     overhead_s: float  # on the GPU: the fixed latency of every kernel the step launches
     overlap_penalty: float = 0.0  # share of the smaller of memory and compute time that does not overlap
     host_s: float = 0.0  # on the CPU: scheduling the step, preparing inputs, per-request bookkeeping
@@ -60,7 +64,8 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
     tokens = decode_tokens * (k + 1) + prefill_tokens
     if requests is None:
         requests = decode_tokens + (prefill_prompts if prefill_tokens else 0)
-    streamed = (costs.dense_weight_bytes + costs.expert_weight_bytes * costs.touched_expert_fraction(tokens)
+    moe_tokens = tokens * costs.moe_token_ranks
+    streamed = (costs.dense_weight_bytes + costs.expert_weight_bytes * costs.touched_expert_fraction(moe_tokens)
                 + decode_tokens * costs.kv_read_bytes(decode_context_tokens)
                 + (costs.kv_read_bytes(prefill_start_tokens) if prefill_tokens else 0.0)
                 + tokens * costs.activation_bytes_per_token
@@ -83,7 +88,9 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
     # NOTE: model_construct skips validation: every field is a float computed above (this runs ~10^4 times per
     # recommender call).
     return StepTime.model_construct(memory_s=memory_s, compute_s=compute_s, overlap_penalty=constants.overlap_penalty,
-                                    communication_s=all_reduce_s(costs, rates, constants, tokens), overhead_s=kernels,
+                                    communication_s=(all_reduce_s(costs, rates, constants, tokens)
+                                                     + moe_dispatch_s(costs, rates, constants, tokens)),
+                                    overhead_s=kernels,
                                     host_s=host, host_overlapped=costs.async_scheduling)
 
 
