@@ -243,3 +243,22 @@ def test_the_speed_section_says_when_its_spread_is_widened_off_the_measured_runs
     volta = run_app({"g": "v100-sxm2-32gb", "len": "4096"})
     notes = [w.value for w in volta.warning if "measured run" in w.value]
     assert len(notes) == 1 and notes[0].startswith("No measured run on the volta generation: the band is widened.")
+
+
+def test_the_speed_section_says_where_speculation_stops_paying():
+    # Accepting nothing, each step still verifies 3 + 1 query tokens per request for one token gained: by hand the
+    # step is never cheaper than the plain one, so speculation lowers TPOT at no concurrency at all.
+    app = run_app({"in": "1000", "out": "200", "spec": "ngram", "ntok": "3", "accept": "0"})
+    assert "Speculative decoding does not lower TPOT at any concurrency tried: turn it off." in text_of(app)
+    # EAGLE-3 (typical acceptance): the page states the concurrency the speed CLI's --json reports for the same plan
+    app = run_app({"in": "1000", "out": "200", "spec": "eagle3"})
+    from calculator import Scenario, estimate
+    from calculator.speed.speculation import speculation_gain
+    from calculator.speed.traffic import Traffic
+
+    gain = speculation_gain(estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", speculative_method="eagle3")),
+                            Traffic(input_tokens=1000, output_tokens=200, concurrency=1))
+    assert gain.pays_up_to is not None and gain.pays_up_to > 1
+    assert (f"Speculative decoding lowers TPOT up to {gain.pays_up_to:,} concurrent requests; above that the same "
+            "deployment without it decodes faster.") in text_of(app)
+    assert "Speculative decoding" not in text_of(run_app({"in": "1000", "out": "200"}))

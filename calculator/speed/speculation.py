@@ -66,11 +66,14 @@ def speculation_summary(gain: SpeculationGain | None) -> dict[str, object]:
                                                    in zip(gain.concurrency, gain.tpot_ms, gain.tpot_without_ms)}}
 
 
+def speculation_sentence(gain: SpeculationGain) -> str:
+    """Where speculation stops paying, as the end of a sentence that names it (CLI and Plan page)."""
+    if gain.pays_up_to is None:
+        return "does not lower TPOT at any concurrency tried: turn it off"
+    return (f"lowers TPOT up to {gain.pays_up_to:,} concurrent requests; above that the same deployment without it "
+            "decodes faster")
+
+
 def speculation_text(gain: SpeculationGain | None) -> str:
     """One line for the text output ("" without speculative decoding)."""
-    if gain is None:
-        return ""
-    if gain.pays_up_to is None:
-        return "\nspeculation  does not lower TPOT at any concurrency tried: turn it off"
-    return (f"\nspeculation  lowers TPOT up to {gain.pays_up_to:,} concurrent requests; above that the same deployment "
-            "without it decodes faster")
+    return "" if gain is None else f"\nspeculation  {speculation_sentence(gain)}"

@@ -14,6 +14,7 @@ from calculator.speed.bands import SpeedBands, speed_bands
 from calculator.speed.charts import two_ceilings_figure
 from calculator.speed.inputs import SpeedInputs, SpeedPlan, speed_plan
 from calculator.speed.prices import gpu_price
+from calculator.speed.speculation import speculation_gain, speculation_sentence
 from calculator.units import format_ms
 
 from . import first_error, sentence
@@ -176,6 +177,8 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                + (f"Price {usd(price.usd_per_gpu_hour)}/GPU-hour ({price.source})." if price else
                   "No price for this GPU: give one in the sidebar."))
     band_note(bands)
+    if (gain := speculation_gain(result, per.traffic)) is not None:
+        st.caption(f"Speculative decoding {speculation_sentence(gain)}.")
     st.plotly_chart(two_ceilings_figure(plan.sweep, plan.slo), key="two_ceilings",
                     config={"displaylogo": False})
     return plan
