@@ -120,3 +120,22 @@ def test_the_cli_table_names_the_slots(capsys):
     lora = estimate(Scenario(model=LLAMA_8B, vllm_version="0.32.0", enable_lora=True, max_loras=4,
                              max_lora_rank=64)).budget.lora_bytes
     assert f"LoRA slots       {lora / 2**30:.2f} GiB (4 x rank 64)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("parallel", "expert_slot_elements"), [
+    # EP over 4 engines: 32 whole experts per rank; per expert gate and up (A 16 x 2,048, B 768 x 16) and down
+    # (A 16 x 768, B 2,048 x 16)
+    ({"data_parallel_size": 4, "enable_expert_parallel": True},
+     32 * (2 * (16 * 2048 + 768 * 16) + 16 * 768 + 2048 * 16)),
+    # DP 4 without EP: all 128 experts, a quarter of each one's width (192) on every rank
+    ({"data_parallel_size": 4}, 128 * (2 * (16 * 2048 + 192 * 16) + 16 * 192 + 2048 * 16)),
+])
+def test_expert_slots_follow_the_expert_placement(parallel, expert_slot_elements):
+    # Qwen3-30B-A3B (hidden 2,048, 48 layers, 128 experts of width 768): one slot of rank 16, bf16. Attention and
+    # the vocabulary are the same on one engine and under DP, so the difference is the experts' slots alone.
+    base = Scenario(model="Qwen/Qwen3-30B-A3B", gpu="h100-sxm-80gb", vllm_version="0.32.0", enable_lora=True,
+                    max_loras=1, max_lora_rank=16)
+    one_engine = 48 * 128 * (2 * (16 * 2048 + 768 * 16) + 16 * 768 + 2048 * 16) * 2
+    single, placed = estimate(base).lora, estimate(base.replace(**parallel)).lora
+    assert (single.linear_bytes_per_stage[0] - placed.linear_bytes_per_stage[0]
+            == one_engine - 48 * expert_slot_elements * 2)

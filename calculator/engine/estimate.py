@@ -248,7 +248,12 @@ def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
     """The adapter slots ``--enable-lora`` allocates (None without it: vLLM ignores the other LoRA flags then)."""
     if not scenario.enable_lora:
         return None
-    return lora_slots(spec, rules.version, max_loras=scenario.max_loras, max_lora_rank=scenario.max_lora_rank,
+    # NOTE: FusedMoEWithLoRA (vLLM 0.32 lora/layers/fused_moe.py) sizes its slots by the rank's local experts and
+    # intermediate_size_per_partition: the same placement as the experts' weights.
+    placed = experts_placed(spec, tensor_parallel_size=settings.tensor_parallel_size,
+                            data_parallel_size=scenario.data_parallel_size,
+                            enable_expert_parallel=scenario.enable_expert_parallel)
+    return lora_slots(placed, rules.version, max_loras=scenario.max_loras, max_lora_rank=scenario.max_lora_rank,
                       dtype_bytes=lora_dtype_bytes(scenario.lora_dtype, settings.dtype_bytes),
                       tensor_parallel_size=settings.tensor_parallel_size,
                       pipeline_parallel_size=settings.pipeline_parallel_size,

@@ -127,8 +127,10 @@ def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lor
             low, high = tensor.layers  # type: ignore[misc]
             layers = max(0, min(high, last) - max(low, first))
             linear[stage] += layers * tensor.count * (a + b) * max_loras * dtype_bytes
-            # NOTE: fused-MoE LoRA runs only the experts a token is routed to; the slots hold all of them.
-            used = spec.moe.experts_per_token if tensor.role == "expert" and spec.moe else tensor.count
+            # NOTE: fused-MoE LoRA runs only the experts a token is routed to; the slots hold all of them. Under
+            # expert parallelism (whole, "replicated" experts) a rank runs 1/tp of the routed pairs of its tokens.
+            used = (spec.moe.experts_per_token / (tp if tensor.tp == "replicated" else 1)
+                    if tensor.role == "expert" and spec.moe else tensor.count)
             features[stage] += layers * used * (a + b)
     extra = 0 if version.at_least(12) else EXTRA_VOCAB_TOKENS
     hidden, vocab = spec.hidden_size, spec.vocab_size
