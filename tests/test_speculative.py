@@ -37,6 +37,15 @@ def test_a_draft_model_adds_its_weights_and_its_kv_layers_to_the_same_pool():
     assert result.fits and result.proposer.num_speculative_tokens == 4
 
 
+def test_a_draft_at_tp_1_keeps_all_its_kv_heads_on_every_target_rank():
+    # Llama-3.1-8B at TP 2: 32 layers x 4 of its 8 KV heads x 128 x (K, V) x bf16 = 65,536 B per token and rank;
+    # Llama-3.2-1B: 16 layers x 8 KV heads x 64 x (K, V) x bf16 = 32,768 B whole, 16,384 B split over 2 ranks.
+    assert estimate(DRAFT.replace(tensor_parallel_size=2)).layout.kv_bytes_per_token == 65_536 + 16_384
+    at_tp_1 = estimate(DRAFT.replace(tensor_parallel_size=2, draft_tensor_parallel_size=1))
+    assert at_tp_1.layout.kv_bytes_per_token == 65_536 + 32_768
+    assert at_tp_1.budget.draft_weights_bytes == 2_471_628_800  # the whole drafter on each rank, as at TP 1
+
+
 def test_eagle_heads_are_one_decoder_layer_of_the_target():
     eagle = estimate(BASE.replace(speculative_method="eagle"))
     # + fc 4,096 x 8,192; the embedding and LM head are the target's.

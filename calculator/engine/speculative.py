@@ -4,7 +4,10 @@ Pure arithmetic, read from vLLM 0.32.0's source (vllm/config/speculative.py, vll
 
 * ``draft_model``: a second, smaller checkpoint, loaded whole at ``draft_tensor_parallel_size`` (the target's TP
   unless 1 is given; any other value is refused, ``_verify_and_get_draft_tp``), in the target's dtype, sharing
-  nothing with the target (``DraftModelProposer._maybe_share_embeddings`` is a no-op).
+  nothing with the target (``DraftModelProposer._maybe_share_embeddings`` is a no-op). At draft TP 1 under a
+  larger target TP every rank runs the whole drafter (Model Runner V2, 0.32's default on GPUs: its
+  ``standalone_ar`` speculator builds the draft with ``draft_parallel_config``), so each rank's KV pages hold all
+  of the draft's KV heads. The V1 runner refuses that layout (``DraftModelProposer._raise_if_draft_tp_mismatch``).
 * ``eagle`` / ``eagle3``: a head of one decoder layer of the target's width. EAGLE adds ``fc`` (2 x hidden ->
   hidden); EAGLE-3 feeds its attention 2 x hidden and fuses three hidden states (``fc``: 3 x hidden -> hidden) and
   keeps its own LM head over a smaller draft vocabulary (32,000 in the published Llama-3.1 heads). Both share the
@@ -158,6 +161,10 @@ def proposer(spec: ModelSpec, *, method: str, num_speculative_tokens: int | None
                                f"target's ({spec.vocab_size:,}): vLLM verifies draft tokens by id, so they must "
                                "share one tokenizer")
         head, note, layers = draft_spec, f"draft model {draft_spec.model_id} at TP {draft_tp}", draft_spec.layers
+        if draft_tp != tp:
+            # NOTE: the shared pool divides every layer's KV heads by the target's TP; a drafter at TP 1 keeps all
+            # of its heads on each rank.
+            layers = tuple(layer.model_copy(update={"num_kv_heads": layer.num_kv_heads * tp}) for layer in layers)
     else:
         draft_tp = tp
         if method in ("eagle", "eagle3"):
