@@ -46,6 +46,19 @@ def test_a_draft_at_tp_1_keeps_all_its_kv_heads_on_every_target_rank():
     assert at_tp_1.budget.draft_weights_bytes == 2_471_628_800  # the whole drafter on each rank, as at TP 1
 
 
+def test_the_profiling_run_also_runs_the_drafter_over_every_batched_token():
+    # max_num_seqs 16 keeps the sampler's warm-up below the forward pass. Llama-3.1-8B's forward over 8,192 tokens:
+    # 4 hidden (4,096) and 3 intermediate (14,336) tensors per token in bf16. The drafter's dummy run follows it
+    # while the target's hidden states stay alive: an EAGLE head of the same width costs one more hidden tensor
+    # per token, EAGLE-3 four (its three auxiliary hidden states too); the 1B draft's own forward is smaller.
+    base = BASE.replace(max_num_seqs=16)
+    target = 8192 * (4 * 4_096 + 3 * 14_336) * 2
+    for method, extra in (("eagle", 8192 * 4_096 * 2), ("eagle3", 8192 * 4 * 4_096 * 2)):
+        assert estimate(base.replace(speculative_method=method)).budget.activation_bytes == target + extra
+    draft = base.replace(speculative_method="draft_model", speculative_model=LLAMA_1B)
+    assert 8192 * (4 * 2_048 + 3 * 8_192 + 4_096) * 2 < target == estimate(draft).budget.activation_bytes
+
+
 def test_eagle_heads_are_one_decoder_layer_of_the_target():
     eagle = estimate(BASE.replace(speculative_method="eagle"))
     # + fc 4,096 x 8,192; the embedding and LM head are the target's.

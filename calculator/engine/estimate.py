@@ -62,7 +62,7 @@ from .recurrent_state import (
 )
 from .quant_kernels import expert_storage, resident_quantization
 from .settings import ResolvedSettings, deployment_settings, resolve_settings
-from .speculative import Proposer, proposer, with_proposer_layers
+from .speculative import Proposer, drafter_activation_bytes, proposer, with_proposer_layers
 from .vllm_versions import (
     ESTIMATE_HINT,
     Device,
@@ -206,8 +206,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                               scenario.enable_expert_parallel, scenario.cpu_offload_gb, scenario.all2all_backend)
     if fixed.offload_warning:
         warnings.append(fixed.offload_warning)
-    budgets = _stage_budgets(scenario, spec, rules, settings, layout, fixed, lora=lora,
-                             draft_weights_bytes=drafter.weights_bytes if drafter else 0)
+    budgets = _stage_budgets(scenario, spec, rules, settings, layout, fixed, lora=lora, drafter=drafter)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
@@ -360,7 +359,7 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
 
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
                    layout: KvCacheLayout, fixed: _DeploymentTerms, *, lora: LoraSlots | None = None,
-                   draft_weights_bytes: int = 0) -> list[MemoryBudget]:
+                   drafter: Proposer | None = None) -> list[MemoryBudget]:
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
     max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
     kv_given = scenario.kv_cache_memory_bytes
@@ -382,7 +381,11 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
                 spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                 activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
                 rules=rules, data_parallel_size=scenario.data_parallel_size,
-                enable_expert_parallel=scenario.enable_expert_parallel) + (lora.shrink_buffer_bytes if lora else 0),
+                enable_expert_parallel=scenario.enable_expert_parallel,
+                drafter_forward_bytes=drafter_activation_bytes(
+                    drafter, spec, max_num_batched_tokens=max_num_batched_tokens,
+                    activation_dtype_bytes=settings.dtype_bytes) if drafter else 0)
+            + (lora.shrink_buffer_bytes if lora else 0),
             non_torch_bytes=fixed.non_torch_bytes,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,
@@ -396,7 +399,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             adjustment_bytes=adjustment,
             free_pool_bytes=fixed.free_pool_bytes,
             lora_bytes=lora.bytes_per_stage[stage] if lora else 0,
-            draft_weights_bytes=draft_weights_bytes if stage == pp - 1 else 0,
+            draft_weights_bytes=drafter.weights_bytes if drafter and stage == pp - 1 else 0,
             charges_other_processes=rules.non_torch_counts_other_processes,
         ))
     return budgets

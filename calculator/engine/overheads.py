@@ -195,16 +195,17 @@ def sampler_activation_bytes(spec: ModelSpec, *, max_num_seqs: int, max_num_batc
 def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_num_seqs: int,
                           activation_dtype_bytes: int, tensor_parallel_size: int, is_last_stage: bool,
                           rules: VersionRules | None = None, data_parallel_size: int = 1,
-                          enable_expert_parallel: bool = False) -> int:
-    """The profiled peak: the forward pass and the sampler run one after the other, so the larger one counts,
-    on top of the multimodal encoder's dummy outputs, which stay cached through both (``encoder_profile``)."""
+                          enable_expert_parallel: bool = False, drafter_forward_bytes: int = 0) -> int:
+    """The profiled peak: the forward pass (then the drafter's, ``drafter_forward_bytes``) and the sampler run one
+    after the other, so the larger one counts, on top of the multimodal encoder's dummy outputs, which stay cached
+    through all of them (``encoder_profile``)."""
     encoder_cache = profiled_encoder_cache_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
                                                  max_num_seqs=max_num_seqs,
                                                  activation_dtype_bytes=activation_dtype_bytes, rules=rules)
-    forward = encoder_cache + forward_activation_bytes(
+    forward = encoder_cache + max(drafter_forward_bytes, forward_activation_bytes(
         spec, max_num_batched_tokens=max_num_batched_tokens, activation_dtype_bytes=activation_dtype_bytes,
         tensor_parallel_size=tensor_parallel_size, data_parallel_size=data_parallel_size,
-        enable_expert_parallel=enable_expert_parallel)
+        enable_expert_parallel=enable_expert_parallel))
     if not is_last_stage:
         return forward
     return max(forward, encoder_cache + sampler_activation_bytes(spec, max_num_seqs=max_num_seqs,

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from ..errors import InvalidInput
 from ..model.spec import LayerAttention, ModelSpec, QuantizationSpec, WeightTensor
 from ..model.weights import weight_bytes_per_rank
+from .overheads import forward_activation_bytes
 
 EAGLE3_DRAFT_VOCAB = 32_000  # draft_vocab_size of yuhuili/EAGLE3-LLaMA3.1-Instruct-8B and the heads built like it
 # The chance each proposed token is accepted, per method, when the user gives none (the planner's assumption; the
@@ -184,3 +185,16 @@ def with_proposer_layers(spec: ModelSpec, extra: tuple[LayerAttention, ...]) -> 
         return spec
     return spec.model_copy(update={"layers": (*spec.layers, *extra),
                                    "num_hidden_layers": spec.num_hidden_layers + len(extra)})
+
+
+def drafter_activation_bytes(drafter: Proposer, target: ModelSpec, *, max_num_batched_tokens: int,
+                             activation_dtype_bytes: int) -> int:
+    """Peak of the drafter's dummy run in the profiling pass: vLLM 0.32 runs it after the target's forward over the
+    same tokens (V1 ``_dummy_run``: ``drafter.dummy_run(num_tokens)``; V2: ``speculator.propose(dummy_run=True)``),
+    while the target's hidden states (and EAGLE-3's three auxiliary ones) stay alive (0 without draft layers)."""
+    if drafter.spec is None:
+        return 0
+    kept = target.hidden_size * (4 if drafter.method == "eagle3" else 1)
+    return max_num_batched_tokens * kept * activation_dtype_bytes + forward_activation_bytes(
+        drafter.spec, max_num_batched_tokens=max_num_batched_tokens, activation_dtype_bytes=activation_dtype_bytes,
+        tensor_parallel_size=drafter.tensor_parallel_size)
