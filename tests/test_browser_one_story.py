@@ -75,8 +75,9 @@ def test_recommend_on_a_phone_shows_cards_that_keep_the_deployment(dashboard, br
     card = table.locator("tbody tr").first
     cells = card.locator("td")
     assert " · TP " in cells.nth(1).inner_text()  # the deployment's name, on the card
-    labels = [cells.nth(i).evaluate("e => getComputedStyle(e, '::before').content") for i in (7, 8)]
-    assert labels == ['"TTFT p95: "', '"ITL: "']  # each figure named on its line
-    for cell in (cells.nth(1), cells.nth(7), cells.nth(8), cells.nth(10)):  # name, TTFT, ITL, "Open in Plan"
+    labels = [cells.nth(i).evaluate("e => getComputedStyle(e, '::before').content") for i in (7, 8, 9, 10)]
+    assert labels == ['"TTFT p95: "', '"TTFT p95 band: "', '"SLO: "', '"ITL: "']  # each figure named on its line
+    # name, TTFT, its band, the SLO status, ITL, "Open in Plan"
+    for cell in (cells.nth(1), cells.nth(7), cells.nth(8), cells.nth(9), cells.nth(10), cells.nth(12)):
         box = cell.bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= 390
