@@ -139,3 +139,15 @@ def test_expert_slots_follow_the_expert_placement(parallel, expert_slot_elements
     single, placed = estimate(base).lora, estimate(base.replace(**parallel)).lora
     assert (single.linear_bytes_per_stage[0] - placed.linear_bytes_per_stage[0]
             == one_engine - 48 * expert_slot_elements * 2)
+
+
+def test_what_vllm_refuses_for_lora_under_expert_parallelism():
+    base = Scenario(model="Qwen/Qwen3-30B-A3B", gpu="h100-sxm-80gb", vllm_version="0.32.0", enable_lora=True,
+                    data_parallel_size=2, enable_expert_parallel=True)
+    assert estimate(base.replace(fully_sharded_loras=True)).error == (
+        "Fused MoE LoRA does not support enable_expert_parallel=True together with fully_sharded_loras=True. "
+        "Disable one of them.")
+    assert estimate(base.replace(all2all_backend="deepep_high_throughput")).error == (
+        "Fused MoE LoRA with EP currently only supports all2all_backend='allgather_reducescatter', "
+        "got 'deepep_high_throughput'.")
+    assert estimate(base).error is None

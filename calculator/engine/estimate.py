@@ -225,7 +225,10 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     refusal = settings.refusal or kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None)
     lora_problem = lora_error(spec, max_lora_rank=scenario.max_lora_rank, max_loras=scenario.max_loras,
                               max_cpu_loras=scenario.max_cpu_loras, tensor_parallel_size=tp,
-                              fully_sharded=scenario.fully_sharded_loras) if lora else None
+                              fully_sharded=scenario.fully_sharded_loras,
+                              data_parallel_size=scenario.data_parallel_size,
+                              enable_expert_parallel=scenario.enable_expert_parallel,
+                              all2all_backend=scenario.all2all_backend) if lora else None
     error = (_refusal_error(rules, settings, refusal) if refusal else settings.error or lora_problem
              or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
              or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)

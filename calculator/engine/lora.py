@@ -79,7 +79,8 @@ def lora_dtype_bytes(lora_dtype: str, model_dtype_bytes: int) -> int:
 
 
 def lora_error(spec: ModelSpec, *, max_lora_rank: int, max_loras: int, max_cpu_loras: int | None,
-               tensor_parallel_size: int, fully_sharded: bool) -> str | None:
+               tensor_parallel_size: int, fully_sharded: bool, data_parallel_size: int = 1,
+               enable_expert_parallel: bool = False, all2all_backend: str | None = None) -> str | None:
     """What vLLM refuses about these LoRA settings before it allocates anything (vllm/config/lora.py,
     logits_processor.py, the sharded layers' ``divide``), in its words where it has them."""
     if max_lora_rank not in LORA_RANKS:
@@ -92,6 +93,14 @@ def lora_error(spec: ModelSpec, *, max_lora_rank: int, max_loras: int, max_cpu_l
     if fully_sharded and max_lora_rank % tensor_parallel_size:
         return (f"--fully-sharded-loras splits the rank over the {tensor_parallel_size} tensor-parallel ranks: "
                 f"{max_lora_rank} is not divisible by {tensor_parallel_size}")
+    # NOTE: FusedMoEWithLoRA (lora/layers/fused_moe.py, 0.32) asserts these under expert parallelism.
+    if spec.moe is not None and enable_expert_parallel and tensor_parallel_size * data_parallel_size > 1:
+        if fully_sharded:
+            return ("Fused MoE LoRA does not support enable_expert_parallel=True together with "
+                    "fully_sharded_loras=True. Disable one of them.")
+        if all2all_backend not in (None, "allgather_reducescatter"):
+            return ("Fused MoE LoRA with EP currently only supports all2all_backend='allgather_reducescatter', "
+                    f"got '{all2all_backend}'.")
     return None
 
 
