@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_speed_roofline import UNIT  # efficiencies 1, no overheads, 10 us per collective call
 
 from calculator.cli import main
 from calculator.engine.estimate import estimate
@@ -73,37 +74,27 @@ def test_the_moe_layers_work_on_the_tokens_of_every_dp_rank():
     ({"tensor_parallel_size": 4, "enable_expert_parallel": True}, 0),  # one engine: no DP group to dispatch over
 ])
 def test_each_moe_layer_dispatches_and_combines_over_the_link(fields, bytes_per_token_and_layer):
-    from calculator.speed.calibration import SpeedConstants
     from calculator.speed.costs import forward_costs
     from calculator.speed.hardware import gpu_rates
     from calculator.speed.step_time import all_reduce_s, step_time
 
-    unit = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_penalty=0, step_overhead_s=0,
-                          sequence_overhead_s=0, kernel_overhead_s=0, eager_kernel_overhead_s=0,
-                          all_reduce_latency_s=10e-6, all_reduce_efficiency=1, request_overhead_s=0,
-                          fallback_interconnect_bytes_s=32e9)
     result = _moe(**fields)
     costs, rates = forward_costs(result), gpu_rates(result.gpu, result.quantization)
-    step = step_time(costs, rates, unit, decode_tokens=64, decode_context_tokens=1000)
+    step = step_time(costs, rates, UNIT, decode_tokens=64, decode_context_tokens=1000)
     # 48 MoE layers x (a dispatch and a combine call of 10 us each + 64 tokens' bytes over NVLink 4's 450 GB/s)
     dispatch = 48 * (2 * 10e-6 + 64 * bytes_per_token_and_layer / 450e9) if bytes_per_token_and_layer else 0.0
-    assert step.communication_s - all_reduce_s(costs, rates, unit, 64) == pytest.approx(dispatch, rel=1e-12)
+    assert step.communication_s - all_reduce_s(costs, rates, UNIT, 64) == pytest.approx(dispatch, rel=1e-12)
 
 
 def test_the_moe_layers_stream_the_experts_every_engines_tokens_touch():
-    from calculator.speed.calibration import SpeedConstants
     from calculator.speed.costs import forward_costs
     from calculator.speed.hardware import gpu_rates
     from calculator.speed.step_time import step_time
 
-    unit = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_penalty=0, step_overhead_s=0,
-                          sequence_overhead_s=0, kernel_overhead_s=0, eager_kernel_overhead_s=0,
-                          all_reduce_latency_s=0, all_reduce_efficiency=1, request_overhead_s=0,
-                          fallback_interconnect_bytes_s=32e9)
     four = _moe(data_parallel_size=4, enable_expert_parallel=True)  # 32 experts per rank, 4 engines' tokens
     costs, rates = forward_costs(four), gpu_rates(four.gpu, four.quantization)
     alone = costs.model_copy(update={"moe_token_ranks": 1})  # the same rank as if its engine's tokens were all
-    steps = [step_time(c, rates, unit, decode_tokens=16, decode_context_tokens=0) for c in (alone, costs)]
+    steps = [step_time(c, rates, UNIT, decode_tokens=16, decode_context_tokens=0) for c in (alone, costs)]
     # an expert is missed by all n routed tokens with probability (1 - 8/128)^n: n = 16 on one engine, 64 on four
     touched = 48 * 32 * EXPERT_BYTES * ((1 - (1 - 8 / 128) ** 64) - (1 - (1 - 8 / 128) ** 16)) / 3.35e12
     assert steps[1].memory_s - steps[0].memory_s == pytest.approx(touched, rel=1e-9)
