@@ -119,6 +119,19 @@ def test_a_non_finite_number_in_any_field_is_refused():
     assert refusal(text).endswith("initializer_range is nan; a config.json number must be finite")
 
 
+def test_mamba2_time_step_limit_may_be_unbounded_but_nothing_else_may():
+    """nvidia/Nemotron-H-56B-Base-8K's config.json (like transformers' Mamba2 default) writes "time_step_limit":
+    [0.0, Infinity]; it was refused as "time_step_limit[1] is inf", so no Nemotron-H checkpoint could be planned."""
+    limit = '"time_step_limit": [0.0, 1.0]'
+    config = parse_config_text(llama_with(time_step_limit=[0.0, 1.0]).replace(limit, limit[:-4] + "Infinity]"), "x")
+    assert config["time_step_limit"] == [0.0, float("inf")]
+    for literal, shown in [("NaN", "nan"), ("-Infinity", "-inf")]:
+        text = llama_with(time_step_limit=[0.0, 1.0]).replace(limit, limit[:-4] + f"{literal}]")
+        assert refusal(text).endswith(f"time_step_limit[1] is {shown}; a config.json number must be finite")
+    text = llama_with(initializer_range=0).replace('"initializer_range": 0', '"initializer_range": Infinity')
+    assert refusal(text).endswith("initializer_range is inf; a config.json number must be finite")
+
+
 def test_an_integer_of_five_thousand_digits_is_a_clear_error():
     digits = "9" * 5000
     vocab = llama_with(vocab_size=0).replace('"vocab_size": 0', f'"vocab_size": {digits}')
