@@ -514,6 +514,77 @@ class TestQwen35_397BPreset:
         assert layout.bytes_per_block == 15 * 1072 * 2048  # 3 recurrent groups and 1 attention group of 15 layers
 
 
+class TestQwen35_27BPreset:
+    """Qwen/Qwen3.5-27B, its config.json verbatim as NVIDIA's aiconfigurator_core 0.12.0 wheel on PyPI vendors it
+    (aiconfigurator_core/model_configs/Qwen--Qwen3.5-27B_config.json): 64 layers, every 4th gated attention (24 query
+    and 4 KV heads x 256), gated delta nets with 16 key and 48 value heads of 128, a dense MLP of 17,408, a float32
+    SSM state (mamba_ssm_dtype); the Qwen3.5 vision tower (27 blocks of 1,152)."""
+
+    def spec(self):
+        return build_model_spec(preset("Qwen__Qwen3.5-27B"), "Qwen/Qwen3.5-27B")
+
+    def test_weights_match_the_model_card(self):
+        h, key, value = 5120, 16 * 128, 48 * 128
+        gdn = (2 * key + 2 * value) * h + 2 * 48 * h + (2 * key + value) * 4 + 48 + 48 + 128 + h * value
+        attention = 2 * 24 * 256 * h + 2 * (4 * 256 * h) + h * 24 * 256 + 2 * 256
+        text = 2 * 248320 * h + h + 64 * (2 * h + 3 * 17408 * h) + 48 * gdn + 16 * attention
+        v, inner, merged = 1152, 4304, 4 * 1152
+        block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
+        vision = (27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged)
+                  + (h * merged + h))
+        # The same figure as the Qwen3.5-27B-shaped config of test_qwen3_5_weights_with_its_vision_tower (transformers'
+        # own model on the meta device): this exact config has that shape.
+        assert self.spec().num_params == text + vision == 27_356_728_560
+        # Model card: "Number of Parameters: 27B" (the MTP layer vLLM skips is not in it).
+        assert round((text + vision) / 1e9) == 27
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        # Conv (2 x 2,048 + 6,144) x 3 taps x 2 B = 61,440; temporal 48 x 128 x 128 x 4 B (float32) = 3,145,728.
+        states = recurrent_states_at_tp1(spec)
+        assert len(states) == 48 and set(states) == {3_207_168}
+        assert sum(states) == 153_944_064  # per request
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 16 * 2 * 4 * 256 * 2 == 65536
+        # 3,207,168 B over a 16 x 4,096 B attention page: 49 pages, the 784-token block a real Qwen3.8-27B start logs.
+        assert layout.block_size == 16 * math.ceil(3_207_168 / (16 * 4096)) == 784
+        assert layout.bytes_per_block == 16 * 784 * 4096  # 3 recurrent groups and 1 attention group of 16 layers
+
+
+class TestNemotronH56BPreset:
+    """nvidia/Nemotron-H-56B-Base-8K, its config.json verbatim as NVIDIA's aiconfigurator_core 0.12.0 wheel on PyPI
+    vendors it (aiconfigurator_core/model_configs/nvidia--Nemotron-H-56B-Base-8K_config.json), "time_step_limit":
+    [0.0, Infinity] included: 118 layers by hybrid_override_pattern, 54 Mamba2 (256 heads x 64, 8 groups, state 256,
+    kernel 4), 10 attention (64 query and 8 KV heads x 128), 54 squared-ReLU MLPs of 32,768; the LM head untied."""
+
+    def spec(self):
+        return build_model_spec(preset("nvidia__Nemotron-H-56B-Base-8K"), "nvidia/Nemotron-H-56B-Base-8K")
+
+    def test_weights_match_the_model_card(self):
+        h, inner, heads = 8192, 256 * 64, 256
+        conv = inner + 2 * 8 * 256
+        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner + inner * h  # in_proj .. out_proj
+        attention = 64 * 128 * h + 2 * (8 * 128 * h) + h * 64 * 128
+        mlp = 2 * h * 32768
+        total = 2 * 131072 * h + h + 118 * h + 54 * mamba + 10 * attention + 54 * mlp
+        assert self.spec().num_params == total == 56_324_350_464
+        # NVIDIA's model card (nvidia/Nemotron-H-56B-Base-8K) gives 56B parameters.
+        assert round(total / 1e9) == 56
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        # Conv 20,480 x 3 taps x 2 B = 122,880; temporal 256 x 64 x 256 x 4 B = 16,777,216 (Nemotron-H keeps it
+        # in float32).
+        states = recurrent_states_at_tp1(spec)
+        assert len(states) == 54 and set(states) == {16_900_096}
+        assert sum(states) == 912_605_184  # per request
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 10 * 2 * 8 * 128 * 2 == 40960
+        assert layout.block_size == 16 * math.ceil(16_900_096 / (16 * 4096)) == 4128
+        # groups as large as the smaller layer kind (10 attention layers): 6 recurrent groups, 1 attention group
+        assert layout.bytes_per_block == 10 * 4128 * 4096
+
+
 def test_lfm2_moe_weights_dense_then_routed():
     """An LFM2-8B-A1B-shaped config (Lfm2MoeForCausalLM, vLLM 0.32's lfm2_moe.py): 3 short convolutions as wide as
     hidden_size and one GQA layer; a SwiGLU of intermediate_size (not re-sized) in the first num_dense_layers layers,
