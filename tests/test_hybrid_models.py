@@ -551,6 +551,43 @@ class TestQwen35_27BPreset:
         assert layout.bytes_per_block == 16 * 784 * 4096  # 3 recurrent groups and 1 attention group of 16 layers
 
 
+class TestQwen35_35BA3BPreset:
+    """Qwen/Qwen3.5-35B-A3B, its config.json verbatim as NVIDIA's aiconfigurator_core 0.12.0 wheel on PyPI vendors it
+    (aiconfigurator_core/model_configs/Qwen--Qwen3.5-35B-A3B_config.json): 40 layers, every 4th gated attention
+    (16 query and 2 KV heads x 256), gated delta nets with 16 key and 32 value heads of 128, a float32 SSM state;
+    256 experts of 512 (8 routed) and a shared expert of 512 in every layer; the Qwen3.5 vision tower."""
+
+    def spec(self):
+        return build_model_spec(preset("Qwen__Qwen3.5-35B-A3B"), "Qwen/Qwen3.5-35B-A3B")
+
+    def test_weights_match_the_model_card(self):
+        h, vocab, key, value = 2048, 248320, 16 * 128, 32 * 128
+        gdn = (2 * key + 2 * value) * h + 2 * 32 * h + (2 * key + value) * 4 + 32 + 32 + 128 + h * value
+        attention = 2 * 16 * 256 * h + 2 * (2 * 256 * h) + h * 16 * 256 + 2 * 256
+        moe = 256 * h + 256 * 3 * 512 * h + 3 * 512 * h + h  # router, experts, shared expert and its gate
+        text = 2 * vocab * h + h + 40 * (2 * h + moe) + 30 * gdn + 10 * attention
+        v, inner, merged = 1152, 4304, 4 * 1152
+        block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
+        vision = (27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged)
+                  + (h * merged + h))
+        assert self.spec().num_params == text + vision == 35_107_181_936
+        # Model card: "Number of Parameters: 35B in total and 3B activated" (the activated figure the language
+        # model's: 3.45B with 8 of 256 experts).
+        assert round((text + vision) / 1e9) == 35
+        assert round((text - 40 * 248 * 3 * 512 * h) / 1e9) == 3
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        # Conv (2 x 2,048 + 4,096) x 3 taps x 2 B = 49,152; temporal 32 x 128 x 128 x 4 B (float32) = 2,097,152.
+        states = recurrent_states_at_tp1(spec)
+        assert len(states) == 30 and set(states) == {2_146_304}
+        assert sum(states) == 64_389_120  # per request
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 10 * 2 * 2 * 256 * 2 == 20480
+        assert layout.block_size == 16 * math.ceil(2_146_304 / (16 * 2048)) == 1056
+        assert layout.bytes_per_block == 10 * 1056 * 2048  # 3 recurrent groups and 1 attention group of 10 layers
+
+
 class TestNemotronH56BPreset:
     """nvidia/Nemotron-H-56B-Base-8K, its config.json verbatim as NVIDIA's aiconfigurator_core 0.12.0 wheel on PyPI
     vendors it (aiconfigurator_core/model_configs/nvidia--Nemotron-H-56B-Base-8K_config.json), "time_step_limit":
@@ -583,6 +620,46 @@ class TestNemotronH56BPreset:
         assert layout.block_size == 16 * math.ceil(16_900_096 / (16 * 4096)) == 4128
         # groups as large as the smaller layer kind (10 attention layers): 6 recurrent groups, 1 attention group
         assert layout.bytes_per_block == 10 * 4128 * 4096
+
+
+class TestNemotron3Nano30BPreset:
+    """nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, its config.json verbatim as NVIDIA's aiconfigurator_core 0.12.0
+    wheel on PyPI vendors it (aiconfigurator_core/model_configs/
+    nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16_config.json):
+    52 layers by hybrid_override_pattern, 23 Mamba2 (64 heads x 64, 8 groups, state 128, a float32
+    mamba_ssm_cache_dtype), 6 attention (32 query and 2 KV heads x 128), 23 MoE layers of 128 squared-ReLU experts of
+    1,856 (6 routed) behind a router with a float32 correction bias, and a shared expert of 3,712."""
+
+    def spec(self):
+        return build_model_spec(preset("nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),
+                                "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+
+    def test_weights_match_the_model_card(self):
+        h, inner, heads = 2688, 64 * 64, 64
+        conv = inner + 2 * 8 * 128
+        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner + inner * h
+        attention = 32 * 128 * h + 2 * (2 * 128 * h) + h * 32 * 128
+        moe = 128 * h + 128 + 128 * 2 * 1856 * h + 2 * 3712 * h  # router, its bias, experts, shared expert
+        total = 2 * 131072 * h + h + 52 * h + 23 * mamba + 6 * attention + 23 * moe
+        spec = self.spec()
+        assert spec.num_params == total == 31_577_940_288
+        # Model card: 31.6B parameters in total, about 3.6B active per token (embeddings included).
+        assert round(total / 1e8) == 316
+        assert round((total - 23 * (128 - 6) * 2 * 1856 * h) / 1e8) == 36
+        moe_spec = spec.moe
+        assert (moe_spec.num_moe_layers, moe_spec.experts_per_token, moe_spec.expert_intermediate_size) == (23, 6, 1856)
+        assert (moe_spec.num_shared_experts, moe_spec.shared_expert_intermediate_size) == (1, 3712)
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        # Conv 6,144 x 3 taps x 2 B = 36,864; temporal 64 x 64 x 128 x 4 B = 2,097,152.
+        states = recurrent_states_at_tp1(spec)
+        assert len(states) == 23 and set(states) == {2_134_016}
+        assert sum(states) == 49_082_368  # per request
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 6 * 2 * 2 * 128 * 2 == 6144
+        assert layout.block_size == 16 * math.ceil(2_134_016 / (16 * 1024)) == 2096
+        assert layout.bytes_per_block == 6 * 2096 * 1024  # groups of 6 (the attention layers): 4 recurrent, 1 attention
 
 
 def test_lfm2_moe_weights_dense_then_routed():

@@ -380,6 +380,8 @@ def _moe_spec(text: Mapping[str, Any], num_layers: int, intermediate: int) -> Mo
     shared_size = expert_size * shared
     if text.get("shared_expert_intermediate_size"):
         shared, shared_size = 1, int(text["shared_expert_intermediate_size"])
+    if text.get("moe_shared_expert_intermediate_size"):  # NOTE: Nemotron-H's spelling, the width of each shared one
+        shared_size = int(text["moe_shared_expert_intermediate_size"]) * shared
     first_dense = int(text.get("first_k_dense_replace") or text.get("num_dense_layers") or 0)  # the last: LFM2-MoE
     frequency = int(text.get("moe_layer_freq") or text.get("decoder_sparse_step") or 1)
     dense_only = set(text.get("mlp_only_layers") or [])
@@ -387,6 +389,8 @@ def _moe_spec(text: Mapping[str, Any], num_layers: int, intermediate: int) -> Mo
                      if i >= first_dense and i % frequency == 0 and i not in dense_only)
     if text.get("decoder_sparse_step"):
         moe_layers = sum(1 for i in range(num_layers) if (i + 1) % frequency == 0 and i not in dense_only)
+    if isinstance(text.get("hybrid_override_pattern"), str):  # Nemotron-H: "E" marks its MoE layers
+        moe_layers = text["hybrid_override_pattern"].count("E")
     return MoeSpec(num_experts=int(num_experts), experts_per_token=top_k, expert_intermediate_size=expert_size,
                    num_shared_experts=shared, shared_expert_intermediate_size=shared_size, num_moe_layers=moe_layers)
 
