@@ -318,13 +318,11 @@ def test_qwen3_5_weights_with_its_vision_tower():
         "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
         "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 5120,
         "num_position_embeddings": 2304, "hidden_act": "gelu_pytorch_tanh", "model_type": "qwen3_5_vision"}}
-    h, key, value = 5120, 16 * 128, 48 * 128
-    gdn = (2 * key + 2 * value) * h + 2 * 48 * h + (2 * key + value) * 4 + 48 + 48 + 128 + h * value
-    attention = 2 * 24 * 256 * h + 2 * (4 * 256 * h) + h * 24 * 256 + 2 * 256
+    h = 5120
+    gdn = gated_delta_net(h, key_heads=16, value_heads=48)
+    attention = gated_attention(h, query_heads=24, kv_heads=4)
     text = 2 * 248320 * h + h + 64 * (2 * h + 3 * 17408 * h) + 48 * gdn + 16 * attention
-    v, inner, merged = 1152, 4304, 4 * 1152
-    block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
-    vision = 27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged) + (h * merged + h)
+    vision = qwen3_5_vision(h)
     spec = build_model_spec(config, "Qwen/Qwen3.5-27B-like")
     # transformers' Qwen3_5ForConditionalGeneration on the meta device: 27,356,728,560, of which 460,730,096 visual.
     assert spec.num_params == text + vision == 27_356_728_560
@@ -429,6 +427,26 @@ def test_falcon_h1_keeps_attention_and_a_mamba2_state_in_every_layer():
     assert layout.bytes_per_block == 4 * 144 * 512
 
 
+def gated_delta_net(h: int, *, key_heads: int, value_heads: int) -> int:
+    """One Qwen3.5 gated delta net of 128-wide heads: in_proj_qkvz, in_proj_ba, the conv over q, k and v, dt_bias,
+    A_log, the 128-wide gated norm, out_proj."""
+    key, value = key_heads * 128, value_heads * 128
+    return ((2 * key + 2 * value) * h + 2 * value_heads * h + (2 * key + value) * 4 + value_heads + value_heads + 128
+            + h * value)
+
+
+def gated_attention(h: int, *, query_heads: int, kv_heads: int) -> int:
+    """One Qwen3.5 gated attention of 256-wide heads: q with its gate, k, v, o, and the q and k norms."""
+    return 2 * query_heads * 256 * h + 2 * (kv_heads * 256 * h) + h * query_heads * 256 + 2 * 256
+
+
+def qwen3_5_vision(h: int) -> int:
+    """transformers' default Qwen3.5 vision tower (27 blocks of 1,152, MLP 4,304), merged 2 x 2 into width h."""
+    v, inner, merged = 1152, 4304, 4 * 1152
+    block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
+    return 27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged) + (h * merged + h)
+
+
 def recurrent_states_at_tp1(spec) -> list[int]:
     """Each recurrent layer's per-request state in bytes, at TP 1 and a 16-bit model dtype."""
     return [mamba_state_bytes(layer, tensor_parallel_size=1, model_dtype_bytes=2)
@@ -486,15 +504,12 @@ class TestQwen35_397BPreset:
         return build_model_spec(preset("Qwen__Qwen3.5-397B-A17B"), "Qwen/Qwen3.5-397B-A17B")
 
     def test_weights_match_the_model_card(self):
-        h, vocab, key, value = 4096, 248320, 16 * 128, 64 * 128
-        gdn = (2 * key + 2 * value) * h + 2 * 64 * h + (2 * key + value) * 4 + 64 + 64 + 128 + h * value
-        attention = 2 * 32 * 256 * h + 2 * (2 * 256 * h) + h * 32 * 256 + 2 * 256
+        h, vocab = 4096, 248320
+        gdn = gated_delta_net(h, key_heads=16, value_heads=64)
+        attention = gated_attention(h, query_heads=32, kv_heads=2)
         moe = 512 * h + 512 * 3 * 1024 * h + 3 * 1024 * h + h  # router, experts, shared expert and its gate
         text = 2 * vocab * h + h + 60 * (2 * h + moe) + 45 * gdn + 15 * attention
-        v, inner, merged = 1152, 4304, 4 * 1152
-        block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
-        vision = (27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged)
-                  + (h * merged + h))
+        vision = qwen3_5_vision(h)
         assert self.spec().num_params == text + vision == 396_802_360_816
         # Model card: "Number of Parameters: 397B in total and 17B activated" (the MTP layer vLLM skips is not in
         # either); the activated figure is the language model's: 17.35B (17.81B with the vision tower).
@@ -524,14 +539,11 @@ class TestQwen35_27BPreset:
         return build_model_spec(preset("Qwen__Qwen3.5-27B"), "Qwen/Qwen3.5-27B")
 
     def test_weights_match_the_model_card(self):
-        h, key, value = 5120, 16 * 128, 48 * 128
-        gdn = (2 * key + 2 * value) * h + 2 * 48 * h + (2 * key + value) * 4 + 48 + 48 + 128 + h * value
-        attention = 2 * 24 * 256 * h + 2 * (4 * 256 * h) + h * 24 * 256 + 2 * 256
+        h = 5120
+        gdn = gated_delta_net(h, key_heads=16, value_heads=48)
+        attention = gated_attention(h, query_heads=24, kv_heads=4)
         text = 2 * 248320 * h + h + 64 * (2 * h + 3 * 17408 * h) + 48 * gdn + 16 * attention
-        v, inner, merged = 1152, 4304, 4 * 1152
-        block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
-        vision = (27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged)
-                  + (h * merged + h))
+        vision = qwen3_5_vision(h)
         # The same figure as the Qwen3.5-27B-shaped config of test_qwen3_5_weights_with_its_vision_tower (transformers'
         # own model on the meta device): this exact config has that shape.
         assert self.spec().num_params == text + vision == 27_356_728_560
@@ -561,15 +573,12 @@ class TestQwen35_35BA3BPreset:
         return build_model_spec(preset("Qwen__Qwen3.5-35B-A3B"), "Qwen/Qwen3.5-35B-A3B")
 
     def test_weights_match_the_model_card(self):
-        h, vocab, key, value = 2048, 248320, 16 * 128, 32 * 128
-        gdn = (2 * key + 2 * value) * h + 2 * 32 * h + (2 * key + value) * 4 + 32 + 32 + 128 + h * value
-        attention = 2 * 16 * 256 * h + 2 * (2 * 256 * h) + h * 16 * 256 + 2 * 256
+        h, vocab = 2048, 248320
+        gdn = gated_delta_net(h, key_heads=16, value_heads=32)
+        attention = gated_attention(h, query_heads=16, kv_heads=2)
         moe = 256 * h + 256 * 3 * 512 * h + 3 * 512 * h + h  # router, experts, shared expert and its gate
         text = 2 * vocab * h + h + 40 * (2 * h + moe) + 30 * gdn + 10 * attention
-        v, inner, merged = 1152, 4304, 4 * 1152
-        block = (3 * v * v + 3 * v) + (v * v + v) + (inner * v + inner) + (v * inner + v) + 4 * v
-        vision = (27 * block + (v * 3 * 2 * 16 * 16 + v) + 2304 * v + 2 * v + (merged * merged + merged)
-                  + (h * merged + h))
+        vision = qwen3_5_vision(h)
         assert self.spec().num_params == text + vision == 35_107_181_936
         # Model card: "Number of Parameters: 35B in total and 3B activated" (the activated figure the language
         # model's: 3.45B with 8 of 256 experts).
