@@ -158,7 +158,7 @@ def check_config(config: Mapping[str, Any], origin: str) -> None:
 
 
 def _unbounded(path: str, value: float) -> bool:
-    # NOTE: Mamba2 configs (transformers' default, every Nemotron-H on the Hub) write time_step_limit as
+    # NOTE: Mamba2 configs (transformers' default, the Nemotron-H base models on the Hub) write time_step_limit as
     # [0.0, Infinity]: no upper clamp on dt. The planner never reads it, and refusing it refused those checkpoints.
     return value == math.inf and path.rsplit(".", 1)[-1].split("[", 1)[0] in _UNBOUNDED_FIELDS
 
