@@ -367,6 +367,16 @@ def test_recurrent_layers_the_planner_cannot_place_are_said(recurrent_fields):
     assert not any("per-sequence state" in w for w in build_model_spec(QWEN38_27B, "q").warnings)
 
 
+@pytest.mark.parametrize("missing", ["linear_num_key_heads", "linear_key_head_dim", "linear_value_head_dim"])
+def test_a_qwen3_5_config_without_a_gated_delta_net_shape_is_refused_by_name(missing):
+    # Regression (the config fuzz on the Qwen3.5-27B preset): a missing field ended in "config.json fields are
+    # inconsistent (KeyError: 'linear_value_head_dim')" instead of naming the field.
+    config = preset("Qwen__Qwen3.5-27B")
+    del config["text_config"][missing]
+    with pytest.raises(InvalidConfig, match=f"lacks a positive integer '{missing}', which sizes their state"):
+        build_model_spec(config, "Qwen3.5-27B-without-" + missing)
+
+
 def test_a_kimi_linear_config_without_its_kda_shapes_is_refused_by_name():
     config = {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "hidden_size": 1024,
               "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000,

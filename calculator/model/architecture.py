@@ -301,6 +301,10 @@ def _kda_layers(text: Mapping[str, Any], num_layers: int) -> list[bool] | None:
     return [i + 1 in kda for i in range(num_layers)]
 
 
+_GATED_DELTA_NET_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                           "linear_value_head_dim")
+
+
 def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
     """The per-request state of a recurrent layer, as vLLM's ``get_mamba_state_shape_from_config`` (0.32) sizes it
     with ``MambaStateShapeCalculator``: gated delta net, Mamba2, a short convolution or Kimi's KDA."""
@@ -314,6 +318,11 @@ def _recurrent_state(text: Mapping[str, Any]) -> LayerAttention | None:
                               mamba_conv_len=int(linear.get("short_conv_kernel_size") or 4) - 1,
                               mamba_temporal_shape=(heads, head_dim, head_dim), mamba_ssm_dtype="float32")
     if text.get("linear_num_value_heads"):  # gated delta net (Qwen3-Next, Qwen3.5 / 3.6)
+        for key in _GATED_DELTA_NET_FIELDS:
+            value = text.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidConfig(f"config.json has linear_num_value_heads (gated delta net layers) but lacks a "
+                                    f"positive integer {key!r}, which sizes their state")
         k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
         k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
         # NOTE: Qwen3.5's config sets mamba_ssm_dtype (float32); Qwen3_5ForConditionalGenerationConfig makes it the
