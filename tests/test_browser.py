@@ -186,12 +186,13 @@ def test_an_import_clicked_at_the_worst_moments_is_never_lost(dashboard, browser
             page = browser.new_page(viewport={"width": 1440, "height": 1300})
             moment(page, dashboard)
             report = page.locator('[data-testid="stAlert"]').filter(has_text="Imported")
-            report.wait_for(timeout=60_000)
-            expect(page.locator(".st-key-deployment_header").first).to_contain_text(
+            said = f"{moment.__name__}, attempt {attempt + 1}"  # which moment, when one fails in a full run
+            expect(report.first, f"{said}: no 'Imported' report").to_be_visible(timeout=60_000)
+            expect(page.locator(".st-key-deployment_header").first, said).to_contain_text(
                 "meta-llama/Llama-3.1-70B-Instruct · H100 SXM 80GB × 2 · TP 2 / PP 1 · max_model_len 32,768",
                 timeout=60_000)
             wait_idle(page)
-            expect(report, f"{moment.__name__}, attempt {attempt + 1}").to_have_count(1)
+            expect(report, said).to_have_count(1)
             assert "--port 8000" in report.inner_text()
             page.close()
 
