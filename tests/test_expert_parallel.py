@@ -17,6 +17,7 @@ from calculator.engine.overheads import forward_activation_bytes
 from calculator.model.model_source import load_model_spec
 from calculator.scenario import Scenario
 from calculator.serve_command import parse_serve_command, serve_command
+from calculator.summary import estimate_summary
 from calculator.units import MIB
 
 MOE = "Qwen/Qwen3-30B-A3B"
@@ -109,6 +110,9 @@ def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
     plain = _moe(tensor_parallel_size=4, enable_expert_parallel=True)
     assert unused.budget.non_torch_bytes == plain.budget.non_torch_bytes
     assert any(w.startswith("--all2all-backend deepep_high_throughput is unused here") for w in unused.warnings)
+    # the CLI's JSON names the term inside non_torch_bytes (issue 23 item 4: each new memory term is shown)
+    assert estimate_summary(deepep)["all2all_buffer_bytes"] == 1024 * MIB
+    assert estimate_summary(base)["all2all_buffer_bytes"] == estimate_summary(unused)["all2all_buffer_bytes"] == 0
     low_latency = _moe(data_parallel_size=2, enable_expert_parallel=True, all2all_backend="deepep_low_latency")
     assert any("is not modelled" in w for w in low_latency.warnings)
 
