@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..engine.estimate import Estimate
 from .calibration import COVERAGE, DOMAIN_WIDENING, REGIME_BAND_FACTOR, Coverage
-from .predict import Band, SpeedEstimate
+from .predict import MS, Band, SpeedEstimate
 
 Regime = Literal["one request", "below the knee", "saturated"]
 REGIMES: tuple[Regime, ...] = ("one request", "below the knee", "saturated")
@@ -38,6 +38,11 @@ class SpeedBands(BaseModel):
     @property
     def widened(self) -> bool:
         return bool(self.outside)
+
+    @property
+    def per_user_tok_s(self) -> Band:
+        """Tokens/s per user from the ITL band (a slower token is fewer tokens per second)."""
+        return Band(low=MS / self.tpot_ms.high, high=MS / self.tpot_ms.low)
 
 
 def band_factor(log_errors: Sequence[float], share: float = 0.8) -> float:

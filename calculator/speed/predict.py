@@ -92,10 +92,6 @@ class SpeedEstimate(BaseModel):
         """TTFT p95 within the same measured spread as the mean TTFT."""
         return _band(self.ttft_p95_ms, BAND_FACTOR["ttft"])
 
-    @property
-    def per_user_band_tok_s(self) -> Band:
-        """Tokens/s per user from the ITL band (a slower token is fewer tokens per second)."""
-        return Band(low=MS / self.tpot_band_ms.high, high=MS / self.tpot_band_ms.low)
 
 
 class _Replica:

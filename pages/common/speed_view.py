@@ -153,7 +153,7 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                           help="Mean inter-token latency (time per output token), as the ITL SLO reads it.")
         columns[4].metric("Tokens/s per user", f"{per.per_user_tok_s:,.1f}",
                           help=f"1 / ITL ({format_ms(per.tpot_ms)}); measured spread "
-                               f"{1e3 / bands.tpot_ms.high:,.1f}–{1e3 / bands.tpot_ms.low:,.1f}.")
+                               f"{bands.per_user_tok_s.low:,.1f}–{bands.per_user_tok_s.high:,.1f}.")
         columns[1].metric("TTFT p95", format_ms(per.ttft_p95_ms),
                           help=f"Prefill of the p95 prompt plus the p95 queue wait; spread "
                                f"{format_ms(bands.ttft_p95_ms.low)}–{format_ms(bands.ttft_p95_ms.high)}.")
