@@ -81,8 +81,8 @@ def test_a_sweep_point_is_the_scenario_built_afresh_with_the_one_field_changed()
 
 
 def test_what_is_computed_once_per_deployment_never_leaks_into_another_deployment():
-    # NOTE: the estimate memoises what a sweep leaves unchanged (calculator.engine.estimate._deployment_terms,
-    # calculator.engine.settings.deployment_settings); each variant below changes one of their inputs, so a key that
+    # NOTE: the estimate memoises what a sweep leaves unchanged (calculator.engine.estimate._deployment and
+    # _deployment_terms, calculator.engine.settings.deployment_settings); each variant below changes one of their inputs, so a key that
     # missed one would hand a variant the previous deployment's numbers or warnings.
     from calculator.engine.estimate import clear_caches
 
@@ -91,7 +91,9 @@ def test_what_is_computed_once_per_deployment_never_leaks_into_another_deploymen
                 {"interconnect": "pcie", "tensor_parallel_size": 2}, {"tensor_parallel_size": 2},
                 {"pipeline_parallel_size": 2}, {"cpu_offload_gb": 4.0}, {"enforce_eager": True},
                 {"data_parallel_size": 2, "enable_expert_parallel": True}, {"gpu_memory_gib": 60.0},
-                {"gpu": "a100-sxm-80gb"}, {"vllm_version": "0.10.0"}, {"device": "cpu"}]
+                {"gpu": "a100-sxm-80gb"}, {"vllm_version": "0.10.0"}, {"device": "cpu"}, {"block_size": 32},
+                {"speculative_method": "ngram", "num_speculative_tokens": 3}, {"enable_prefix_caching": False},
+                {"hf_overrides": '{"max_position_embeddings": 8192}'}]
     warm = [estimate(Scenario(**{**base, **variant})).model_dump_json() for variant in variants]
     for variant, seen in zip(variants, warm):
         clear_caches()

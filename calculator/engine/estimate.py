@@ -7,6 +7,7 @@ it holds no formula of its own beyond the order in which vLLM applies them.
 from __future__ import annotations
 
 from functools import lru_cache
+from operator import attrgetter
 from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -176,37 +177,12 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     settings = resolve_settings(scenario, spec, rules, gpu)
     if settings.engine == "v0":
         rules = as_v0_engine(rules)
-    warnings = [*spec.warnings, *settings.warnings]
-    if spec.mla is not None and rules.mla_cache != "latent":
-        warnings.append(f"vLLM {rules.version} caches this model's MLA attention as full K and V per head "
-                        f"({spec.layers[0].head_size} wide); 0.7.1+ cache the compressed latent, "
-                        f"{spec.mla.latent_size} values per token and layer")
-    quantization = applied_quantization(scenario, spec)
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     lora = _lora_slots(scenario, spec, rules, settings)
-    drafter = _proposer(scenario, spec, settings, quantization)
-    if drafter is not None:
-        warnings.append(f"speculative decoding ({drafter.method}, {drafter.num_speculative_tokens} tokens per step, "
-                        f"acceptance {drafter.acceptance_rate:g}): {drafter.note}")
-    kernel = attention_kernel_blocks(rules, device=settings.device)
-    # NOTE: the proposer's attention layers join the target's pool (one block holds the pages of both).
-    cached = with_proposer_layers(spec, drafter.layers if drafter else ())
-    draft_tokens = drafter.num_speculative_tokens if drafter else 0
-    cached = with_speculative_state(cached, speculative_state_tokens(rules, draft_tokens))
-    layout = plan_kv_cache(cached, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
-                           model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
-                           pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
-                           kernel_block_alignment=kernel.smallest,
-                           sliding_window_block_size=sliding_window_block_size(rules, kernel, settings.block_size),
-                           mamba_state_blocks=mamba_state_blocks_per_request(
-                               rules, prefix_caching_given=scenario.enable_prefix_caching,
-                               num_speculative_tokens=draft_tokens))
-    fixed = _deployment_terms(spec, rules, gpu, quantization, settings.device, settings.dtype_bytes, tp, pp,
-                              settings.interconnect, settings.enforce_eager, scenario.data_parallel_size,
-                              scenario.enable_expert_parallel, scenario.cpu_offload_gb, scenario.all2all_backend)
-    if fixed.offload_warning:
-        warnings.append(fixed.offload_warning)
-    budgets = _stage_budgets(scenario, spec, rules, settings, layout, fixed, lora=lora, drafter=drafter)
+    deployment = _deployment(scenario, spec, rules, gpu, settings)
+    layout, fixed = deployment.layout, deployment.fixed
+    warnings = [*spec.warnings, *settings.warnings, *deployment.warnings]
+    budgets = _stage_budgets(scenario, spec, rules, settings, layout, fixed, lora=lora, drafter=deployment.drafter)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
@@ -222,7 +198,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     upper = spec.derived_max_model_len
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
     busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
-    refusal = settings.refusal or kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None)
+    refusal = settings.refusal or deployment.kernel_refusal
     lora_problem = lora_error(spec, max_lora_rank=scenario.max_lora_rank, max_loras=scenario.max_loras,
                               max_cpu_loras=scenario.max_cpu_loras, tensor_parallel_size=tp,
                               fully_sharded=scenario.fully_sharded_loras,
@@ -242,7 +218,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, refusal=refusal, max_fitting_model_len=max_fitting,
                     weights_by_role=fixed.weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings), lora=lora,
-                    proposer=drafter, state_slots=state_slots(layout, num_blocks))
+                    proposer=deployment.drafter, state_slots=state_slots(layout, num_blocks))
 
 
 def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
@@ -290,6 +266,7 @@ def clear_caches() -> None:
     for cached in (_cached_weights, _deployment_terms, deployment_settings, plan_kv_cache, largest_fitting_model_len,
                    rules_for):
         cached.cache_clear()
+    _DEPLOYMENTS.clear()
 
 
 @lru_cache(maxsize=512)
@@ -358,6 +335,75 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
         offload_warning=offload_warning, free_pool_bytes=free_pool_bytes, context_bytes=context,
         non_torch_bytes=non_torch, subtracts_cudagraph=subtracts, cudagraph_note=cudagraph_note,
         closing_warnings=tuple(closing))
+
+
+
+class _Deployment(NamedTuple):
+    """What an estimate computes from the deployment alone (model, GPU, version, parallelism, dtypes, the other
+    flags): the estimate of a sweep point or a slider move reuses it and computes only what its point changes."""
+
+    drafter: Proposer | None
+    layout: KvCacheLayout
+    fixed: _DeploymentTerms
+    kernel_refusal: str | None
+    warnings: tuple[str, ...]  # the MLA cache of old versions, the proposer, the CPU offload
+
+
+# NOTE: what a sweep point or a slider move changes; every other Scenario field names the deployment.
+POINT_FIELDS = ("max_model_len", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                "other_processes_memory_gib", "overhead_adjustment_gib")
+_deployment_fields = attrgetter(*(name for name in Scenario.model_fields if name not in POINT_FIELDS))
+_DEPLOYMENTS: dict[tuple[object, ...], _Deployment] = {}
+_MAX_DEPLOYMENTS = 512
+
+
+def _deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
+                settings: ResolvedSettings) -> _Deployment:
+    # NOTE: the settings read here (device, dtype, parallelism, block size, KV dtype, link, eager) follow from the
+    # deployment's fields, the spec and the (V0-fallback) rules, which make the key.
+    key = (_deployment_fields(scenario), spec, rules, gpu)
+    found = _DEPLOYMENTS.get(key)
+    if found is None:
+        if len(_DEPLOYMENTS) >= _MAX_DEPLOYMENTS:
+            _DEPLOYMENTS.clear()
+        found = _DEPLOYMENTS[key] = _new_deployment(scenario, spec, rules, gpu, settings)
+    return found
+
+
+def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
+                    settings: ResolvedSettings) -> _Deployment:
+    warnings = []
+    if spec.mla is not None and rules.mla_cache != "latent":
+        warnings.append(f"vLLM {rules.version} caches this model's MLA attention as full K and V per head "
+                        f"({spec.layers[0].head_size} wide); 0.7.1+ cache the compressed latent, "
+                        f"{spec.mla.latent_size} values per token and layer")
+    quantization = applied_quantization(scenario, spec)
+    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    drafter = _proposer(scenario, spec, settings, quantization)
+    if drafter is not None:
+        warnings.append(f"speculative decoding ({drafter.method}, {drafter.num_speculative_tokens} tokens per step, "
+                        f"acceptance {drafter.acceptance_rate:g}): {drafter.note}")
+    kernel = attention_kernel_blocks(rules, device=settings.device)
+    # NOTE: the proposer's attention layers join the target's pool (one block holds the pages of both).
+    cached = with_proposer_layers(spec, drafter.layers if drafter else ())
+    draft_tokens = drafter.num_speculative_tokens if drafter else 0
+    cached = with_speculative_state(cached, speculative_state_tokens(rules, draft_tokens))
+    layout = plan_kv_cache(cached, block_size=settings.block_size, kv_cache_dtype=settings.kv_cache_dtype,
+                           model_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp,
+                           pipeline_parallel_size=pp, hybrid_kv_cache_manager=rules.hybrid_kv_cache_manager,
+                           kernel_block_alignment=kernel.smallest,
+                           sliding_window_block_size=sliding_window_block_size(rules, kernel, settings.block_size),
+                           mamba_state_blocks=mamba_state_blocks_per_request(
+                               rules, prefix_caching_given=scenario.enable_prefix_caching,
+                               num_speculative_tokens=draft_tokens))
+    fixed = _deployment_terms(spec, rules, gpu, quantization, settings.device, settings.dtype_bytes, tp, pp,
+                              settings.interconnect, settings.enforce_eager, scenario.data_parallel_size,
+                              scenario.enable_expert_parallel, scenario.cpu_offload_gb, scenario.all2all_backend)
+    if fixed.offload_warning:
+        warnings.append(fixed.offload_warning)
+    return _Deployment(drafter=drafter, layout=layout, fixed=fixed,
+                       kernel_refusal=kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None),
+                       warnings=tuple(warnings))
 
 
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
