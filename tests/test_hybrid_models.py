@@ -681,6 +681,82 @@ class TestNemotron3Nano30BPreset:
         assert layout.bytes_per_block == 6 * 2096 * 1024  # groups of 6 (the attention layers): 4 recurrent, 1 attention
 
 
+class TestGranite4HSmallPreset:
+    """ibm-granite/granite-4.0-h-small, its config.json verbatim as a raw Hub snapshot (the config.json of
+    huggingface.co/ibm-granite/granite-4.0-h-small, saved in hlky/dinoml_v2 at commit 6b8c0acb3a19f77188401b57db6e403aa92534f3,
+    agents/plans/transformers/granitemoehybrid/_sources/ibm-granite__granite-4.0-h-small.config.json): 40 layers by
+    layer_types, 36 Mamba2 (128 heads x 64, 1 group, state 128, kernel 4, conv bias) and 4 NoPE attention layers
+    (32 query and 8 KV heads x 128) at 5, 15, 25 and 35; in every layer 72 experts of 768 (10 routed) beside a shared
+    MLP of 1,536; the LM head tied."""
+
+    def spec(self):
+        return build_model_spec(preset("ibm-granite__granite-4.0-h-small"), "ibm-granite/granite-4.0-h-small")
+
+    def test_weights_match_the_model_card(self):
+        h, inner, heads = 4096, 128 * 64, 128
+        conv = inner + 2 * 1 * 128
+        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner + inner * h  # in_proj .. out_proj
+        attention = 32 * 128 * h + 2 * (8 * 128 * h) + h * 32 * 128  # q, k, v, o: no biases
+        moe = 72 * h + 72 * 3 * 768 * h + 3 * 1536 * h  # router, experts (input_linear 2 x 768, output_linear), shared
+        total = 100352 * h + h + 40 * (2 * h + moe) + 36 * mamba + 4 * attention
+        spec = self.spec()
+        assert spec.known_architecture and spec.num_params == total == 32_207_337_984
+        # Model card: "Granite-4.0-H-Small is a 32B parameter long-context instruct model"; IBM's announcement:
+        # 32B total and 9B active (10 of 72 experts, the shared MLP always).
+        assert round(total / 1e9) == 32
+        assert round((total - 40 * 62 * 3 * 768 * h) / 1e9) == 9
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        # Conv (8,192 + 2 x 128) channels x 3 taps x 2 B = 50,688; temporal 128 x 64 x 128 x 2 B = 2,097,152 (no
+        # mamba_ssm_dtype in this config: the model dtype, bf16).
+        states = recurrent_states_at_tp1(spec)
+        assert len(states) == 36 and set(states) == {2_147_840}
+        assert sum(states) == 77_322_240  # per request
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 4 * 2 * 8 * 128 * 2 == 16384
+        assert layout.block_size == 16 * math.ceil(2_147_840 / (16 * 4096)) == 528
+        # groups as large as the smaller layer kind (4 attention layers): 9 recurrent groups, 1 attention group
+        assert layout.bytes_per_block == 4 * 528 * 4096
+
+
+class TestLfm2_8BA1BPreset:
+    """LiquidAI/LFM2-8B-A1B, its config.json verbatim as a raw Hub snapshot (the config.json of
+    huggingface.co/LiquidAI/LFM2-8B-A1B, saved in hlky/dinoml_v2 at commit 6b8c0acb3a19f77188401b57db6e403aa92534f3,
+    agents/plans/transformers/lfm2_moe/_sources/LiquidAI_LFM2-8B-A1B_config.json): 24 layers, attention (32 query and
+    8 KV heads x 64) at 2, 6, 10, 14, 18 and 21, short convolutions (kernel 3) elsewhere; a SwiGLU of 7,168 in the
+    first 2 layers, then 32 experts of 1,792 (4 routed) with a float32 expert bias; no tie_word_embeddings key, so
+    Lfm2MoeConfig's default ties the LM head."""
+
+    def spec(self):
+        return build_model_spec(preset("LiquidAI__LFM2-8B-A1B"), "LiquidAI/LFM2-8B-A1B")
+
+    def test_weights_match_the_model_card(self):
+        h = 2048
+        conv = 3 * h * h + h * 3 + h * h  # in_proj to B, C, x; depthwise conv; out_proj
+        attention = h * h + 2 * (8 * 64 * h) + h * h + 2 * 64  # q, k, v, out_proj, QK norms
+        dense = 3 * 7168 * h
+        moe = 32 * h + 32 + 32 * 3 * 1792 * h  # router, expert bias, experts
+        total = 65536 * h + h + 24 * 2 * h + 18 * conv + 6 * attention + 2 * dense + 22 * moe
+        spec = self.spec()
+        assert spec.known_architecture and spec.num_params == total == 8_339_930_560
+        assert (spec.moe.num_moe_layers, spec.moe.experts_per_token) == (22, 4)
+        # Model card: 8.3B total parameters, 1.5B active (4 of 32 experts: 1,557,740,992 with the embeddings).
+        assert round(total / 1e8) == 83
+        assert 1.5e9 < total - 22 * 28 * 3 * 1792 * h < 1.6e9
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        # The short-conv state: (3 - 1) taps x 2,048 channels x 2 B = 8,192 per conv layer.
+        states = recurrent_states_at_tp1(spec)
+        assert len(states) == 18 and set(states) == {8192}
+        assert sum(states) == 147_456  # per request
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 6 * 2 * 8 * 64 * 2 == 12288
+        # 8,192 B fit in one 16-token attention page (16 x 2,048 B): the block stays at 16 tokens.
+        assert layout.block_size == 16 * math.ceil(8192 / (16 * 2048)) == 16
+
+
 def test_lfm2_moe_weights_dense_then_routed():
     """An LFM2-8B-A1B-shaped config (Lfm2MoeForCausalLM, vLLM 0.32's lfm2_moe.py): 3 short convolutions as wide as
     hidden_size and one GQA layer; a SwiGLU of intermediate_size (not re-sized) in the first num_dense_layers layers,
