@@ -244,6 +244,24 @@ class TestMiniMaxM2:
         assert round(spec.num_params / 1e9) == 229
         assert kv_bytes_per_token(spec) == 62 * 8 * 128 * 2 * 2 == 253_952
 
+    def test_m2_preset_is_that_shape_in_fp8_blocks(self) -> None:
+        # MiniMaxAI/MiniMax-M2's config.json verbatim as a raw Hub snapshot (hlky/dinoml_v2 at commit
+        # 6b8c0acb3a19f77188401b57db6e403aa92534f3, agents/plans/transformers/minimax_m2/
+        # MiniMaxAI__MiniMax-M2_config.json; its M2.7 file there is byte-identical to our M2.7 preset): the shape
+        # above with an fp8 quantization_config of 128 x 128 blocks, so the checkpoint also stores one fp32 scale
+        # per block of every converted linear, as M2.7's does.
+        config = preset("MiniMaxAI__MiniMax-M2")
+        spec = build_model_spec(config, "MiniMaxAI/MiniMax-M2")
+        h, vocab = 3072, 200_064
+        per_layer = (h * 48 * 128 * 2 + h * 8 * 128 * 2 + 48 * 128 + 8 * 128 + 2 * h
+                     + 256 * h + 256 + 256 * 3 * 1536 * h)
+        scales = 62 * (256 * 3 * 12 * 24 + 2 * 48 * 24 + 2 * 8 * 24)
+        assert spec.known_architecture and spec.num_params == 2 * vocab * h + h + 62 * per_layer == 228_689_764_864
+        assert checkpoint_num_params(config, weight_tensors(config)) == 228_689_764_864 + scales
+        # Model card: "230 billion total parameters with 10 billion active parameters"
+        assert round(spec.num_params / 1e10) == 23
+        assert kv_bytes_per_token(spec) == 62 * 8 * 128 * 2 * 2 == 253_952
+
 
 class TestQwen3VlMoe:
     def test_counts_what_the_checkpoint_stores(self) -> None:
