@@ -62,7 +62,13 @@ from .recurrent_state import (
     with_speculative_state,
 )
 from .quant_kernels import expert_storage, resident_quantization
-from .settings import ResolvedSettings, deployment_settings, resolve_settings
+from .settings import (
+    DeploymentChoices,
+    ResolvedSettings,
+    deployment_choices,
+    deployment_settings,
+    resolve_settings,
+)
 from .speculative import Proposer, drafter_activation_bytes, proposer, with_proposer_layers
 from .vllm_versions import (
     ESTIMATE_HINT,
@@ -174,12 +180,19 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     rules = rules_for(scenario.vllm_version)
     spec = as_cached_by(with_hf_overrides(spec or load_model_spec(scenario.model), scenario.hf_overrides), rules)
     gpu = resolve_gpu(scenario)
-    settings = resolve_settings(scenario, spec, rules, gpu)
+    # NOTE: a V0 fallback follows from the deployment too (engine_support), so the rules before it make the key.
+    key = (_deployment_fields(scenario), spec, rules, gpu)
+    deployment = _DEPLOYMENTS.get(key)
+    choices = deployment.choices if deployment else deployment_choices(scenario, spec, rules, gpu)
+    settings = resolve_settings(scenario, spec, rules, gpu, choices)
     if settings.engine == "v0":
         rules = as_v0_engine(rules)
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     lora = _lora_slots(scenario, spec, rules, settings)
-    deployment = _deployment(scenario, spec, rules, gpu, settings)
+    if deployment is None:
+        if len(_DEPLOYMENTS) >= _MAX_DEPLOYMENTS:
+            _DEPLOYMENTS.clear()
+        deployment = _DEPLOYMENTS[key] = _new_deployment(scenario, spec, rules, gpu, settings, choices)
     layout, fixed = deployment.layout, deployment.fixed
     warnings = [*spec.warnings, *settings.warnings, *deployment.warnings]
     budgets = _stage_budgets(scenario, spec, rules, settings, layout, fixed, lora=lora, drafter=deployment.drafter)
@@ -342,6 +355,7 @@ class _Deployment(NamedTuple):
     """What an estimate computes from the deployment alone (model, GPU, version, parallelism, dtypes, the other
     flags): the estimate of a sweep point or a slider move reuses it and computes only what its point changes."""
 
+    choices: DeploymentChoices
     drafter: Proposer | None
     layout: KvCacheLayout
     fixed: _DeploymentTerms
@@ -357,21 +371,8 @@ _DEPLOYMENTS: dict[tuple[object, ...], _Deployment] = {}
 _MAX_DEPLOYMENTS = 512
 
 
-def _deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
-                settings: ResolvedSettings) -> _Deployment:
-    # NOTE: the settings read here (device, dtype, parallelism, block size, KV dtype, link, eager) follow from the
-    # deployment's fields, the spec and the (V0-fallback) rules, which make the key.
-    key = (_deployment_fields(scenario), spec, rules, gpu)
-    found = _DEPLOYMENTS.get(key)
-    if found is None:
-        if len(_DEPLOYMENTS) >= _MAX_DEPLOYMENTS:
-            _DEPLOYMENTS.clear()
-        found = _DEPLOYMENTS[key] = _new_deployment(scenario, spec, rules, gpu, settings)
-    return found
-
-
 def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
-                    settings: ResolvedSettings) -> _Deployment:
+                    settings: ResolvedSettings, choices: DeploymentChoices) -> _Deployment:
     warnings = []
     if spec.mla is not None and rules.mla_cache != "latent":
         warnings.append(f"vLLM {rules.version} caches this model's MLA attention as full K and V per head "
@@ -401,7 +402,7 @@ def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gp
                               scenario.enable_expert_parallel, scenario.cpu_offload_gb, scenario.all2all_backend)
     if fixed.offload_warning:
         warnings.append(fixed.offload_warning)
-    return _Deployment(drafter=drafter, layout=layout, fixed=fixed,
+    return _Deployment(choices=choices, drafter=drafter, layout=layout, fixed=fixed,
                        kernel_refusal=kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None),
                        warnings=tuple(warnings))
 

@@ -17,6 +17,7 @@ from .flag_checks import flag_problems
 from .interconnect import interconnect_warning, resolve_interconnect
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from .vllm_versions import (
+    BatchDefaults,
     Device,
     MemoryFormula,
     VersionRules,
@@ -151,16 +152,31 @@ def deployment_settings(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | Non
     return DeploymentSettings(dtype, interconnect, kv_dtype, quantization, tuple(warnings))
 
 
-def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None) -> ResolvedSettings:
-    warnings: list[str] = []
-    error: str | None = None
+class DeploymentChoices(NamedTuple):
+    """What ``resolve_settings`` decides from the deployment alone (every Scenario field but the point's: max_model_len,
+    utilization, the batch limits), for the rules before any V0 fallback: decided once per deployment."""
+
+    device: Device
+    gpu_family: str | None
+    dtype: str
+    interconnect: Interconnect
+    kv_cache_dtype: str
+    quantization: str | None
+    extensible: bool
+    block_size: int
+    batch: BatchDefaults  # the version's max_num_seqs / max_num_batched_tokens defaults (V1; V0 recomputes them)
+    gpu_memory_bytes: int
+    warnings: tuple[str, ...]
+
+
+def deployment_choices(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
+                       gpu: GpuSpec | None) -> DeploymentChoices:
     device: Device = scenario.device or (gpu.platform if gpu else "cuda")  # type: ignore[assignment]
     family = gpu.family if gpu else None
-    tp, pp = scenario.tensor_parallel_size, scenario.pipeline_parallel_size
     dtype, interconnect, kv_dtype, quantization, fixed_warnings = deployment_settings(
-        spec, rules, gpu, device, tp, pp, scenario.dtype, scenario.kv_cache_dtype, scenario.quantization,
-        scenario.interconnect)
-    warnings += fixed_warnings
+        spec, rules, gpu, device, scenario.tensor_parallel_size, scenario.pipeline_parallel_size, scenario.dtype,
+        scenario.kv_cache_dtype, scenario.quantization, scenario.interconnect)
+    warnings = list(fixed_warnings)
     # NOTE: on CPU the pool is VLLM_CPU_KVCACHE_SPACE in every version; the flag is the GPU's (0.10.2+).
     if scenario.kv_cache_memory_bytes is not None and not rules.supports_kv_cache_memory_bytes and device != "cpu":
         warnings.append(f"--kv-cache-memory-bytes does not exist in vLLM {rules.version} (added in 0.10.2)")
@@ -168,14 +184,28 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     if extensible is None:
         extensible = (rules.version.at_least(34) and device in ("cuda", "rocm")
                       and scenario.kv_cache_memory_bytes is None and scenario.num_gpu_blocks_override is None)
+    block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
+                                                           gpu_family=family)
+    batch = batch_defaults(rules, device=device, gpu_memory_gib=gpu.memory_gib if gpu else 0.0, gpu_family=family,
+                           gpu_name=gpu.name if gpu else None)
+    return DeploymentChoices(device, family, dtype, interconnect, kv_dtype, quantization, extensible, block_size,
+                             batch, gpu.memory_bytes if gpu else 0, tuple(warnings))
+
+
+def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
+                     choices: DeploymentChoices | None = None) -> ResolvedSettings:
+    """The settings vLLM runs ``scenario`` with; ``choices``: ``deployment_choices`` of the same deployment."""
+    error: str | None = None
+    device, family, dtype, interconnect, kv_dtype, quantization, extensible, block_size, batch, gpu_memory_bytes, \
+        fixed_warnings = choices or deployment_choices(scenario, spec, rules, gpu)
+    tp, pp = scenario.tensor_parallel_size, scenario.pipeline_parallel_size
+    warnings = list(fixed_warnings)
     util = scenario.gpu_memory_utilization
     if util is None:
         util = 1.0 if extensible else rules.default_gpu_memory_utilization
     elif extensible and 0.7 < util < 1.0:
         warnings.append(f"gpu_memory_utilization={util} with the extensible KV cache withholds memory; it is "
                         "probably a habit from estimate-based sizing (vLLM 0.34 defaults to 1.0)")
-    block_size = scenario.block_size or default_block_size(rules, device=device, uses_mla=spec.mla is not None,
-                                                           gpu_family=family)
     max_model_len = scenario.max_model_len or spec.derived_max_model_len
     support = engine_support(rules, device=device, dtype=dtype, gpu_family=family, spec=spec, block_size=block_size,
                              kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None,
@@ -184,9 +214,8 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     if support.fallback:
         warnings.append(f"vLLM {rules.version} runs the V0 engine here: {support.fallback}")
         rules = as_v0_engine(rules)
-    memory_gib = gpu.memory_gib if gpu else 0.0
-    batch = batch_defaults(rules, device=device, gpu_memory_gib=memory_gib, gpu_family=family,
-                           gpu_name=gpu.name if gpu else None)
+        batch = batch_defaults(rules, device=device, gpu_memory_gib=gpu.memory_gib if gpu else 0.0,
+                               gpu_family=family, gpu_name=gpu.name if gpu else None)
     if scenario.max_model_len and scenario.max_model_len > spec.derived_max_model_len:
         error = (f"User-specified max_model_len ({scenario.max_model_len}) is greater than the derived max_model_len "
                  f"({spec.derived_max_model_len} from the model's config.json). This may lead to incorrect model "
@@ -213,7 +242,6 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         async_scheduling = rules.async_scheduling_default and device != "cpu"
     formula: MemoryFormula = "v1_extensible" if extensible else (
         "v1_free_drop" if rules.memory_formula == "v1_extensible" else rules.memory_formula)
-    gpu_memory_bytes = gpu.memory_bytes if gpu else 0
     if device != "cpu" and gpu_memory_bytes < GIB // 4:
         raise InvalidInput("GPU memory must be at least 0.25 GiB")
     return ResolvedSettings(
