@@ -367,6 +367,58 @@ class TestGemma4MoePreset:
         assert load_config("google/gemma-4-26B-A4B")[1] == "preset"
 
 
+class TestGemma4EdgePresets:
+    """google/gemma-4-E2B-it and google/gemma-4-E4B-it, their config.json verbatim as raw Hub snapshots (hlky/dinoml_v2
+    at commit 6b8c0acb3a19f77188401b57db6e403aa92534f3, agents/plans/transformers/gemma4/_sources/; the 26B-A4B file
+    there is byte-identical to our preset): per-layer embeddings of 256, the last num_kv_shared_layers layers reading
+    an earlier layer's cache, a 16-layer vision tower of 768 and an audio tower the estimate does not count."""
+
+    @staticmethod
+    def text_by_hand(h: int, inter: int, layers: int, kv: int, own: tuple[int, int], shared: tuple[int, int],
+                     double_wide: bool) -> int:
+        """Embeddings (tied) + the PLE table (262,144 x layers x 256), its projection and norm; per layer 4 norms,
+        the layer scalar, the PLE gate and projection (2 x 256 x h) and its norm; own-cache sliding layers q/o at
+        8 x 256, k/v at kv x 256, q/k norms; own-cache full layers the same at 512; shared layers q/o and q_norm
+        only; gated MLPs, twice as wide in the shared layers when use_double_wide_mlp; the final norm."""
+        (own_sliding, own_full), (shared_sliding, shared_full) = own, shared
+        mlps = (layers - sum(shared)) * 3 * inter * h + sum(shared) * 3 * inter * (2 if double_wide else 1) * h
+        return (262_144 * h + 262_144 * layers * 256 + layers * 256 * h + 256
+                + layers * (4 * h + 1 + 2 * 256 * h + h)
+                + own_sliding * (2 * 2048 * h + 2 * kv * 256 * h + 2 * 256)
+                + own_full * (2 * 4096 * h + 2 * kv * 512 * h + 2 * 512)
+                + shared_sliding * (2 * 2048 * h + 256) + shared_full * (2 * 4096 * h + 512)
+                + mlps + h)
+
+    @staticmethod
+    def vision_by_hand(h: int) -> int:
+        # 16 x (q/k/v/o at 768, gated MLP of 3,072, 4 norms, q/k norms at 64), the 16 x 16 x 3 patch projection,
+        # the 2 x 10,240 position table (no standardisation vectors: standardize is false), embed_vision to h
+        return 16 * (4 * 768 ** 2 + 3 * 768 * 3072 + 4 * 768 + 2 * 64) + 768 * 3 * 16 * 16 + 2 * 10_240 * 768 + 768 * h
+
+    def test_e2b_counts_text_and_vision_and_names_the_audio_tower(self) -> None:
+        spec = build_model_spec(preset("google__gemma-4-E2B-it"), "google/gemma-4-E2B-it")
+        text = self.text_by_hand(1536, 6144, 35, kv=1, own=(12, 3), shared=(16, 4), double_wide=True)
+        assert text == build_model_spec(GEMMA4_E2B_TEXT_ONLY, "google/gemma-4-E2B").num_params
+        assert spec.known_architecture and spec.num_params == text + self.vision_by_hand(1536) == 4_797_113_635
+        assert any("audio tower" in warning for warning in spec.warnings)
+        # Model card (as quoted on apxml.com/models/gemma-4-e2b): "2.3B effective parameters (5.1B with Per-Layer
+        # Embeddings)"; the difference from 5.1B is the audio tower (about 0.3B) the estimate warns it leaves out.
+        assert 4.7e9 < spec.num_params < 5.1e9
+        # Own caches: 12 sliding x 1 head x 256 x (K + V) x 2 B + 3 full x 1 x 512 x 2 x 2 B
+        assert kv_bytes_per_token(spec) == 12 * 1 * 256 * 2 * 2 + 3 * 1 * 512 * 2 * 2 == 18_432
+
+    def test_e4b_counts_text_and_vision_and_names_the_audio_tower(self) -> None:
+        spec = build_model_spec(preset("google__gemma-4-E4B-it"), "google/gemma-4-E4B-it")
+        text = self.text_by_hand(2560, 10_240, 42, kv=2, own=(20, 4), shared=(15, 3), double_wide=False)
+        assert spec.known_architecture and spec.num_params == text + self.vision_by_hand(2560)
+        assert any("audio tower" in warning for warning in spec.warnings)
+        # Model card (as quoted on apxml.com/models/gemma-4-e4b): "4.5B effective parameters (8B with Per-Layer
+        # Embeddings)", the audio tower again the part not counted here.
+        assert 7.5e9 < spec.num_params < 8.0e9
+        # Own caches: 20 sliding x 2 heads x 256 x 2 x 2 B + 4 full x 2 x 512 x 2 x 2 B (18 layers share them)
+        assert kv_bytes_per_token(spec) == 20 * 2 * 256 * 2 * 2 + 4 * 2 * 512 * 2 * 2 == 57_344
+
+
 class TestDeepSeekV32Preset:
     """deepseek-ai/DeepSeek-V3.2's Hub config.json, from the same aiconfigurator folder."""
 
