@@ -18,6 +18,7 @@ from calculator.engine.uncertainty import verdict
 from calculator.engine.vllm_versions import rules_for
 from calculator.errors import InvalidConfig
 from calculator.model.architecture import build_model_spec
+from calculator.model.config_json import parse_config_text
 from calculator.scenario import Scenario
 from calculator.summary import estimate_summary
 from calculator.units import GIB
@@ -718,6 +719,43 @@ class TestGranite4HSmallPreset:
         assert layout.block_size == 16 * math.ceil(2_147_840 / (16 * 4096)) == 528
         # groups as large as the smaller layer kind (4 attention layers): 9 recurrent groups, 1 attention group
         assert layout.bytes_per_block == 4 * 528 * 4096
+
+
+class TestGranite4HMicroBasePreset:
+    """ibm-granite/granite-4.0-h-micro-base, its config.json verbatim as a raw Hub snapshot (hlky/dinoml_v2 at commit
+    6b8c0acb3a19f77188401b57db6e403aa92534f3, agents/plans/transformers/granitemoehybrid/_sources/
+    ibm-granite__granite-4.0-h-micro-base.config.json), the base of granite-4.0-h-micro: 40 layers, 36 Mamba2
+    (64 heads x 64, 1 group, state 128) and 4 NoPE attention layers (32 query and 8 KV heads x 64) at 5, 15, 25 and
+    35; no experts (num_local_experts 0, num_experts_per_tok 0), only the shared MLP of 8,192; the LM head tied."""
+
+    def test_its_exact_text_is_accepted(self):
+        # Regression: every dense Granite 4.0-H config (h-micro, h-1b, h-350m) writes num_local_experts 0 and
+        # num_experts_per_tok 0, and was refused as "num_local_experts = 0 is out of range: an expert count is a
+        # whole number from 1 to 65,536", so none of them could be planned.
+        text = (PRESETS / "ibm-granite__granite-4.0-h-micro-base.json").read_text(encoding="utf-8")
+        config = parse_config_text(text, "config.json")
+        assert (config["num_local_experts"], config["num_experts_per_tok"]) == (0, 0)
+        assert build_model_spec(config, "ibm-granite/granite-4.0-h-micro-base").moe is None
+
+    def test_weights_match_the_model_card(self):
+        h, inner, heads = 2048, 64 * 64, 64
+        conv = inner + 2 * 1 * 128
+        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner + inner * h
+        attention = 32 * 64 * h + 2 * (8 * 64 * h) + h * 32 * 64
+        total = 100352 * h + h + 40 * (2 * h + 3 * 8192 * h) + 36 * mamba + 4 * attention
+        spec = build_model_spec(preset("ibm-granite__granite-4.0-h-micro-base"), "ibm-granite/granite-4.0-h-micro-base")
+        assert spec.known_architecture and spec.num_params == total == 3_191_396_096
+        assert round(total / 1e9) == 3  # model card: a 3B parameter model
+
+    def test_kv_and_per_request_state(self):
+        spec = build_model_spec(preset("ibm-granite__granite-4.0-h-micro-base"), "ibm-granite/granite-4.0-h-micro-base")
+        # Conv (4,096 + 2 x 128) x 3 taps x 2 B = 26,112; temporal 64 x 64 x 128 x 2 B = 1,048,576.
+        states = recurrent_states_at_tp1(spec)
+        assert len(states) == 36 and set(states) == {1_074_688}
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 4 * 2 * 8 * 64 * 2 == 8192
+        assert layout.block_size == 16 * math.ceil(1_074_688 / (16 * 2048)) == 528
+        assert layout.bytes_per_block == 4 * 528 * 2048
 
 
 class TestLfm2_8BA1BPreset:

@@ -65,8 +65,9 @@ _WHOLE_FIELDS: dict[str, _Whole] = {
     **_fields("qk_nope_head_dim v_head_dim", _Whole(0, MAX_HEAD_DIM, "a head size")),
     **_fields("conv_kernel mamba_d_conv linear_conv_kernel_dim conv_L_cache", _Whole(1, MAX_CONV_KERNEL, "a convolution width")),
     **_fields("vocab_size", _Whole(1, MAX_VOCAB, "a vocabulary size")),
-    **_fields("num_local_experts n_routed_experts num_experts num_experts_per_tok experts_per_token",
-              _Whole(1, MAX_EXPERTS, "an expert count")),
+    **_fields("n_routed_experts num_experts experts_per_token", _Whole(1, MAX_EXPERTS, "an expert count")),
+    # NOTE: 0 is how Granite 4.0-H's dense checkpoints (granite-4.0-h-micro, -h-1b, -h-350m) say "no experts".
+    **_fields("num_local_experts num_experts_per_tok", _Whole(0, MAX_EXPERTS, "an expert count")),
     **_fields("n_shared_experts", _Whole(0, MAX_EXPERTS, "an expert count")),
     **_fields("max_position_embeddings n_positions max_seq_len seq_length model_max_length max_sequence_length "
               "max_seq_length seq_len original_max_position_embeddings",
