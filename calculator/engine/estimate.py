@@ -195,7 +195,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
         deployment = _DEPLOYMENTS[key] = _new_deployment(scenario, spec, rules, gpu, settings, choices)
     layout, fixed = deployment.layout, deployment.fixed
     warnings = [*spec.warnings, *settings.warnings, *deployment.warnings]
-    budgets = _stage_budgets(scenario, spec, rules, settings, layout, fixed, lora=lora, drafter=deployment.drafter)
+    budgets = _stage_budgets(scenario, spec, rules, settings, deployment, lora)
     num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
     if scenario.num_gpu_blocks_override:
@@ -210,7 +210,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     # longer max_model_len is one that "fits", however much KV cache is free.
     upper = spec.derived_max_model_len
     max_fitting = largest_fitting_model_len(layout, available_bytes_per_stage=usable, upper=upper, in_flight=in_flight)
-    busiest = min(range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
+    busiest = 0 if len(budgets) == 1 else min(
+        range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
     refusal = settings.refusal or deployment.kernel_refusal
     lora_problem = lora_error(spec, max_lora_rank=scenario.max_lora_rank, max_loras=scenario.max_loras,
                               max_cpu_loras=scenario.max_cpu_loras, tensor_parallel_size=tp,
@@ -222,7 +223,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
              or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
              or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
              or _mamba_slots_error(rules, settings, layout, num_blocks))
-    if error is None and (slots_note := state_slots_warning(state_slots(layout, num_blocks), settings.max_num_seqs)):
+    slots = state_slots(layout, num_blocks)
+    if error is None and (slots_note := state_slots_warning(slots, settings.max_num_seqs)):
         warnings.append(slots_note)
     if cpu_note := cpu_state_dtype_warning(rules, layout, device=settings.device, dtype_bytes=settings.dtype_bytes):
         warnings.append(cpu_note)
@@ -231,7 +233,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                     budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
                     error=error, refusal=refusal, max_fitting_model_len=max_fitting,
                     weights_by_role=fixed.weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings), lora=lora,
-                    proposer=deployment.drafter, state_slots=state_slots(layout, num_blocks))
+                    proposer=deployment.drafter, state_slots=slots)
 
 
 def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
@@ -360,6 +362,7 @@ class _Deployment(NamedTuple):
     layout: KvCacheLayout
     fixed: _DeploymentTerms
     kernel_refusal: str | None
+    layers_on_stage: tuple[int, ...]  # PP stage -> its layers with a KV cache (CUDA graphs are captured per layer)
     warnings: tuple[str, ...]  # the MLA cache of old versions, the proposer, the CPU offload
 
 
@@ -404,12 +407,14 @@ def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gp
         warnings.append(fixed.offload_warning)
     return _Deployment(choices=choices, drafter=drafter, layout=layout, fixed=fixed,
                        kernel_refusal=kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None),
+                       layers_on_stage=tuple(sum(g.layers_per_stage[stage] for g in layout.groups)
+                                             for stage in range(pp)),
                        warnings=tuple(warnings))
 
 
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
-                   layout: KvCacheLayout, fixed: _DeploymentTerms, *, lora: LoraSlots | None = None,
-                   drafter: Proposer | None = None) -> list[MemoryBudget]:
+                   deployment: _Deployment, lora: LoraSlots | None) -> list[MemoryBudget]:
+    fixed, drafter = deployment.fixed, deployment.drafter
     tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
     max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
     kv_given = scenario.kv_cache_memory_bytes
@@ -419,7 +424,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     adjustment = int(scenario.overhead_adjustment_gib * GIB)
     budgets = []
     for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
-        layers_on_stage = sum(g.layers_per_stage[stage] for g in layout.groups)
+        layers_on_stage = deployment.layers_on_stage[stage]
         budgets.append(memory_budget(
             formula=settings.memory_formula,
             total_bytes=settings.gpu_memory_bytes,
