@@ -779,7 +779,7 @@ class TestLfm2_8BA1BPreset:
         spec = self.spec()
         assert spec.known_architecture and spec.num_params == total == 8_339_930_560
         assert (spec.moe.num_moe_layers, spec.moe.experts_per_token) == (22, 4)
-        # Model card: 8.3B total parameters, 1.5B active (4 of 32 experts: 1,557,740,992 with the embeddings).
+        # Model card table (as on lmstudio.ai/models/lfm2-24b-a2b): 8.3B total, 1.5B active (1,557,740,992 here).
         assert round(total / 1e8) == 83
         assert 1.5e9 < total - 22 * 28 * 3 * 1792 * h < 1.6e9
 
@@ -793,6 +793,38 @@ class TestLfm2_8BA1BPreset:
         assert layout.kv_bytes_per_token == 6 * 2 * 8 * 64 * 2 == 12288
         # 8,192 B fit in one 16-token attention page (16 x 2,048 B): the block stays at 16 tokens.
         assert layout.block_size == 16 * math.ceil(8192 / (16 * 2048)) == 16
+
+
+class TestLfm2_24BA2BPreset:
+    """LiquidAI/LFM2-24B-A2B, its config.json verbatim as a raw Hub snapshot (hlky/dinoml_v2 at commit
+    6b8c0acb3a19f77188401b57db6e403aa92534f3, agents/plans/transformers/lfm2_moe/_sources/
+    LiquidAI_LFM2-24B-A2B_config.json): 40 layers, attention (32 query and 8 KV heads x 64) at every 4th from 2 to 38,
+    short convolutions (kernel 3) elsewhere; a SwiGLU of 11,776 in the first 2 layers, then 64 experts of 1,536
+    (4 routed) with a float32 expert bias; the LM head tied (Lfm2MoeConfig's default)."""
+
+    def spec(self):
+        return build_model_spec(preset("LiquidAI__LFM2-24B-A2B"), "LiquidAI/LFM2-24B-A2B")
+
+    def test_weights_match_the_model_card(self):
+        h = 2048
+        conv = 3 * h * h + h * 3 + h * h
+        attention = h * h + 2 * (8 * 64 * h) + h * h + 2 * 64
+        moe = 64 * h + 64 + 64 * 3 * 1536 * h
+        total = 65536 * h + h + 40 * 2 * h + 30 * conv + 10 * attention + 2 * 3 * 11776 * h + 38 * moe
+        spec = self.spec()
+        assert spec.known_architecture and spec.num_params == total == 23_843_661_440
+        assert (spec.moe.num_moe_layers, spec.moe.experts_per_token) == (38, 4)
+        # Model card table (LFM2-8B-A1B | LFM2-24B-A2B): total parameters 8.3B | 24B, active 1.5B | 2.3B.
+        assert round(total / 1e9) == 24
+        assert round((total - 38 * 60 * 3 * 1536 * h) / 1e8) == 23
+
+    def test_kv_and_per_request_state(self):
+        spec = self.spec()
+        states = recurrent_states_at_tp1(spec)  # (3 - 1) taps x 2,048 channels x 2 B per conv layer
+        assert len(states) == 30 and set(states) == {8192}
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 10 * 2 * 8 * 64 * 2 == 20480
+        assert layout.block_size == 16
 
 
 def test_lfm2_moe_weights_dense_then_routed():
