@@ -98,3 +98,18 @@ def test_what_is_computed_once_per_deployment_never_leaks_into_another_deploymen
     for variant, seen in zip(variants, warm):
         clear_caches()
         assert estimate(Scenario(**{**base, **variant})).model_dump_json() == seen, variant
+
+
+def test_a_v0_refusal_that_reads_max_model_len_follows_each_point_of_one_deployment():
+    # NOTE: V0 without chunked prefill refuses a batch shorter than max_model_len (SchedulerConfig._verify_args), the
+    # one engine check that reads a point's value: the deployment's memoised choices must not carry it across points.
+    from calculator.engine.estimate import clear_caches
+
+    base = Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="a100-sxm-80gb", vllm_version="0.6.6",
+                    max_num_batched_tokens=4096, max_model_len=2048)
+    short, long = estimate(base), estimate(base.replace(max_model_len=8192))
+    assert short.error is None and short.settings.engine == "v0"
+    assert long.error is not None and "max_num_batched_tokens (4096) is smaller than max_model_len (8192)" in long.error
+    clear_caches()
+    assert estimate(base.replace(max_model_len=8192)).model_dump_json() == long.model_dump_json()
+    assert estimate(base).model_dump_json() == short.model_dump_json()

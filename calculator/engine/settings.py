@@ -12,7 +12,7 @@ from ..gpus import GpuSpec, Interconnect
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GIB
-from .engine_support import PRE_AMPERE_FAMILIES, engine_support
+from .engine_support import PRE_AMPERE_FAMILIES, EngineSupport, engine_support
 from .flag_checks import flag_problems
 from .interconnect import interconnect_warning, resolve_interconnect
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
@@ -167,6 +167,8 @@ class DeploymentChoices(NamedTuple):
     batch: BatchDefaults  # the version's max_num_seqs / max_num_batched_tokens defaults (V1; V0 recomputes them)
     gpu_memory_bytes: int
     warnings: tuple[str, ...]
+    # NOTE: None where the engine is V0, whose refusal of a batch shorter than a prompt reads max_model_len.
+    support: EngineSupport | None
 
 
 def deployment_choices(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
@@ -188,8 +190,19 @@ def deployment_choices(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
                                                            gpu_family=family)
     batch = batch_defaults(rules, device=device, gpu_memory_gib=gpu.memory_gib if gpu else 0.0, gpu_family=family,
                            gpu_name=gpu.name if gpu else None)
+    support = _engine_support(scenario, spec, rules, device, dtype, family, block_size, kv_dtype)
     return DeploymentChoices(device, family, dtype, interconnect, kv_dtype, quantization, extensible, block_size,
-                             batch, gpu.memory_bytes if gpu else 0, tuple(warnings))
+                             batch, gpu.memory_bytes if gpu else 0, tuple(warnings),
+                             support if support.engine == "v1" else None)
+
+
+def _engine_support(scenario: Scenario, spec: ModelSpec, rules: VersionRules, device: Device, dtype: str,
+                    family: str | None, block_size: int, kv_dtype: str) -> EngineSupport:
+    return engine_support(rules, device=device, dtype=dtype, gpu_family=family, spec=spec, block_size=block_size,
+                          kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None,
+                          max_model_len=scenario.max_model_len or spec.derived_max_model_len,
+                          max_num_batched_tokens_given=scenario.max_num_batched_tokens,
+                          prefix_caching_given=scenario.enable_prefix_caching)
 
 
 def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
@@ -197,7 +210,7 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     """The settings vLLM runs ``scenario`` with; ``choices``: ``deployment_choices`` of the same deployment."""
     error: str | None = None
     device, family, dtype, interconnect, kv_dtype, quantization, extensible, block_size, batch, gpu_memory_bytes, \
-        fixed_warnings = choices or deployment_choices(scenario, spec, rules, gpu)
+        fixed_warnings, support = choices or deployment_choices(scenario, spec, rules, gpu)
     tp, pp = scenario.tensor_parallel_size, scenario.pipeline_parallel_size
     warnings = list(fixed_warnings)
     util = scenario.gpu_memory_utilization
@@ -207,10 +220,7 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         warnings.append(f"gpu_memory_utilization={util} with the extensible KV cache withholds memory; it is "
                         "probably a habit from estimate-based sizing (vLLM 0.34 defaults to 1.0)")
     max_model_len = scenario.max_model_len or spec.derived_max_model_len
-    support = engine_support(rules, device=device, dtype=dtype, gpu_family=family, spec=spec, block_size=block_size,
-                             kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None,
-                             max_model_len=max_model_len, max_num_batched_tokens_given=scenario.max_num_batched_tokens,
-                             prefix_caching_given=scenario.enable_prefix_caching)
+    support = support or _engine_support(scenario, spec, rules, device, dtype, family, block_size, kv_dtype)
     if support.fallback:
         warnings.append(f"vLLM {rules.version} runs the V0 engine here: {support.fallback}")
         rules = as_v0_engine(rules)
