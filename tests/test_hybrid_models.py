@@ -464,6 +464,17 @@ def recurrent_states_at_tp1(spec) -> list[int]:
             for layer in spec.layers if layer.kind == "mamba"]
 
 
+def assert_recurrent_layout(spec, *, layers: int, state: int, kv_bytes_per_token: int, block_size: int,
+                            bytes_per_block: int | None = None) -> None:
+    """Per-request state (the same in each of ``layers`` recurrent layers) and the KV layout at block size 16."""
+    states = recurrent_states_at_tp1(spec)
+    assert len(states) == layers and set(states) == {state}
+    layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+    assert (layout.kv_bytes_per_token, layout.block_size) == (kv_bytes_per_token, block_size)
+    if bytes_per_block is not None:
+        assert layout.bytes_per_block == bytes_per_block
+
+
 class TestKimiLinear48BPreset:
     """moonshotai/Kimi-Linear-48B-A3B-Instruct, its config.json verbatim: 27 layers, KDA (32 heads x 128, kernel 4)
     at 20 of them, MLA (latent 512 + rope 64, q without LoRA) at 4, 8, ..., 24 and 27 (1-based); a dense MLP of
@@ -684,7 +695,8 @@ class TestNemotron3Nano30BPreset:
 
 class TestGranite4HSmallPreset:
     """ibm-granite/granite-4.0-h-small, its config.json verbatim as a raw Hub snapshot (the config.json of
-    huggingface.co/ibm-granite/granite-4.0-h-small, saved in hlky/dinoml_v2 at commit 6b8c0acb3a19f77188401b57db6e403aa92534f3,
+    huggingface.co/ibm-granite/granite-4.0-h-small, saved in hlky/dinoml_v2 at commit
+    6b8c0acb3a19f77188401b57db6e403aa92534f3,
     agents/plans/transformers/granitemoehybrid/_sources/ibm-granite__granite-4.0-h-small.config.json): 40 layers by
     layer_types, 36 Mamba2 (128 heads x 64, 1 group, state 128, kernel 4, conv bias) and 4 NoPE attention layers
     (32 query and 8 KV heads x 128) at 5, 15, 25 and 35; in every layer 72 experts of 768 (10 routed) beside a shared
@@ -711,14 +723,10 @@ class TestGranite4HSmallPreset:
         spec = self.spec()
         # Conv (8,192 + 2 x 128) channels x 3 taps x 2 B = 50,688; temporal 128 x 64 x 128 x 2 B = 2,097,152 (no
         # mamba_ssm_dtype in this config: the model dtype, bf16).
-        states = recurrent_states_at_tp1(spec)
-        assert len(states) == 36 and set(states) == {2_147_840}
-        assert sum(states) == 77_322_240  # per request
-        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
-        assert layout.kv_bytes_per_token == 4 * 2 * 8 * 128 * 2 == 16384
-        assert layout.block_size == 16 * math.ceil(2_147_840 / (16 * 4096)) == 528
-        # groups as large as the smaller layer kind (4 attention layers): 9 recurrent groups, 1 attention group
-        assert layout.bytes_per_block == 4 * 528 * 4096
+        # Blocks: 16 x ceil(2,147,840 / (16 x 4,096 B of attention page)); groups as large as the smaller layer kind
+        # (4 attention layers): 9 recurrent groups, 1 attention group.
+        assert_recurrent_layout(spec, layers=36, state=2_147_840, kv_bytes_per_token=4 * 2 * 8 * 128 * 2,
+                                block_size=16 * math.ceil(2_147_840 / (16 * 4096)), bytes_per_block=4 * 528 * 4096)
 
 
 class TestGranite4HMicroBasePreset:
@@ -750,12 +758,8 @@ class TestGranite4HMicroBasePreset:
     def test_kv_and_per_request_state(self):
         spec = build_model_spec(preset("ibm-granite__granite-4.0-h-micro-base"), "ibm-granite/granite-4.0-h-micro-base")
         # Conv (4,096 + 2 x 128) x 3 taps x 2 B = 26,112; temporal 64 x 64 x 128 x 2 B = 1,048,576.
-        states = recurrent_states_at_tp1(spec)
-        assert len(states) == 36 and set(states) == {1_074_688}
-        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
-        assert layout.kv_bytes_per_token == 4 * 2 * 8 * 64 * 2 == 8192
-        assert layout.block_size == 16 * math.ceil(1_074_688 / (16 * 2048)) == 528
-        assert layout.bytes_per_block == 4 * 528 * 2048
+        assert_recurrent_layout(spec, layers=36, state=1_074_688, kv_bytes_per_token=4 * 2 * 8 * 64 * 2,
+                                block_size=16 * math.ceil(1_074_688 / (16 * 2048)), bytes_per_block=4 * 528 * 2048)
 
 
 class TestLfm2_8BA1BPreset:
@@ -786,13 +790,8 @@ class TestLfm2_8BA1BPreset:
     def test_kv_and_per_request_state(self):
         spec = self.spec()
         # The short-conv state: (3 - 1) taps x 2,048 channels x 2 B = 8,192 per conv layer.
-        states = recurrent_states_at_tp1(spec)
-        assert len(states) == 18 and set(states) == {8192}
-        assert sum(states) == 147_456  # per request
-        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
-        assert layout.kv_bytes_per_token == 6 * 2 * 8 * 64 * 2 == 12288
         # 8,192 B fit in one 16-token attention page (16 x 2,048 B): the block stays at 16 tokens.
-        assert layout.block_size == 16 * math.ceil(8192 / (16 * 2048)) == 16
+        assert_recurrent_layout(spec, layers=18, state=8192, kv_bytes_per_token=6 * 2 * 8 * 64 * 2, block_size=16)
 
 
 class TestLfm2_24BA2BPreset:
@@ -820,11 +819,9 @@ class TestLfm2_24BA2BPreset:
 
     def test_kv_and_per_request_state(self):
         spec = self.spec()
-        states = recurrent_states_at_tp1(spec)  # (3 - 1) taps x 2,048 channels x 2 B per conv layer
-        assert len(states) == 30 and set(states) == {8192}
-        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
-        assert layout.kv_bytes_per_token == 10 * 2 * 8 * 64 * 2 == 20480
-        assert layout.block_size == 16
+        # (3 - 1) taps x 2,048 channels x 2 B per conv layer
+        assert_recurrent_layout(spec, layers=30, state=2 * 2048 * 2, kv_bytes_per_token=10 * 2 * 8 * 64 * 2,
+                                block_size=16)
 
 
 def test_lfm2_moe_weights_dense_then_routed():
