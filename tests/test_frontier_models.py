@@ -418,7 +418,7 @@ class TestGemma4EdgeConfigs:
     def test_e4b_counts_text_and_vision_and_names_the_audio_tower(self) -> None:
         spec = build_model_spec(exact_config("google__gemma-4-E4B-it"), "google/gemma-4-E4B-it")
         text = self.text_by_hand(2560, 10_240, 42, kv=2, own=(20, 4), shared=(15, 3), double_wide=False)
-        assert spec.known_architecture and spec.num_params == text + self.vision_by_hand(2560)
+        assert spec.known_architecture and spec.num_params == text + self.vision_by_hand(2560) == 7_632_344_106
         assert any("audio tower" in warning for warning in spec.warnings)
         # Model card (as quoted on apxml.com/models/gemma-4-e4b): "4.5B effective parameters (8B with Per-Layer
         # Embeddings)", the audio tower again the part not counted here.
