@@ -18,6 +18,7 @@ from calculator.speed.bench import (
     LinearStepCost,
     StepBatch,
     fit_linear_step_cost,
+    fit_measured_run,
     percentile,
     simulate,
 )
@@ -94,6 +95,25 @@ def test_gamma_arrivals_are_rescaled_to_num_prompts_over_rate() -> None:
     times = BenchLoad(input_tokens=(8,) * 50, output_tokens=(2,) * 50, request_rate=5, burstiness=0.3).arrival_times_s()
     assert times[-1] == pytest.approx(50 / 5)  # vLLM rescales the cumulative gaps to num_prompts / rate
     assert times == sorted(times)
+
+
+@pytest.mark.parametrize("burstiness", [1.0, 0.3, 2.5])
+def test_arrivals_are_the_very_draws_of_vllm_bench_serve(burstiness: float) -> None:
+    # vllm/benchmarks/serve.py (0.32.0): np.random.seed(args.seed), then one np.random.gamma(burstiness,
+    # 1 / (rate * burstiness)) per request, cumulated and rescaled to num_prompts / rate. numpy itself draws them here.
+    import numpy as np
+
+    np.random.seed(7)
+    gaps = np.cumsum([np.random.gamma(shape=burstiness, scale=1 / (4 * burstiness)) for _ in range(40)])
+    expected = gaps * (40 / 4) / gaps[-1]
+    load = BenchLoad(input_tokens=(8,) * 40, output_tokens=(2,) * 40, request_rate=4, burstiness=burstiness, seed=7)
+    assert load.arrival_times_s() == pytest.approx(expected.tolist(), rel=1e-12)
+
+
+def test_a_seed_numpy_refuses_is_refused_with_a_sentence() -> None:
+    load = BenchLoad(input_tokens=(8,), output_tokens=(2,), request_rate=4, seed=-1)
+    with pytest.raises(ValueError, match="a legacy numpy seed is 0 to 2\\*\\*32 - 1, not -1"):
+        load.arrival_times_s()
 
 
 def test_a_request_that_never_fits_is_refused() -> None:
@@ -199,6 +219,26 @@ def test_a_linear_step_cost_is_recovered_from_the_means_a_server_measures() -> N
     fitted = fit_linear_step_cost(load, limits, mean_itl_s=shown.mean_itl_ms / 1e3,
                                   mean_prefill_s=shown.mean_prefill_ms / 1e3)
     assert fitted.fixed_s == pytest.approx(0.012, rel=1e-3) and fitted.per_token_s == pytest.approx(40e-6, rel=1e-3)
+
+
+def test_a_request_that_reaches_a_busy_engine_waits_for_the_step_outside_vllm_queue_time() -> None:
+    # vLLM 0.32's engine loop takes new requests in between steps (EngineCore.run_busy_loop); the scheduler stamps
+    # QUEUED then, so the wait for the step in flight is in the server's TTFT but not in its queue histogram.
+    # 10 ms steps, 4 ms outside the engine, 2 clients: requests 0 and 1 reach the idle engine at 4 ms and share the
+    # step 4-14; request 1 ends at 24, request 2 is sent then and reaches the engine at 28, mid-step (24-34): it is
+    # taken in at 34 (waited 6 ms), scheduled at once (queue 0) and has its first token at 44 (TTFT 44 - 24 = 20).
+    limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=256, kv_cache_tokens=10_000, block_size=16,
+                          request_overhead_s=0.004)
+    load = BenchLoad(input_tokens=(100,) * 3, output_tokens=(5, 2, 2), max_concurrency=2)
+    run = simulate(load, limits, LinearStepCost(fixed_s=0.010, per_token_s=0.0))
+    assert run.mean_intake_wait_ms == pytest.approx(6 / 3)
+    assert run.mean_queue_ms == pytest.approx(0.0)
+    assert run.mean_ttft_ms == pytest.approx((14 + 14 + 20) / 3)
+    # what that server's histograms show: TTFT 16 ms on average, queue 0, prefill 10, ITL 10; 16 - 0 - 10 = 6 ms
+    # beside the engine, of which 2 ms on average is the wait for the step in flight, so 4 ms outside it
+    cost, overhead_s = fit_measured_run(load, limits.model_copy(update={"request_overhead_s": 0.0}),
+                                        mean_ttft_s=0.016, mean_queue_s=0.0, mean_prefill_s=0.010, mean_itl_s=0.010)
+    assert overhead_s == pytest.approx(0.004) and cost.fixed_s == pytest.approx(0.010)
 
 
 def test_measured_step_times_replace_the_roofline_for_a_cpu_server(capsys) -> None:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import heapq
 import math
-import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from calculator.speed.legacy_numpy_random import LegacyRandomState
 
 MS = 1e3
 MAX_SIMULATED_STEPS = 5_000_000  # a guard against a load that never drains (it cannot, but a bug must not hang)
@@ -96,8 +97,9 @@ class BenchLoad(BaseModel):
     def arrival_times_s(self) -> list[float]:
         """When each request is ready to send, as ``get_request`` spaces them (before the concurrency limit).
 
-        NOTE: vLLM draws the gaps with numpy's global generator; this draws the same distribution with Python's
-        (seeded alike), then rescales the total to num_prompts / rate exactly as vLLM does.
+        NOTE: vLLM seeds numpy's global generator with ``--seed`` and draws each gap from it; the same draws
+        (``LegacyRandomState``) give the run's very arrival times, then the total is rescaled to num_prompts / rate
+        exactly as vLLM does. ``ValueError`` for a seed numpy refuses (vLLM fails on it too).
         """
         n = self.num_prompts
         if self.request_rate is None:
@@ -105,9 +107,9 @@ class BenchLoad(BaseModel):
         if math.isinf(self.burstiness):
             gaps = [1.0 / self.request_rate] * n
         else:
-            draw = random.Random(self.seed)
+            draw = LegacyRandomState(self.seed)
             theta = 1.0 / (self.request_rate * self.burstiness)
-            gaps = [draw.gammavariate(self.burstiness, theta) for _ in range(n)]
+            gaps = [draw.gamma(self.burstiness, theta) for _ in range(n)]
         times, total = [], 0.0
         for gap in gaps:
             total += gap
@@ -140,8 +142,13 @@ class BenchFigures(BaseModel):
     mean_e2el_ms: float
     median_e2el_ms: float
     p99_e2el_ms: float
-    mean_queue_ms: float  # as the server's histograms time them: waiting queue, then prefill (scheduled to first
-    mean_prefill_ms: float  # token)
+    # as the server's histograms time them: waiting queue (from the engine loop taking the request in, between two
+    # steps, to its first step), then prefill (its first step to its first token)
+    mean_queue_ms: float
+    mean_prefill_ms: float
+    # NOTE: before its queue time a request that reaches the engine while a step runs waits for that step to end;
+    # vLLM's server counts this wait in its TTFT but in none of its queue, prefill or decode histograms.
+    mean_intake_wait_ms: float
     preemptions: int
     steps: int
 
@@ -208,6 +215,8 @@ class _Request:
     prompt: int
     output: int
     sent_s: float = 0.0  # left the client (after its concurrency slot)
+    reached_s: float = 0.0  # reached the engine process (after the time outside the engine)
+    queued_s: float = 0.0  # taken in by the engine loop, between two steps (vLLM's queue time begins here)
     computed: int = 0  # tokens whose KV is computed
     generated: int = 0
     scheduled_s: float | None = None  # first scheduled (vLLM's queue time ends here, its prefill time begins)
@@ -325,7 +334,9 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
     client.send(now, requests)
     while finished < len(requests):
         while client.arrivals and client.arrivals[0][0] <= now:
-            engine.waiting.append(requests[heapq.heappop(client.arrivals)[1]])
+            reached_s, index = heapq.heappop(client.arrivals)
+            requests[index].reached_s, requests[index].queued_s = reached_s, now
+            engine.waiting.append(requests[index])
         if not engine.running and not engine.waiting:
             upcoming = client.next_event_s()
             if upcoming is None:
@@ -370,7 +381,7 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
                 client.free_slots.append(now)
                 finished += 1
         client.send(now, requests)
-    return _figures(load, requests, itl, engine.preemptions, steps, limits.request_overhead_s)
+    return _figures(load, requests, itl, engine.preemptions, steps)
 
 
 def _steady_steps(engine: _Engine, scheduled: list[tuple[_Request, int]], client: _Client, cost: StepCost,
@@ -392,8 +403,8 @@ def _steady_steps(engine: _Engine, scheduled: list[tuple[_Request, int]], client
     return max(1, steps) if growth <= engine.free_blocks else 1
 
 
-def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], preemptions: int, steps: int,
-             overhead_s: float) -> BenchFigures:
+def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], preemptions: int,
+             steps: int) -> BenchFigures:
     ttft = sorted(r.first_token_s - r.sent_s for r in requests)
     e2e = sorted(r.done_s - r.sent_s for r in requests)
     tpot = sorted((r.done_s - r.first_token_s) / (r.output - 1) for r in requests if r.output > 1)
@@ -417,8 +428,9 @@ def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], 
         mean_ttft_ms=mt, median_ttft_ms=md, p99_ttft_ms=pt, mean_tpot_ms=mp, median_tpot_ms=mdp, p99_tpot_ms=pp,
         mean_itl_ms=mean_itl, median_itl_ms=weighted_percentile(itl, 50) * MS,
         p99_itl_ms=weighted_percentile(itl, 99) * MS, mean_e2el_ms=me, median_e2el_ms=mde, p99_e2el_ms=pe,
-        mean_queue_ms=sum(r.scheduled_s - r.sent_s - overhead_s for r in requests) / len(requests) * MS,
+        mean_queue_ms=sum(r.scheduled_s - r.queued_s for r in requests) / len(requests) * MS,
         mean_prefill_ms=sum(r.first_token_s - r.scheduled_s for r in requests) / len(requests) * MS,
+        mean_intake_wait_ms=sum(r.queued_s - r.reached_s for r in requests) / len(requests) * MS,
         preemptions=preemptions, steps=steps)
 
 
@@ -435,6 +447,7 @@ class LinearStepCost(BaseModel):
 
 
 _FIT_ROUNDS = 4
+_BISECTION_ROUNDS = 20
 
 
 def fit_linear_step_cost(load: BenchLoad, limits: EngineLimits, *, mean_itl_s: float,
@@ -467,3 +480,29 @@ def fit_linear_step_cost(load: BenchLoad, limits: EngineLimits, *, mean_itl_s: f
             return LinearStepCost(fixed_s=mean_itl_s, per_token_s=0.0)
         cost = LinearStepCost(fixed_s=fixed, per_token_s=per_token)
     return cost
+
+
+def fit_measured_run(load: BenchLoad, limits: EngineLimits, *, mean_ttft_s: float, mean_queue_s: float,
+                     mean_prefill_s: float, mean_itl_s: float) -> tuple[LinearStepCost, float]:
+    """The step cost and the per-request time outside the engine (``request_overhead_s``) under which ``load``
+    shows the means of a server's TTFT, queue, prefill and inter-token histograms over the same run.
+
+    TTFT less queue less prefill is the time outside the engine plus the wait for the step in flight when a request
+    reaches the engine (vLLM's queue time starts only when its loop takes the request in, between steps). The time
+    outside is found by bisection: with it, it and the simulated wait add up to what the server measured (their sum
+    never falls as the time outside grows: a later arrival waits at most that much less).
+    """
+    beside_engine_s = max(0.0, mean_ttft_s - mean_queue_s - mean_prefill_s)
+
+    def fitted(overhead_s: float) -> tuple[LinearStepCost, float]:
+        with_overhead = limits.model_copy(update={"request_overhead_s": overhead_s})
+        cost = fit_linear_step_cost(load, with_overhead, mean_itl_s=mean_itl_s, mean_prefill_s=mean_prefill_s)
+        return cost, overhead_s + simulate(load, with_overhead, cost).mean_intake_wait_ms / MS
+
+    low, high = 0.0, beside_engine_s
+    if fitted(low)[1] >= beside_engine_s:
+        return fitted(low)[0], low
+    for _ in range(_BISECTION_ROUNDS):
+        middle = (low + high) / 2
+        low, high = (middle, high) if fitted(middle)[1] < beside_engine_s else (low, middle)
+    return fitted(high)[0], high
