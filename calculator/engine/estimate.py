@@ -352,7 +352,6 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
         closing_warnings=tuple(closing))
 
 
-
 class _Deployment(NamedTuple):
     """What an estimate computes from the deployment alone (model, GPU, version, parallelism, dtypes, the other
     flags): the estimate of a sweep point or a slider move reuses it and computes only what its point changes."""
