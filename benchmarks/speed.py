@@ -1,12 +1,15 @@
 """Median time of one estimate and of a 200-point sweep (targets on the 2-core dev machine: < 1 ms, < 100 ms).
 
 Run: ``python benchmarks/speed.py``. The model spec is loaded once (as the dashboard caches it). "Warm" is a
-slider move (layout and weights memoised for the model); "cold" clears every memo first and computes it all:
-settings, weights, overheads, budget, KV layout, capacity and the largest fitting max_model_len.
+slider move (what depends on the deployment alone is computed once: ``calculator.engine.estimate._Deployment``);
+"cold" clears every memo first and computes it all: settings, weights, overheads, budget, KV layout, capacity and the
+largest fitting max_model_len. Times are CPU time (``time.process_time``), since the dev machines are shared; the
+load average is printed with them.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -25,9 +28,9 @@ CASES = {
 def median_seconds(function, rounds: int) -> float:
     timings = []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start = time.process_time()
         function()
-        timings.append(time.perf_counter() - start)
+        timings.append(time.process_time() - start)
     return statistics.median(timings)
 
 
@@ -40,6 +43,7 @@ def main() -> None:
         sweep = median_seconds(lambda: [estimate(scenario.replace(max_model_len=n), spec) for n in lengths], 10)
         print(f"{name:28} one estimate: {one * 1e3:6.3f} ms warm, {cold * 1e3:6.3f} ms cold (medians of {ROUNDS})  "
               f"{SWEEP_POINTS}-point sweep: {sweep * 1e3:7.1f} ms (median of 10)")
+    print("CPU time; load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":
