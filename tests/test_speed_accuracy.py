@@ -106,3 +106,17 @@ def test_a_sharegpt_wave_lasts_as_long_as_its_expected_longest_output() -> None:
     # the ShareGPT sampler keeps prompt + output <= 2,048: a 1,000-token prompt leaves at most 1,048
     assert speed_replay.sharegpt_longest_output(400, 1000, 200) == 1048
     assert speed_replay.sharegpt_longest_output(218, 213, 1) == 218  # one request: its own (mean) length
+
+
+def test_a_finite_closed_loop_is_sent_as_the_benchmark_sends_it() -> None:
+    records = {r["id"]: r for r in speed_replay.load_records()}
+    # mushfiq, Workload A: 300 prompts of 256 tokens asking for 128; outputs stop at EOS (a mean of 100)
+    record = records["mushfiq-rtx4090-mistral7b-c16"]
+    load = speed_replay.bench_load(record, speed_replay.deployment(record["id"]), 256, 100)
+    assert load.max_concurrency == 16 and load.num_prompts == 300 and set(load.input_tokens) == {256}
+    assert max(load.output_tokens) == 128 and min(load.output_tokens) == 1
+    assert abs(sum(load.output_tokens) / 300 - 100) < 0.5
+    # vLLM #43232: --ignore-eos, so all 128 outputs are the 1,000 tokens asked for
+    record = records["vllm-43232-4xb200-qwen3-235b-fp8-c64"]
+    load = speed_replay.bench_load(record, speed_replay.deployment(record["id"]), 30000, 1000)
+    assert load.output_tokens == (1000,) * 128 and load.max_concurrency == 64
