@@ -82,8 +82,8 @@ def test_a_sweep_point_is_the_scenario_built_afresh_with_the_one_field_changed()
 
 def test_what_is_computed_once_per_deployment_never_leaks_into_another_deployment():
     # NOTE: the estimate memoises what a sweep leaves unchanged (calculator.engine.estimate._DEPLOYMENTS and
-    # _deployment_terms, calculator.engine.settings.deployment_settings); each variant below changes one of their inputs, so a key that
-    # missed one would hand a variant the previous deployment's numbers or warnings.
+    # _deployment_terms, calculator.engine.settings.deployment_settings); each variant below changes one of their
+    # inputs, so a key that missed one would hand a variant the previous deployment's numbers or warnings.
     from calculator.engine.estimate import clear_caches
 
     base = dict(model="Qwen/Qwen3-30B-A3B", gpu="h100-sxm-80gb", vllm_version="0.32.0")
