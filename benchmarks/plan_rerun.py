@@ -25,7 +25,8 @@ MOVES = [round(0.70 + 0.01 * i, 2) for i in range(20)]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compile-each-run", action="store_true", help="compile the page on every run, as AppTest does")
+    parser.add_argument("--compile-each-run", action="store_true",
+                        help="compile the page on every run, as AppTest does")
     if not parser.parse_args().compile_each_run:
         # NOTE: the server's Runtime holds one ScriptCache for every session and run; AppTest makes one per run.
         shared = ScriptCache()
