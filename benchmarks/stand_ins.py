@@ -70,6 +70,9 @@ STAND_INS: dict[str, StandIn] = {
         "meta-llama/Meta-Llama-3-8B-Instruct", "the base model of the same shapes"),
     "file-p4d-8xa100-40g-dscoder-v2-lite-tp8-v071": StandIn(
         "deepseek-ai/DeepSeek-V2-Lite", "the coder fine-tune of the same DeepSeek-V2-Lite shapes"),
+    "file-g6e-4xl40s-qwen3-coder-30b-a3b-tp4-v0240": StandIn(
+        "Qwen/Qwen3-30B-A3B", "the coder model of the same Qwen3-30B-A3B shapes (48 layers, 128 experts, 4 KV heads), "
+        "whose config raises max_position_embeddings to 262,144; the record sets max_model_len 32,768"),
     "file-gb10-qwen3-30b-a3b-fp8-util030-v0130nv": StandIn(
         "Qwen/Qwen3-30B-A3B", "Qwen's FP8 checkpoint of it: e4m3 in 128 x 128 blocks", FP8_BLOCK_128),
     "file-gb10-qwen25-14b-fp8dyn-util015-failed-v0130nv": StandIn(
