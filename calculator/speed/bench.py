@@ -447,7 +447,7 @@ class LinearStepCost(BaseModel):
 
 
 _FIT_ROUNDS = 4
-_BISECTION_ROUNDS = 20
+_BISECTION_ROUNDS = 30
 
 
 def fit_linear_step_cost(load: BenchLoad, limits: EngineLimits, *, mean_itl_s: float,
@@ -489,8 +489,11 @@ def fit_measured_run(load: BenchLoad, limits: EngineLimits, *, mean_ttft_s: floa
 
     TTFT less queue less prefill is the time outside the engine plus the wait for the step in flight when a request
     reaches the engine (vLLM's queue time starts only when its loop takes the request in, between steps). The time
-    outside is found by bisection: with it, it and the simulated wait add up to what the server measured (their sum
-    never falls as the time outside grows: a later arrival waits at most that much less).
+    outside is the largest (by bisection) with which it and the simulated wait do not exceed what the server
+    measured: their sum never falls as the time outside grows (a later arrival waits at most that much less), but it
+    rises in steps where arrivals cross a step boundary.
+    NOTE: the largest below, not the first above: a mean raised by a few stalled requests would otherwise push every
+    simulated arrival a whole step later (a closed loop's median TTFT then came out 38 % high).
     """
     beside_engine_s = max(0.0, mean_ttft_s - mean_queue_s - mean_prefill_s)
 
@@ -500,9 +503,9 @@ def fit_measured_run(load: BenchLoad, limits: EngineLimits, *, mean_ttft_s: floa
         return cost, overhead_s + simulate(load, with_overhead, cost).mean_intake_wait_ms / MS
 
     low, high = 0.0, beside_engine_s
-    if fitted(low)[1] >= beside_engine_s:
-        return fitted(low)[0], low
+    if fitted(high)[1] <= beside_engine_s:
+        return fitted(high)[0], high
     for _ in range(_BISECTION_ROUNDS):
         middle = (low + high) / 2
-        low, high = (middle, high) if fitted(middle)[1] < beside_engine_s else (low, middle)
-    return fitted(high)[0], high
+        low, high = (middle, high) if fitted(middle)[1] <= beside_engine_s else (low, middle)
+    return fitted(low)[0], low
