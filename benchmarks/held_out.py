@@ -76,7 +76,8 @@ FITS = (
     Fit("ERA_CONSTANTS['v0_used_memory'].held_after_profile_bytes", ERA_CONSTANTS["v0_used_memory"]
         .held_after_profile_bytes / GIB, {("vllm-pr4454-a6000-opt-125m",): 0.65,
                                            ("vllm-pr4454-a6000-meta-llama-3-8b-instruct",): 1.03,
-                                           ("vllm-pr4454-a6000-zephyr-7b-beta-awq",): 1.11},
+                                           ("vllm-pr4454-a6000-zephyr-7b-beta-awq",): 1.11,
+                                           ("file-mi300x-llama2-7b-tp1-v063dev",): 1.35},
         statistics.mean, _era("v0_used_memory")),
     Fit("ERA_CONSTANTS['v0'].non_torch_tp1_bytes", ERA_CONSTANTS["v0"].non_torch_tp1_bytes / GIB,
         {("file-uitars-7b-24gb-v066",): 0.28, ("file-80gb-phi4-bnb-lora-util070",): 0.09,

@@ -21,8 +21,9 @@ EVERYTHING = {"interconnects": ["nvswitch", "pcie", "nvlink", "xgmi"],
 
 def test_what_the_records_cover_is_written_by_the_benchmark():
     covered = band_table()["coverage"]
-    # the scored start-ups run over NVSwitch and PCIe at TP > 1; none over a bridge or AMD's xGMI
-    assert covered["interconnects"] == ["nvswitch", "pcie"]
+    # the scored start-ups run over NVSwitch, PCIe and (two MI300X runs at TP 8) AMD's xGMI at TP > 1; none over a
+    # bridge
+    assert covered["interconnects"] == ["nvswitch", "pcie", "xgmi"]
     assert covered["eras"] == ["v0", "v0_used_memory", "v1", "v1_0_17"]
     assert "none" in covered["quantizations"] and "gptq" not in covered["quantizations"]
 
@@ -72,10 +73,10 @@ def test_an_unmeasured_quantization_counts_the_weights_band_once_more():
 
 def test_the_cli_and_the_json_say_so(capsys):
     args = ["estimate", "--model", LLAMA, "--gpu", "h100-sxm-80gb", "-tp", "2", "--vllm-version", "0.32.0",
-            "--interconnect", "xgmi"]
+            "--interconnect", "nvlink"]
     assert main(args) == 0
-    assert "band widened: Outside the calibration records (interconnect: xgmi at TP 2)" in capsys.readouterr().out
+    assert "band widened: Outside the calibration records (interconnect: nvlink at TP 2)" in capsys.readouterr().out
     assert main([*args, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["confidence"] == "outside the records"
-    assert out["coverage_gaps"][0].startswith("Outside the calibration records (interconnect: xgmi at TP 2)")
+    assert out["coverage_gaps"][0].startswith("Outside the calibration records (interconnect: nvlink at TP 2)")

@@ -144,5 +144,5 @@ def test_the_plan_page_offers_the_link_and_says_when_the_band_widens():
                 _budget("h100-sxm-80gb", 2, interconnect="pcie").capacity.kv_cache_tokens]
     assert tokens == expected and tokens[1] > tokens[0]  # 1.69 GiB less NCCL memory over PCIe
     assert any("H100 SXM 80GB is sold with NVSwitch" in w.value for w in pcie.warning)
-    xgmi = run_with_link(app_file, {**link, "link": "xgmi"})
-    assert any("Outside the calibration records (interconnect: xgmi at TP 2)" in c.value for c in xgmi.caption)
+    bridge = run_with_link(app_file, {**link, "link": "nvlink"})
+    assert any("Outside the calibration records (interconnect: nvlink at TP 2)" in c.value for c in bridge.caption)

@@ -41,7 +41,7 @@ def test_the_sampler_peak_follows_the_era():
     ("0.19.0", 2, "cuda", 2.07),  # llm-d v0.19.0 report, TP=2
     ("0.6.6", 4, "cuda", 0.38),  # vllm-16570-4xa100-40g-qwen25-vl-72b-tp4 (0.34-0.43)
     ("0.6.6", 1, "rocm", 0.53),  # file-rocm-24gb-opt125m-serverlessllm
-    ("0.4.1", 1, "cuda", 1.03),  # <= 0.6.3 counted what profiling left in use
+    ("0.4.1", 1, "cuda", 0.13 + (0.65 + 1.03 + 1.11 + 1.35) / 4),  # <= 0.6.3 counted what profiling left in use
 ])
 def test_non_torch_memory_per_era(version, tp, device, expected_gib):
     got = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=1, device=device, rules=rules_for(version))
