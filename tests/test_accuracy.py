@@ -55,8 +55,9 @@ def test_issue_20_left_out_by_source(report):
                  "KV band holds the printed pool, source left out"):
         value, limit, holds = targets[what]
         assert holds, f"{what}: {value:.2f} against {limit} (run python benchmarks/accuracy.py)"
-    # NOTE: issue 20 asks for a median of 1.5 %; three constants are each set by one source alone (the A6000 PR,
-    # the O'Reilly runs, llm-d), so leaving that source out costs its records 1.5-5 %. Held to issue 13's 2 %.
+    # NOTE: issue 20 asks for a median of 1.5 % (1.59 now); two constants are each set by one source alone (the
+    # O'Reilly runs, llm-d), so leaving that source out costs its records 1.5-7 %. Held to issue 13's 2 % here;
+    # benchmarks/accuracy.py --check holds it to 1.5 %.
     assert targets["KV tokens median %, source left out"][0] <= 2.0
 
 
