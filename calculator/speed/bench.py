@@ -489,11 +489,11 @@ def fit_measured_run(load: BenchLoad, limits: EngineLimits, *, mean_ttft_s: floa
 
     TTFT less queue less prefill is the time outside the engine plus the wait for the step in flight when a request
     reaches the engine (vLLM's queue time starts only when its loop takes the request in, between steps). The time
-    outside is the largest (by bisection) with which it and the simulated wait do not exceed what the server
-    measured: their sum never falls as the time outside grows (a later arrival waits at most that much less), but it
-    rises in steps where arrivals cross a step boundary.
-    NOTE: the largest below, not the first above: a mean raised by a few stalled requests would otherwise push every
-    simulated arrival a whole step later (a closed loop's median TTFT then came out 38 % high).
+    outside is found by bisection where it and the simulated wait add up to what the server measured: their sum never
+    falls as the time outside grows (a later arrival waits at most that much less), but it rises in steps where
+    arrivals cross a step boundary, and then the nearer side of the step is taken.
+    NOTE: not always the side above: a mean raised by a few stalled requests would then push every simulated arrival
+    of a closed loop a whole step later (its median TTFT came out 38 % high in a real run).
     """
     beside_engine_s = max(0.0, mean_ttft_s - mean_queue_s - mean_prefill_s)
 
@@ -508,4 +508,7 @@ def fit_measured_run(load: BenchLoad, limits: EngineLimits, *, mean_ttft_s: floa
     for _ in range(_BISECTION_ROUNDS):
         middle = (low + high) / 2
         low, high = (middle, high) if fitted(middle)[1] <= beside_engine_s else (low, middle)
-    return fitted(low)[0], low
+    (below, below_sum), (above, above_sum) = fitted(low), fitted(high)
+    if above_sum - beside_engine_s < beside_engine_s - below_sum:
+        return above, high
+    return below, low
