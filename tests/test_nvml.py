@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 import pynvml
 import pytest
-from support.fake_nvml import GIB, MIB, FakeGpu, FakeNvml, fake
+from support.fake_nvml import GIB, MIB, FakeGpu, FakeNvml, fake, replay
 
 from calculator import Scenario
 from calculator.errors import NvmlUnavailable
+from calculator.gpus import find_gpu
 from calculator.observe.nvml import GpuProcess, GpuStatus, plan_scenario, read_gpus
 from calculator.url_state import to_query_params
 
@@ -58,10 +61,53 @@ def test_real_nvml_reads_this_machine():
         assert (plan.gpu, plan.gpu_memory_gib is None) in ((gpu.catalog_key, True), (None, False))
 
 
+def test_every_call_the_gpu_page_makes_exists_in_the_real_pynvml_and_in_the_fakes():
+    # The reproduction: the page asked pynvml for nvmlDeviceGetEnforcedPowerManagementLimit, a name pynvml never had
+    # (it is nvmlDeviceGetEnforcedPowerLimit); the fakes spelled it the same way, so every test passed while the first
+    # real driver (an H200, driver 580.159.04) answered with an AttributeError traceback.
+    from calculator.observe.nvml import NvmlBackend
+
+    calls = [name for name in vars(NvmlBackend) if name.startswith("nvml")]
+    assert len(calls) == 17  # the Protocol lists them: init, shutdown, 3 system and 12 device queries
+    assert [name for name in calls if not callable(getattr(pynvml, name, None))] == []
+    assert [name for name in calls if not callable(getattr(FakeNvml, name, None))] == []
+
+
 def test_missing_nvidia_ml_py_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
     with pytest.raises(NvmlUnavailable, match="pip install nvidia-ml-py"):
         read_gpus()
+
+
+H200_CAPTURE = json.loads((Path(__file__).parent / "data" / "nvml" / "h200-driver-580.159.04.json").read_text())
+
+
+def test_a_real_h200_reads_as_its_driver_answered_and_the_catalog_holds_cudas_total():
+    # A real machine's answers (benchmarks/gpu_capture.py on an H200, driver 580.159.04, torch 2.11 / CUDA 13.0).
+    # nvidia-smi printed the same minutes: "NVIDIA H200 ... 79W / 700W | 0MiB / 143771MiB", "Reserved : 616 MiB".
+    snapshot = read_gpus(replay(H200_CAPTURE["idle"]))
+    assert (snapshot.driver_version, snapshot.cuda_driver_version) == ("580.159.04", "13.0")
+    gpu = snapshot.gpus[0]
+    assert (gpu.name, gpu.catalog_key, gpu.mig_mode, gpu.processes) == ("NVIDIA H200", "h200-141gb", "disabled", ())
+    assert gpu.memory_total_bytes == 143_771 * MIB
+    assert (gpu.power_w, gpu.power_limit_w) == (78.683, 700.0)
+    # CUDA's total (what vLLM budgets on and prints as total_gpu_memory) is NVML's total less the driver's reserve,
+    # 139.80 GiB: the catalog's figure, which came from vLLM's printed logs
+    cuda_total = H200_CAPTURE["cuda"]["mem_get_info_total"]
+    assert cuda_total == gpu.memory_free_bytes == 150_109_880_320
+    assert round(cuda_total / GIB, 2) == find_gpu("h200-141gb").memory_gib == 139.8
+    assert plan_scenario(gpu, Scenario()) == Scenario(gpu="h200-141gb")  # nothing held by others
+
+
+def test_a_real_h200_with_a_process_holding_memory_plans_on_what_is_left():
+    busy = read_gpus(replay(H200_CAPTURE["busy"])).gpus[0]
+    cuda = H200_CAPTURE["cuda"]
+    assert busy.processes == (GpuProcess(pid=cuda["pid"], name="python3", used_memory_bytes=9_401_532_416),)
+    # the process held 8 GiB of tensors (8,692,695,040 B reserved by PyTorch) plus its CUDA context and cuBLAS
+    # workspace; CUDA saw 150,109,880,320 - 140,699,107,328 = 9,410,772,992 B (8.76 GiB) gone, and the plan's
+    # other-processes memory is the catalog's 139.8 GiB less NVML's free 140,699,107,328 B = 8.76 GiB
+    assert cuda["mem_get_info_total"] - cuda["mem_get_info_free_busy"] == 9_410_772_992
+    assert plan_scenario(busy, Scenario()).other_processes_memory_gib == 8.76
 
 
 def test_one_h100_busy():

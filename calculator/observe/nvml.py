@@ -45,7 +45,7 @@ class NvmlBackend(Protocol):
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any: ...  # .gpu in percent
     def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int: ...
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int: ...
-    def nvmlDeviceGetEnforcedPowerManagementLimit(self, handle: Any) -> int: ...
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int: ...
     def nvmlDeviceGetMigMode(self, handle: Any) -> Sequence[int]: ...  # [current, pending]
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> Sequence[Any]: ...  # .pid, .usedGpuMemory
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> Sequence[Any]: ...
@@ -168,7 +168,7 @@ def _gpu_status(nvml: NvmlBackend, index: int, nvml_error: type[Exception]) -> G
     memory = nvml.nvmlDeviceGetMemoryInfo(handle)
     utilization = _optional(lambda: nvml.nvmlDeviceGetUtilizationRates(handle), nvml_error)
     power_mw = _optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle), nvml_error)
-    limit_mw = _optional(lambda: nvml.nvmlDeviceGetEnforcedPowerManagementLimit(handle), nvml_error)
+    limit_mw = _optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle), nvml_error)
     mig = _optional(lambda: nvml.nvmlDeviceGetMigMode(handle), nvml_error)
     return GpuStatus(
         index=index,

@@ -87,7 +87,7 @@ class FakeNvml:
     def nvmlDeviceGetPowerUsage(self, handle: FakeGpu) -> int:
         return _answer(handle.power_mw)
 
-    def nvmlDeviceGetEnforcedPowerManagementLimit(self, handle: FakeGpu) -> int:
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeGpu) -> int:
         return _answer(handle.power_limit_mw)
 
     def nvmlDeviceGetMigMode(self, handle: FakeGpu) -> list[int]:
@@ -139,6 +139,37 @@ SCENARIOS: dict[str, FakeNvml] = {
         process_names={10: "ollama", 11: "Xorg"},
     ),
 }
+
+
+def replay(reading: dict) -> FakeNvml:
+    """A machine that answers what a real one answered (one reading of ``benchmarks/gpu_capture.py``: raw NVML values,
+    ``{"nvml_error": ...}`` where the GPU refused a query)."""
+    def answered(value: Any) -> Any:
+        return None if isinstance(value, dict) else value
+
+    def processes(listed: Any) -> tuple[tuple[int, int | None], ...] | None:
+        return None if isinstance(listed, dict) else tuple((p["pid"], p["used_bytes"]) for p in listed)
+
+    gpus = tuple(FakeGpu(gpu["name"], gpu["memory"]["total"], gpu["memory"]["used"],
+                         utilization_percent=answered(gpu["utilization_percent"]),
+                         temperature_c=answered(gpu["temperature_c"]), power_mw=answered(gpu["power_mw"]),
+                         power_limit_mw=answered(gpu["power_limit_mw"]),
+                         mig_current=None if isinstance(gpu["mig_mode"], dict) else gpu["mig_mode"][0],
+                         compute=processes(gpu["compute"]), graphics=processes(gpu["graphics"]))
+                 for gpu in reading["gpus"])
+    names = {p["pid"]: p["name"] for gpu in reading["gpus"] for kind in ("compute", "graphics")
+             if not isinstance(gpu[kind], dict) for p in gpu[kind] if isinstance(p["name"], str)}
+    uuids = tuple(gpu["uuid"] for gpu in reading["gpus"])
+    return _Replayed(gpus=gpus, process_names=names, driver_version=reading["driver_version"],
+                     cuda_driver_version=reading["cuda_driver_version"], uuids=uuids)
+
+
+@dataclass
+class _Replayed(FakeNvml):
+    uuids: tuple[str, ...] = ()
+
+    def nvmlDeviceGetUUID(self, handle: FakeGpu) -> str:
+        return self.uuids[self.gpus.index(handle)]
 
 
 def fake(name: str) -> FakeNvml:
