@@ -93,6 +93,20 @@ def outside_domain(result: Estimate, speed: SpeedEstimate, coverage: Coverage = 
     return tuple(out)
 
 
+def bench_regime(max_concurrency: int | None, mean_queue_ms: float) -> Regime:
+    """The regime of a simulated ``vllm bench serve`` run: one client at a time, requests that waited in the
+    engine's queue (a burst or a rate the engine cannot take in at once), or a batch below the knee."""
+    if max_concurrency == 1:
+        return "one request"
+    return "saturated" if mean_queue_ms > 0 else "below the knee"
+
+
+def ttft_band(value_ms: float, regime: Regime, widened: bool) -> Band:
+    """The TTFT band of ``regime`` around ``value_ms``, widened as ``speed_bands`` widens it."""
+    factor = REGIME_BAND_FACTOR[regime]["ttft"] ** (DOMAIN_WIDENING if widened else 1.0)
+    return Band(low=value_ms / factor, high=value_ms * factor)
+
+
 def speed_bands(result: Estimate, speed: SpeedEstimate) -> SpeedBands:
     """The bands of ``speed`` (an estimate of ``result``'s deployment): its regime's measured spread, its log-width
     multiplied by ``DOMAIN_WIDENING`` when the deployment lies outside the measured runs."""
@@ -110,5 +124,5 @@ def speed_bands(result: Estimate, speed: SpeedEstimate) -> SpeedBands:
                       output_throughput_tok_s=band(speed.output_throughput_tok_s, "throughput"))
 
 
-__all__ = ["REGIMES", "Regime", "SpeedBands", "band_factor", "engine_generation", "outside_domain", "regime_of",
-           "speed_bands"]
+__all__ = ["REGIMES", "Regime", "SpeedBands", "band_factor", "bench_regime", "engine_generation", "outside_domain",
+           "regime_of", "speed_bands", "ttft_band"]

@@ -28,7 +28,8 @@ from .inputs import FEATURE_FIELDS, RecommendRequest, SpeedInputs
 from .plan import Slo
 from .predict import SpeedEstimate, speed_estimate
 from .prices import GpuPrice, price_sets
-from .recommend import Recommendations, recommend
+from .bench_command import parse_bench_command
+from .recommend import MAX_BENCH_PROMPTS, Recommendations, recommend
 from .speculation import speculation_gain, speculation_summary, speculation_text
 from .summary import recommendations_summary, speed_summary
 from .traffic import Traffic
@@ -118,6 +119,10 @@ def register(commands: argparse._SubParsersAction, estimate_parser: argparse.Arg
     rec.add_argument("--price-set", choices=list(price_sets()),
                      help="one provider's one tier for every GPU it rents, instead of the mixed default price list "
                           "(GPUs it does not list are not ranked)")
+    rec.add_argument("--bench", metavar="'VLLM BENCH SERVE ARGS'",
+                     help="judge and rank TTFT p95 on this `vllm bench serve` load (e.g. '--dataset-name random "
+                          "--random-input-len 1024 --random-output-len 256 --max-concurrency 32 --num-prompts 320'), "
+                          f"simulated on one replica of each deployment (its first {MAX_BENCH_PROMPTS} prompts)")
     rec.add_argument("--top", type=_positive_int, default=10, help="rows to print (text output)")
     rec.add_argument("--json", action="store_true", help="one JSON object on stdout")
     add_feature_flags(rec)
@@ -177,7 +182,8 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
         result = recommend(load_model_spec(args.model), traffic, slo, gpus=args.gpu, max_gpus=args.max_gpus,
                            budget_per_hour=args.budget_per_hour, vllm_version=args.vllm_version,
                            max_model_len=args.max_model_len, price_set=args.price_set, features=feature_fields(args),
-                           expert_parallel=args.enable_expert_parallel, data_parallel_size=args.data_parallel_size)
+                           expert_parallel=args.enable_expert_parallel, data_parallel_size=args.data_parallel_size,
+                           bench=parse_bench_command(args.bench).load if args.bench else None)
         return json.dumps(recommendations_summary(result)) if args.json else render_recommendations(result, args.top)
     deployment = estimate(scenario_from_args(args))
     rates = {"memory_bandwidth_gb_s": args.gpu_memory_bandwidth_gb_s, "bf16_dense_tflops": args.gpu_bf16_tflops,
@@ -226,6 +232,7 @@ def render_speed(speed: SpeedEstimate, bands: SpeedBands | None = None) -> str:
         ("deployment", f"{speed.gpu_name} x {speed.num_gpus}, {speed.compute_path} matmuls"),
         ("served concurrency", f"{speed.running_requests:,.1f} (limit {c.binding}: max_num_seqs {c.max_num_seqs}, "
                                f"KV cache {c.kv_cache_limit})"),
+        ("arrival", f"{speed.traffic.arrival} (every figure below; `bench` predicts a `vllm bench serve` run)"),
         ("TTFT mean / p95", f"{_ms(speed.ttft_ms)} / {_ms(speed.ttft_p95_ms)} (queue {_ms(speed.queue_wait_ms)})"),
         ("TPOT (ITL)", f"{_ms(speed.tpot_ms)} = {speed.per_user_tok_s:,.1f} tokens/s per user"),
         ("end-to-end", _ms(speed.e2e_ms)),
@@ -251,6 +258,7 @@ def render_recommendations(result: Recommendations, top: int) -> str:
               "prices: the mixed default list (sources differ by GPU; --price-set "
               f"{next(iter(price_sets()))} ranks on one provider's prices)")
     lines = [f"planned with max_model_len {result.max_model_len:,}; {prices}",
+             f"TTFT p95 (judged against the SLO): {result.ttft_load}",
              f"{'#':>3}  {'GPU':24} {'TP':>2} {'PP':>2} {'DP':>5} {'weights':8} {'KV':5} {'replicas':>8} {'GPUs':>5} "
              f"{'$/hour':>9} {'$/M tok':>8} {'TTFT p95':>10} {'ITL':>9}  SLO"]
     for rank, option in enumerate(result.by_cost_per_hour[:top], start=1):
@@ -260,7 +268,7 @@ def render_recommendations(result: Recommendations, top: int) -> str:
         lines.append(f"{rank:>3}  {d.gpu_name:24} {d.tensor_parallel_size:>2} {d.pipeline_parallel_size:>2} {dp:>5} "
                      f"{d.quantization or 'as is':8} {d.kv_cache_dtype:5} {p.replicas:>8} {p.gpus:>5} "
                      f"{p.cost_per_hour:>9,.2f} {p.cost_per_million_output_tokens:>8,.3f} "
-                     f"{_ms(p.per_replica.ttft_p95_ms):>10} {_ms(p.per_replica.tpot_ms):>9}  {option.slo_status}")
+                     f"{_ms(option.ttft_p95_ms):>10} {_ms(p.per_replica.tpot_ms):>9}  {option.slo_status}")
     if not result.by_cost_per_hour:
         lines.append("  no deployment meets the SLOs within the limits")
     if any(o.deployment.data_parallel_size > 1 for o in result.by_cost_per_hour[:top]):

@@ -17,9 +17,11 @@ from ..model.hf_overrides import with_hf_overrides
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import format_ms
-from .bands import SpeedBands, speed_bands
+from .bands import Regime, SpeedBands, bench_regime, speed_bands, ttft_band
+from .bench import BenchLoad
 from .ceilings import plan_both_ceilings, workload_of
 from .plan import CapacityPlan, Slo, plan_at
+from .predict import Band, bench_prediction
 from .prices import GpuPrice, gpu_price, price_table
 from .traffic import Traffic
 
@@ -28,6 +30,9 @@ PIPELINE_PARALLEL_SIZES = (2, 4)  # across nodes, tried only when TP 8 cannot ho
 # MoE models: one server of dp engines of one GPU each, experts split whole over the dp ranks (--data-parallel-size
 # with --enable-expert-parallel, the layout DeepSeek-V3 / Kimi-K2 class models are served with on one node).
 EXPERT_PARALLEL_DP_SIZES = (2, 4, 8)
+# NOTE: profiled (7B, whole catalog, 20 req/s): 300 prompts took 71 s for 346 deployments, most of it in the ones
+# the rate saturates (their running set grows); 100 took 11 s.
+MAX_BENCH_PROMPTS = 100
 FP8_KV_FAMILIES = frozenset({"ada", "hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4"})
 NO_FP8_WEIGHT_FAMILIES = frozenset({"volta", "turing", "cdna2"})  # no FP8 kernels (not even W8A16 Marlin)
 
@@ -67,6 +72,18 @@ class Deployment(BaseModel):
                                                     if self.pipeline_parallel_size > 1 else "")
 
 
+class BenchTtft(BaseModel):
+    """One replica's TTFT under the benchmark load (``vllm bench serve``), simulated step by step, and its band."""
+
+    model_config = ConfigDict(frozen=True)
+    arrival: str
+    simulated_prompts: int  # the first of the run's prompts (MAX_BENCH_PROMPTS at most)
+    ttft_p95_ms: float
+    ttft_p99_ms: float  # what vLLM prints by default
+    regime: Regime
+    band: Band  # of the p95
+
+
 class Option(BaseModel):
     """A deployment and its plan, or the reason it is out."""
 
@@ -76,6 +93,16 @@ class Option(BaseModel):
     reason: str | None = None  # None: fits, meets the SLOs and the limits
     bands: SpeedBands | None = None  # the planned replica's measured spread (and why it is wide, if it is)
     risks: tuple[str, ...] = ()  # each SLO met by the estimate but not at the pessimistic edge of its band
+    bench: BenchTtft | None = None  # the benchmark load's TTFT (None: the steady load was given)
+
+    @property
+    def ttft_p95_ms(self) -> float:
+        """The TTFT p95 ranked on: the benchmark load's when one was given, else the steady load's."""
+        return self.bench.ttft_p95_ms if self.bench else self.plan.per_replica.ttft_p95_ms
+
+    @property
+    def ttft_p95_band(self) -> Band | None:
+        return self.bench.band if self.bench else self.bands.ttft_p95_ms if self.bands else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -103,6 +130,18 @@ class Recommendations(BaseModel):
     by_cost_per_million_tokens: tuple[Option, ...]
     by_ttft_p95: tuple[Option, ...] = ()  # the TTFT p95 of the load given, fastest first (then cheapest)
     rejected: tuple[Option, ...]
+    bench: BenchLoad | None = None  # the benchmark load TTFT was judged on (None: the steady load)
+    bench_prompts: int = 0  # of the benchmark run, how many prompts each deployment simulated
+
+    @property
+    def ttft_load(self) -> str:
+        """Which load the TTFT figures assume, in words."""
+        if self.bench is None:
+            return self.traffic.arrival
+        cut = (f"; the first {self.bench_prompts:,} of its {self.bench.num_prompts:,} prompts simulated"
+               if self.bench_prompts < self.bench.num_prompts else "")
+        return (f"the benchmark load on one replica ({self.bench.arrival}{cut}); the simulated run's p95 (vLLM "
+                "prints p99 unless given --metric-percentiles 95)")
 
 
 def layouts(spec: ModelSpec, expert_parallel: bool | None = None,
@@ -150,12 +189,15 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
               prices: Mapping[str, GpuPrice] | None = None, vllm_version: str = LATEST_VERSION,
               max_model_len: int | None = None, price_set: str | None = None,
               features: Mapping[str, object] | None = None, expert_parallel: bool | None = None,
-              data_parallel_size: int | None = None) -> Recommendations:
+              data_parallel_size: int | None = None, bench: BenchLoad | None = None) -> Recommendations:
     """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost (``prices`` over
     the default list, or over the consistent ``price_set``). ``features``: Scenario fields every candidate runs
     with (LoRA slots, speculative decoding). ``expert_parallel``, ``data_parallel_size``: which DP x EP layouts an
-    MoE model is also tried with (``layouts``)."""
+    MoE model is also tried with (``layouts``). ``bench``: a ``vllm bench serve`` load each deployment's replica is
+    simulated under (its first ``MAX_BENCH_PROMPTS`` prompts), whose TTFT p95 is then judged against the SLO and
+    ranked on instead of the steady load's."""
     slo = slo or Slo()
+    simulated = _first_prompts(bench, MAX_BENCH_PROMPTS) if bench else None
     if features and features.get("hf_overrides"):
         # NOTE: candidates are sized, filtered and run on the model vLLM builds with the overrides
         features = {**features, "hf_overrides": Scenario(hf_overrides=features["hf_overrides"]).hf_overrides}
@@ -172,11 +214,11 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
         if reason:
             options.append(Option(deployment=deployment, reason=reason))
             continue
-        option = _evaluate(spec, deployment, traffic, slo, table, vllm_version, max_model_len, features)
+        option = _evaluate(spec, deployment, traffic, slo, table, vllm_version, max_model_len, features, simulated)
         if (option.reason == "weights exceed memory" and deployment.tensor_parallel_size == TENSOR_PARALLEL_SIZES[-1]
                 and deployment.data_parallel_size == 1):
             option = _with_pipeline(spec, deployment, traffic, slo, table, vllm_version, max_model_len,
-                                    features) or option
+                                    features, simulated) or option
         options.append(_limits(option, max_gpus, budget_per_hour))
     feasible = [o for o in options if o.feasible]
     return Recommendations(
@@ -184,8 +226,17 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
         by_cost_per_hour=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_hour, o.plan.gpus))),
         by_cost_per_million_tokens=tuple(sorted(feasible, key=lambda o: (o.plan.cost_per_million_output_tokens,
                                                                         o.plan.gpus))),
-        by_ttft_p95=tuple(sorted(feasible, key=lambda o: (o.plan.per_replica.ttft_p95_ms, o.plan.cost_per_hour))),
-        rejected=tuple(o for o in options if not o.feasible))
+        by_ttft_p95=tuple(sorted(feasible, key=lambda o: (o.ttft_p95_ms, o.plan.cost_per_hour))),
+        rejected=tuple(o for o in options if not o.feasible), bench=bench,
+        bench_prompts=simulated.num_prompts if simulated else 0)
+
+
+def _first_prompts(load: BenchLoad, count: int) -> BenchLoad:
+    """The run cut to its first ``count`` prompts, sent as the whole run sends them (same rate, same loop)."""
+    if load.num_prompts <= count:
+        return load
+    return load.model_copy(update={"input_tokens": load.input_tokens[:count],
+                                   "output_tokens": load.output_tokens[:count]})
 
 
 def _check_servable(spec: ModelSpec, traffic: Traffic, vllm_version: str, max_model_len: int | None) -> None:
@@ -211,7 +262,9 @@ def workload_model_len(spec: ModelSpec, traffic: Traffic) -> int:
 
 
 def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Slo, prices: Mapping[str, GpuPrice],
-              vllm_version: str, max_model_len: int | None, features: Mapping[str, object] | None = None) -> Option:
+              vllm_version: str, max_model_len: int | None, features: Mapping[str, object] | None = None,
+              bench: BenchLoad | None = None) -> Option:
+    steady_slo = slo.model_copy(update={"ttft_p95_ms": None}) if bench else slo  # NOTE: TTFT judged on the bench
     try:
         scenario = deployment.scenario(spec.model_id, vllm_version, max_model_len)
         result = estimate(scenario.replace(**features) if features else scenario, spec)
@@ -226,16 +279,41 @@ def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Sl
         return Option(deployment=deployment, reason=f"no price for {deployment.gpu_name} (give one to rank it)")
     try:
         # NOTE: both ceilings, as the Plan page counts them: a row opens there with the same replica count.
-        plan = plan_both_ceilings(result, workload_of(traffic), traffic, slo, prices=prices).plan
+        plan = plan_both_ceilings(result, workload_of(traffic), traffic, steady_slo, prices=prices).plan
         dp = deployment.data_parallel_size
         if plan.replicas % dp:
             # NOTE: a DP server starts all its engines: the engines (replicas) come in whole servers of dp.
-            plan = plan_at(result, -(-plan.replicas // dp) * dp, traffic, slo, prices=prices)
+            plan = plan_at(result, -(-plan.replicas // dp) * dp, traffic, steady_slo, prices=prices)
     except CalculatorError as exc:
         return Option(deployment=deployment, reason=_short(str(exc)))
     bands = speed_bands(result, plan.per_replica)
-    return Option(deployment=deployment, plan=plan, reason=None if plan.meets_slo else "; ".join(plan.violations),
-                  bands=bands, risks=slo_risks(plan, bands, slo))
+    option = Option(deployment=deployment, plan=plan, reason=None if plan.meets_slo else "; ".join(plan.violations),
+                    bands=bands, risks=slo_risks(plan, bands, steady_slo))
+    if bench is None or option.reason:
+        return option
+    try:
+        figures = bench_prediction(result, bench)
+    except CalculatorError as exc:
+        return option.model_copy(update={"reason": _short(str(exc))})
+    regime = bench_regime(bench.max_concurrency, figures.mean_queue_ms)
+    simulated = BenchTtft(arrival=figures.arrival, simulated_prompts=bench.num_prompts,
+                          ttft_p95_ms=figures.p95_ttft_ms, ttft_p99_ms=figures.p99_ttft_ms, regime=regime,
+                          band=ttft_band(figures.p95_ttft_ms, regime, bands.widened))
+    return option.model_copy(update={"bench": simulated, **bench_verdict(simulated, slo, option.risks)})
+
+
+def bench_verdict(simulated: BenchTtft, slo: Slo, risks: tuple[str, ...]) -> dict[str, object]:
+    """The TTFT p95 SLO judged on the benchmark load: out when missed, at risk when only the optimistic edge of its
+    band meets it (the Option fields to update)."""
+    limit, value = slo.ttft_p95_ms, simulated.ttft_p95_ms
+    if limit is None:
+        return {}
+    if value > limit:
+        return {"reason": f"TTFT p95 {format_ms(value)} under the benchmark load > SLO {format_ms(limit)}"}
+    if limit < simulated.band.high:
+        return {"risks": (f"TTFT p95 {format_ms(value)} (benchmark load) meets {format_ms(limit)}, but its band "
+                          f"reaches {format_ms(simulated.band.high)}", *risks)}
+    return {}
 
 
 def slo_risks(plan: CapacityPlan, bands: SpeedBands, slo: Slo) -> tuple[str, ...]:
@@ -255,11 +333,11 @@ def slo_risks(plan: CapacityPlan, bands: SpeedBands, slo: Slo) -> tuple[str, ...
 
 def _with_pipeline(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Slo,
                    prices: Mapping[str, GpuPrice], vllm_version: str, max_model_len: int | None,
-                   features: Mapping[str, object] | None = None) -> Option | None:
+                   features: Mapping[str, object] | None = None, bench: BenchLoad | None = None) -> Option | None:
     """TP 8 cannot hold the weights: the smallest pipeline that can, if any."""
     for pp in PIPELINE_PARALLEL_SIZES:
         staged = deployment.model_copy(update={"pipeline_parallel_size": pp})
-        option = _evaluate(spec, staged, traffic, slo, prices, vllm_version, max_model_len, features)
+        option = _evaluate(spec, staged, traffic, slo, prices, vllm_version, max_model_len, features, bench)
         if option.reason != "weights exceed memory":
             return option
     return None
@@ -282,4 +360,4 @@ def _short(message: str) -> str:
     return first if len(first) <= 160 else first[:157] + "..."
 
 
-__all__ = ["Deployment", "Option", "Recommendations", "candidates", "layouts", "recommend", "slo_risks"]
+__all__ = ["MAX_BENCH_PROMPTS", "BenchTtft", "Deployment", "Option", "Recommendations", "candidates", "layouts", "recommend", "slo_risks"]

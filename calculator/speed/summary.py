@@ -34,6 +34,7 @@ def speed_summary(speed: SpeedEstimate, bands: SpeedBands | None = None) -> dict
         "gpu": speed.gpu_name, "num_gpus": speed.num_gpus, "compute_path": speed.compute_path,
         "input_tokens": speed.traffic.input_tokens, "output_tokens": speed.traffic.output_tokens,
         "concurrency": speed.traffic.concurrency, "request_rate": speed.traffic.request_rate,
+        "arrival": speed.traffic.arrival,
         "ttft_ms": _number(speed.ttft_ms), "ttft_p95_ms": _number(speed.ttft_p95_ms),
         "tpot_ms": _number(speed.tpot_ms), "itl_ms": _number(speed.itl_ms), "e2e_ms": _number(speed.e2e_ms),
         "queue_wait_ms": _number(speed.queue_wait_ms), "queue_wait_p95_ms": _number(speed.queue_wait_p95_ms),
@@ -72,11 +73,16 @@ def option_summary(option: Option) -> dict:
                    slo_status=option.slo_status, slo_risks=list(option.risks))
     if option.bands is not None:
         row["bands"] = bands_summary(option.bands)
+    if option.bench is not None:
+        b = option.bench
+        row["bench"] = {"ttft_p95_ms": _number(b.ttft_p95_ms), "ttft_p99_ms": _number(b.ttft_p99_ms),
+                        "regime": b.regime, "ttft_p95_band_ms": [_number(b.band.low), _number(b.band.high)],
+                        "simulated_prompts": b.simulated_prompts, "arrival": b.arrival}
     return row
 
 
 def recommendations_summary(result: Recommendations) -> dict:
-    return {"max_model_len": result.max_model_len, "price_set": result.price_set,
+    return {"max_model_len": result.max_model_len, "price_set": result.price_set, "ttft_load": result.ttft_load,
             "by_cost_per_hour": [option_summary(o) for o in result.by_cost_per_hour],
             "by_cost_per_million_tokens": [option_summary(o) for o in result.by_cost_per_million_tokens],
             "by_ttft_p95": [option_summary(o) for o in result.by_ttft_p95],
