@@ -62,7 +62,7 @@ SPEED_KEYS: dict[str, str] = {
 # The Recommend page: its own request, the lengths and users of a Workload, and the load and SLOs of SpeedInputs.
 RECOMMEND_KEYS: dict[str, str] = {
     "model": "m", "gpus": "gpus", "max_gpus": "maxg", "budget_per_hour": "budget", "vllm_version": "v",
-    "max_model_len": "len", "prices": "prices", "price_set": "pset",
+    "max_model_len": "len", "prices": "prices", "price_set": "pset", "bench": "bench",
 }
 # NOTE: a Recommend link carries the LoRA and speculative settings under the Plan link's keys.
 RECOMMEND_KEYS.update({field: SCENARIO_KEYS[field] for field in FEATURE_FIELDS})

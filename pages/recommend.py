@@ -14,7 +14,7 @@ from calculator import CalculatorError, Scenario, Workload, gpu_catalog, preset_
 from calculator.engine.vllm_versions import known_versions
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
 from calculator.speed.prices import price_sets
-from calculator.speed.recommend import Recommendations
+from calculator.speed.recommend import MAX_BENCH_PROMPTS, Recommendations
 from calculator.url_state import parse_price_list, recommend_query_params
 from pages.common import first_error, page_setup, recommend_view, sentence, speed_view
 from pages.common.inputs import adapters_and_speculation, cached_model_spec, hf_overrides_setting
@@ -77,6 +77,12 @@ with st.sidebar:
     load, request_rate = speed_view.load_input(P)
     if load == LOADS[0]:
         lengths["target_concurrent_requests"] = number("Concurrent users", "target_concurrent_requests", min_value=1)
+    bench_line = st.text_area(
+        "Benchmark load (optional): a `vllm bench serve` line", key=f"{P}_bench", height=80,
+        placeholder="vllm bench serve --dataset-name random --random-input-len 1024 --random-output-len 256 "
+                    "--max-concurrency 32 --num-prompts 320",
+        help="TTFT p95 is then judged and ranked on this run, simulated step by step on one replica of each "
+             f"deployment (its first {MAX_BENCH_PROMPTS} prompts), instead of on the steady load above.")
     st.subheader("SLOs")
     speed_values = {"request_rate": request_rate, **speed_view.slo_inputs(P)}
     st.subheader("GPUs and budget")
@@ -112,7 +118,7 @@ try:
     speed = SpeedInputs(**speed_values)
     request = RecommendRequest(model=model or "", gpus=tuple(gpus), max_gpus=max_gpus, budget_per_hour=budget,
                                vllm_version=version, max_model_len=max_model_len, prices=prices,
-                               price_set=price_list, **features)
+                               price_set=price_list, bench=bench_line or None, **features)
 except ValidationError as exc:
     st.error(f"**{sentence(first_error(exc))}.** Change the highlighted input.", icon="✋")
     st.stop()
@@ -129,6 +135,7 @@ load_words = (f"{workload.target_concurrent_requests:,} concurrent users" if spe
               else f"{speed.request_rate:g} requests/s")
 st.markdown(f"**{found:,} deployments** of {request.model} serve {load_words} within the SLOs "
             f"({len(result.rejected):,} ruled out); each planned with max_model_len {result.max_model_len:,}.")
+st.caption(f"TTFT p95 and its band assume {result.ttft_load}.")
 left, middle, right = st.columns([2, 2, 1])
 ranking = left.radio("Rank by", list(recommend_view.RANKINGS), key=f"{P}_view_rank", horizontal=True)
 latency = middle.radio("Chart latency", list(recommend_view.LATENCIES), key=f"{P}_view_latency", horizontal=True)

@@ -191,3 +191,15 @@ def test_hf_overrides_reach_every_candidate_the_link_and_the_rows_plan_links() -
     plain = recommendations_summary(asked.request.model_copy(update={"hf_overrides": None}).run(
         load_model_spec(QWEN7), asked.workload, asked.speed))["by_cost_per_hour"][0]
     assert ranked_rows(app)[0][10] == f"{best['tpot_ms']:.1f} ms" != f"{plain['tpot_ms']:.1f} ms"
+
+
+def test_a_benchmark_load_is_what_ttft_is_judged_on_and_a_bad_line_is_one_sentence() -> None:
+    bench = "vllm bench serve --dataset-name random --random-input-len 100 --random-output-len 8 --max-concurrency 2"
+    app = run_page({**SMALL_CASE, "bench": bench})
+    assert any(c.value.startswith("TTFT p95 and its band assume the benchmark load on one replica (closed loop of 2 "
+                                  "clients") and "first 100 of its 1,000 prompts simulated" in c.value
+               for c in app.caption)
+    assert len(ranked_rows(app)) == 4 and app.query_params["bench"] in (bench, [bench])
+    app = run_page({**SMALL_CASE, "bench": "--dataset-name sharegpt"})
+    assert not app.exception
+    assert any("--dataset-name sharegpt is not modelled" in w.value for w in app.warning)

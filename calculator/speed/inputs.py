@@ -26,6 +26,8 @@ from .ceilings import CeilingsPlan, plan_both_ceilings
 from .layouts import LayoutPlan, layout_plan
 from .plan import Slo
 from .prices import GpuPrice, parse_price_overrides, price_set, price_table
+from .bench import BenchLoad
+from .bench_command import parse_bench_command
 from .recommend import Option, Recommendations, recommend
 from .sweep import ConcurrencySweep, concurrency_sweep
 from .traffic import Traffic, traffic_from
@@ -137,6 +139,18 @@ class RecommendRequest(BaseModel):
     draft_tensor_parallel_size: int | None = _SCENARIO["draft_tensor_parallel_size"]
     speculative_acceptance_rate: float | None = _SCENARIO["speculative_acceptance_rate"]
     hf_overrides: str | None = _SCENARIO["hf_overrides"]  # checked (and made canonical) by the Scenario's rules
+    bench: str | None = Field(None, max_length=2000)  # a `vllm bench serve` line: TTFT judged on its load
+
+    @field_validator("bench")
+    @classmethod
+    def _bench_line(cls, line: str | None) -> str | None:
+        line = (line or "").strip() or None
+        if line is not None:
+            parse_bench_command(line)  # NOTE: InvalidInput is a ValueError: a sentence under the field
+        return line
+
+    def bench_load(self) -> BenchLoad | None:
+        return parse_bench_command(self.bench).load if self.bench else None
 
     @model_validator(mode="after")
     def _features_agree(self) -> RecommendRequest:
@@ -162,7 +176,7 @@ class RecommendRequest(BaseModel):
         return recommend(spec, speed.traffic(workload), speed.slo, gpus=self.gpus or None, max_gpus=self.max_gpus,
                          budget_per_hour=self.budget_per_hour, prices=self.price_overrides(),
                          vllm_version=self.vllm_version, max_model_len=self.max_model_len, price_set=self.price_set,
-                         features=self.features())
+                         features=self.features(), bench=self.bench_load())
 
     def plan_inputs(self, option: Option, max_model_len: int, speed: SpeedInputs) -> tuple[Scenario, SpeedInputs]:
         """What opens ``option`` on the Plan page: its scenario, and the load and SLOs with this GPU's price."""

@@ -55,6 +55,7 @@ def init_from_url() -> list[str]:
     state[f"{PREFIX}_max_model_len"] = request.max_model_len
     state[f"{PREFIX}_prices"] = price_list_text(request.prices)
     state[f"{PREFIX}_price_set"] = request.price_set
+    state[f"{PREFIX}_bench"] = request.bench or ""
     for field in FEATURE_FIELDS:  # LoRA and speculative decoding (inputs.adapters_and_speculation's keys)
         state[f"{PREFIX}_{field}"] = getattr(request, field)
     for field in RECOMMEND_WORKLOAD_FIELDS:
@@ -100,7 +101,7 @@ def ranked_table(result: Recommendations, ranking: str, request: RecommendReques
         link = plan_link(scenario, workload, plan_speed)
         rows.append(f"| {rank} | {name(option)} | {plan.replicas:,} | {plan.gpus:,} | ${plan.cost_per_hour:,.2f} | "
                     f"${plan.cost_per_month:,.0f} | ${plan.cost_per_million_output_tokens:,.3f} | "
-                    f"{format_ms(per.ttft_p95_ms)} | {band_cell(option)} | {slo_cell(option)} | "
+                    f"{format_ms(option.ttft_p95_ms)} | {band_cell(option)} | {slo_cell(option)} | "
                     f"{format_ms(per.tpot_ms)} | {per.per_user_tok_s:,.1f} | [Open in Plan]({link}) |")
     st.markdown(CARDS_ON_PHONES, unsafe_allow_html=True)  # NOTE: in the page (st.html sends styles elsewhere)
     with st.container(key="ranked"):
@@ -116,9 +117,9 @@ def ranked_table(result: Recommendations, ranking: str, request: RecommendReques
 
 
 def band_cell(option: Option) -> str:
-    if option.bands is None:
+    band = option.ttft_p95_band
+    if band is None or option.bands is None:
         return "—"
-    band = option.bands.ttft_p95_ms
     return f"{format_ms(band.low)}–{format_ms(band.high)}" + (" ⚠" if option.bands.widened else "")
 
 
