@@ -234,6 +234,9 @@ def test_under_a_request_rate_below_the_engines_limit_the_arrivals_limit_concurr
     # the KV cache holds 375 requests of the default lengths (see the two-ceilings test above)
     assert "served concurrency limited by the arrival rate (" in caption
     assert " of the 375 requests the kv_cache allows run on average)" in caption
+    # issue 19 item 1: the TTFT percentiles say which arrival pattern they assume
+    assert any(c.value.startswith("TTFT figures assume the steady load: Poisson arrivals at 1 req/s")
+               for c in app.caption)
 
 
 def test_the_speed_section_says_when_its_spread_is_widened_off_the_measured_runs() -> None:

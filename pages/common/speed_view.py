@@ -155,7 +155,8 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                           help=f"1 / ITL ({format_ms(per.tpot_ms)}); measured spread "
                                f"{bands.per_user_tok_s.low:,.1f}–{bands.per_user_tok_s.high:,.1f}.")
         columns[1].metric("TTFT p95", format_ms(per.ttft_p95_ms),
-                          help=f"Prefill of the p95 prompt plus the p95 queue wait; spread "
+                          help=f"Prefill of the p95 prompt plus the p95 queue wait, under the "
+                               f"{per.traffic.arrival}; spread "
                                f"{format_ms(bands.ttft_p95_ms.low)}–{format_ms(bands.ttft_p95_ms.high)}.")
         columns[2].metric("Throughput per replica", f"{per.output_throughput_tok_s:,.0f} tok/s",
                           help=f"Output tokens/s of one replica; spread {bands.output_throughput_tok_s.low:,.0f}"
@@ -163,6 +164,9 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
         columns[3].metric("Cost per million output tokens", "no price" if per.gpu_price is None else usd(cost),
                           help="GPU-hours paid over the tokens generated at the planned load (idle capacity "
                                "is paid for too).")
+    st.caption(f"TTFT figures assume the {per.traffic.arrival}. A `vllm bench serve` run (its burst, ramp-up and "
+               "tail) is another load: the Recommend page's benchmark load and `python -m calculator bench` "
+               "simulate it.")
     price = per.gpu_price or gpu_price(result.gpu)
     load = (f"{per.traffic.concurrency:,} concurrent requests" if per.traffic.concurrency is not None
             else f"{per.traffic.request_rate:,.3g} requests/s")
