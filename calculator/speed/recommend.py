@@ -360,4 +360,5 @@ def _short(message: str) -> str:
     return first if len(first) <= 160 else first[:157] + "..."
 
 
-__all__ = ["MAX_BENCH_PROMPTS", "BenchTtft", "Deployment", "Option", "Recommendations", "candidates", "layouts", "recommend", "slo_risks"]
+__all__ = ["MAX_BENCH_PROMPTS", "BenchTtft", "Deployment", "Option", "Recommendations", "bench_verdict", "candidates",
+           "layouts", "recommend", "slo_risks"]
