@@ -154,11 +154,12 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "outputs stopping at EOS where the run allowed it. What is left: `vllm-43232` (128 prompts of 30,000 tokens "
         "at C = 64, `--ignore-eos`; mean TTFT 15.7 s, median 4.2 s) is still predicted about half as slow, and "
         "mushfiq's C = 32 and 48 still below the measured TTFT (the 4090's prefill of many 256-token prompts).",
-        "* **gpt-oss-20b decodes faster at one request than the model says** (`gpuconc-{h100pcie,h200,b200}-*-c1`, "
-        "TPOT predicted 35-70 % high): the measured step is 4.5 ms on both H200 and B200, whose HBM differs 1.7x, so "
-        "the step is not set by memory traffic; the model charges gpt-oss's MoE layers the kernels it counts for a "
-        "generic MoE layer. The missing mechanism is the MXFP4 MoE path at small batch (its kernel count and what "
-        "it streams); the same runs on MI300X (ROCm) fall within 10 %.",
+        "* **gpt-oss-20b's decode step at one request is not set by memory traffic** "
+        "(`gpuconc-{h100pcie,h200,b200}-*-c1`): the measured step is 4.5 ms on both H200 and B200, whose HBM differs "
+        "1.7x. In sample the fitted step terms now land the TPOT within 10 % (table below); held out by source it is "
+        "6-16 % fast on the CUDA cards and 28 % fast on MI300X, since those terms come from other sources' dense and "
+        "MoE runs. The mechanism is still missing: the MXFP4 MoE path at small batch (its kernel count and what it "
+        "streams), which the model prices as a generic MoE layer.",
         "* **One-request TTFT faster than the GPU can prefill** (`tt340-a100-*`): Qwen3-14B's 4096-token row "
         "(217 ms) needs 558 TFLOPS on a 312 TFLOPS A100; likely prefix-cache hits from a client that repeats its "
         "prompts (V1 caches prefixes by default). The model has no cache hits; these rows make the one-request TTFT "
