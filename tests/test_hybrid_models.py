@@ -542,13 +542,10 @@ class TestQwen35_397BPreset:
         spec = self.spec()
         # No mamba_ssm_dtype in this config: the state follows the model dtype (bf16). Conv (2 x 2,048 + 8,192)
         # x 3 taps x 2 B = 73,728; temporal 64 x 128 x 128 x 2 B = 2,097,152.
-        states = recurrent_states_at_tp1(spec)
-        assert len(states) == 45 and set(states) == {2_170_880}
-        assert sum(states) == 97_689_600  # per request
-        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
-        assert layout.kv_bytes_per_token == 15 * 2 * 256 * 2 * 2 == 30720
-        assert layout.block_size == 16 * math.ceil(2_170_880 / (16 * 2048)) == 1072
-        assert layout.bytes_per_block == 15 * 1072 * 2048  # 3 recurrent groups and 1 attention group of 15 layers
+        # 45 x 2,170,880 = 97,689,600 B per request; KV 15 x 2 x 256 x 2 x 2 B; block 16 x ceil(2,170,880 / (16 x
+        # 2,048)) tokens; 3 recurrent groups and 1 attention group of 15 layers
+        assert_recurrent_layout(spec, layers=45, state=2_170_880, kv_bytes_per_token=30720, block_size=1072,
+                                bytes_per_block=15 * 1072 * 2048)
 
 
 class TestQwen35_27BPreset:
@@ -575,14 +572,11 @@ class TestQwen35_27BPreset:
     def test_kv_and_per_request_state(self):
         spec = self.spec()
         # Conv (2 x 2,048 + 6,144) x 3 taps x 2 B = 61,440; temporal 48 x 128 x 128 x 4 B (float32) = 3,145,728.
-        states = recurrent_states_at_tp1(spec)
-        assert len(states) == 48 and set(states) == {3_207_168}
-        assert sum(states) == 153_944_064  # per request
-        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
-        assert layout.kv_bytes_per_token == 16 * 2 * 4 * 256 * 2 == 65536
-        # 3,207,168 B over a 16 x 4,096 B attention page: 49 pages, the 784-token block a real Qwen3.8-27B start logs.
-        assert layout.block_size == 16 * math.ceil(3_207_168 / (16 * 4096)) == 784
-        assert layout.bytes_per_block == 16 * 784 * 4096  # 3 recurrent groups and 1 attention group of 16 layers
+        # 48 x 3,207,168 = 153,944,064 B per request; KV 16 x 2 x 4 x 256 x 2 B; 3,207,168 B over a 16 x 4,096 B
+        # attention page: 49 pages, the 784-token block a real Qwen3.8-27B start logs; 3 recurrent groups and 1
+        # attention group of 16 layers
+        assert_recurrent_layout(spec, layers=48, state=3_207_168, kv_bytes_per_token=65536, block_size=784,
+                                bytes_per_block=16 * 784 * 4096)
 
 
 class TestQwen35_35BA3BPreset:
@@ -610,13 +604,10 @@ class TestQwen35_35BA3BPreset:
     def test_kv_and_per_request_state(self):
         spec = self.spec()
         # Conv (2 x 2,048 + 4,096) x 3 taps x 2 B = 49,152; temporal 32 x 128 x 128 x 4 B (float32) = 2,097,152.
-        states = recurrent_states_at_tp1(spec)
-        assert len(states) == 30 and set(states) == {2_146_304}
-        assert sum(states) == 64_389_120  # per request
-        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
-        assert layout.kv_bytes_per_token == 10 * 2 * 2 * 256 * 2 == 20480
-        assert layout.block_size == 16 * math.ceil(2_146_304 / (16 * 2048)) == 1056
-        assert layout.bytes_per_block == 10 * 1056 * 2048  # 3 recurrent groups and 1 attention group of 10 layers
+        # 30 x 2,146,304 = 64,389,120 B per request; KV 10 x 2 x 2 x 256 x 2 B; block 16 x ceil(2,146,304 / (16 x
+        # 2,048)) tokens; 3 recurrent groups and 1 attention group of 10 layers
+        assert_recurrent_layout(spec, layers=30, state=2_146_304, kv_bytes_per_token=20480, block_size=1056,
+                                bytes_per_block=10 * 1056 * 2048)
 
 
 class TestNemotronH56BPreset:
