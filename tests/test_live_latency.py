@@ -19,6 +19,7 @@ from calculator.observe.latency import (
     predicted,
 )
 from calculator.observe.metrics import parse_metrics
+from calculator.observe.live import advice
 from calculator.speed.traffic import Traffic
 
 CAPTURE = (Path(__file__).parent / "data" / "vllm-metrics" / "vllm-0.32.0-cpu-saturated.txt").read_text()
@@ -112,6 +113,24 @@ def test_low_kv_usage_with_waiting_requests_is_compute_or_scheduling() -> None:
     slow = diagnosis([(0.0, engine(edited(vllm_kv_cache_usage_perc=0.2, vllm_num_requests_running=4)))],
                      measured_tok_s=100.0, predicted_tok_s=400.0)
     assert "it generates 100 tok/s where the speed model expects 400" in slow[0]
+
+
+def test_a_queue_behind_a_partly_free_cache_is_memory_when_the_pool_holds_no_more_full_requests() -> None:
+    # The capture's finished requests: 36 prompt tokens / 9 = 4 and 6,048 output tokens / 9 = 672, so 676 tokens
+    # each; its pool is (16 - 1) x 128 = 1,920 tokens = 2.84 of them. Two running leave no room for a third once
+    # all have grown (a preempted one comes back needing its whole context): memory, whatever the gauge reads now.
+    # Seen on a real server: 1 running, 22 waiting at 40 % for minutes, each request 1,005 of a 1,920-token pool.
+    busy = edited(vllm_kv_cache_usage_perc=0.4, vllm_num_requests_waiting=3, vllm_num_requests_running=2)
+    held = ("requests here grow to 676 tokens on average (prompt + output), so the 1,920-token pool holds 2.8 of "
+            "them: a waiting request is admitted only while its blocks fit, and a preempted one needs its whole "
+            "context again. More KV memory helps: its pool is fixed at 16 blocks by --num-gpu-blocks-override 16: "
+            "raise that override or remove it")
+    assert diagnosis([(0.0, engine(busy))]) == [f"Memory is the bottleneck although the KV cache reads only 40%: "
+                                                f"{held}."]
+    assert advice(engine(busy), None, preempting_now=False) == [
+        f"3 request(s) wait although the KV cache reads only 40% now: memory is the bottleneck all the same, {held}."]
+    one_running = edited(vllm_kv_cache_usage_perc=0.4, vllm_num_requests_waiting=3, vllm_num_requests_running=1)
+    assert diagnosis([(0.0, engine(one_running))])[0].startswith("Compute or scheduling limits the server")
 
 
 def test_rising_queue_time_asks_for_replicas() -> None:

@@ -19,7 +19,7 @@ from ..errors import CalculatorError, InvalidInput
 from ..speed.predict import SpeedEstimate, speed_estimate
 from ..speed.traffic import Traffic, traffic_from
 from .activity import IntervalActivity, histogram_increase
-from .live import RESTART_NOTE, pool_knobs, preemptions_rising
+from .live import RESTART_NOTE, pool_knobs, preemptions_rising, queue_held_by_memory
 from .metrics import EngineMetrics, Histogram
 from .quantile import Quantile
 
@@ -193,7 +193,10 @@ def diagnosis(points: Sequence[tuple[float, EngineMetrics]], measured_tok_s: flo
                      f"preempted. {knobs[0].upper()}{knobs[1:]}; or {more}.")
     slow = (measured_tok_s is not None and predicted_tok_s is not None and measured_tok_s > 0
             and measured_tok_s < SLOW_FRACTION * predicted_tok_s)
-    if usage < LOW_USAGE and ((latest.waiting or 0) > 0 or slow):
+    held = queue_held_by_memory(latest, on_cpu) if (latest.waiting or 0) > 0 else None
+    if usage < LOW_USAGE and held:
+        notes.append(f"Memory is the bottleneck although the KV cache reads only {usage:.0%}: {held}.")
+    elif usage < LOW_USAGE and ((latest.waiting or 0) > 0 or slow):
         why = (f"{latest.waiting:.0f} request(s) wait" if (latest.waiting or 0) > 0 else
                f"it generates {measured_tok_s:,.0f} tok/s where the speed model expects {predicted_tok_s:,.0f}")
         notes.append(f"Compute or scheduling limits the server: the KV cache is only {usage:.0%} full yet {why}. "

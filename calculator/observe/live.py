@@ -205,6 +205,35 @@ def pool_knobs(engine: EngineMetrics, on_cpu: bool = False) -> str:
     return f"raise --gpu-memory-utilization{now}, use --kv-cache-dtype fp8, or lower --max-model-len"
 
 
+def requests_the_pool_holds(engine: EngineMetrics) -> tuple[float, float] | None:
+    """(how many of this server's requests its KV pool holds at their full length, their mean length in tokens),
+    from the finished requests' prompt and output histograms; None before any request finished."""
+    blocks, block_size = engine.config_int("num_gpu_blocks"), engine.config_int("block_size")
+    prompt, output = engine.histograms.get("prompt_tokens"), engine.histograms.get("generation_tokens")
+    if not blocks or blocks < 2 or not block_size or prompt is None or output is None:
+        return None
+    if prompt.mean is None or output.mean is None or prompt.mean + output.mean <= 0:
+        return None
+    length = prompt.mean + output.mean
+    return (blocks - 1) * block_size / length, length  # NOTE: block 0 is vLLM's null block, never handed out
+
+
+def queue_held_by_memory(engine: EngineMetrics, on_cpu: bool = False) -> str | None:
+    """Why requests wait while the cache reads partly free, when the reason is memory: the pool cannot hold one
+    more request beside those running once each grows to this server's mean length. vLLM admits a waiting request
+    only while its blocks fit, and a preempted one comes back needing its whole context, so the queue waits on
+    memory between preemptions even though the gauge is low. None when the pool holds more, when far more run than
+    it holds at full length (then they are not the requests that grow to the mean), or when nothing finished."""
+    holds = requests_the_pool_holds(engine)
+    running = engine.running or 0.0
+    if holds is None or not holds[0] - 1 < running <= math.ceil(holds[0]):
+        return None
+    tokens = ((engine.config_int("num_gpu_blocks") or 0) - 1) * (engine.config_int("block_size") or 0)
+    return (f"requests here grow to {holds[1]:,.0f} tokens on average (prompt + output), so the {tokens:,}-token "
+            f"pool holds {holds[0]:.1f} of them: a waiting request is admitted only while its blocks fit, and a "
+            f"preempted one needs its whole context again. More KV memory helps: {pool_knobs(engine, on_cpu)}")
+
+
 def advice(engine: EngineMetrics, rates_now: Rates | None, preempting_now: bool, on_cpu: bool = False) -> list[str]:
     """Warnings about saturation, each naming the knob that fits how this server's pool was sized;
     ``preempting_now``: the preemption counter grew over the latest interval (not over the session)."""
@@ -214,6 +243,9 @@ def advice(engine: EngineMetrics, rates_now: Rates | None, preempting_now: bool,
         notes.append(f"The KV cache is {usage:.0%} full with {waiting:.0f} request(s) waiting: the cache is the "
                      f"bottleneck. More KV memory helps: {pool_knobs(engine, on_cpu)}; or add tensor parallelism / "
                      "replicas.")
+    elif waiting > 0 and usage < 0.5 and (held := queue_held_by_memory(engine, on_cpu)):
+        notes.append(f"{waiting:.0f} request(s) wait although the KV cache reads only {usage:.0%} now: memory is "
+                     f"the bottleneck all the same, {held}.")
     elif waiting > 0 and usage < 0.5:
         notes.append(f"{waiting:.0f} request(s) wait although the KV cache is only {usage:.0%} full: the scheduler "
                      f"limit binds ({running:.0f} running). Raise --max-num-seqs or --max-num-batched-tokens.")
