@@ -30,17 +30,6 @@ def preset(file_stem: str) -> dict:
     return json.loads((PRESETS / f"{file_stem}.json").read_text(encoding="utf-8"))
 
 
-# LiquidAI/LFM2-1.2B's config.json as read from the Hub (tokenizer ids, init scales and dtype trimmed), every key the
-# model reads verbatim: 16 layers, attention at 2, 5, 8, 10, 12 and 14, short convolutions elsewhere.
-LFM2_1_2B = {
-    "architectures": ["Lfm2ForCausalLM"], "block_auto_adjust_ff_dim": True, "block_dim": 2048, "block_ff_dim": 12288,
-    "block_multiple_of": 256, "block_norm_eps": 1e-05, "block_use_swiglu": True, "conv_L_cache": 3, "conv_bias": False,
-    "conv_dim": 2048, "full_attn_idxs": [2, 5, 8, 10, 12, 14], "hidden_size": 2048, "max_position_embeddings": 128000,
-    "model_type": "lfm2", "norm_eps": 1e-05, "num_attention_heads": 32, "num_heads": 32, "num_hidden_layers": 16,
-    "num_key_value_heads": 8, "rope_theta": 1000000.0, "use_cache": True, "vocab_size": 65536,
-}
-
-
 class TestQwen3CoderNext:
     """Qwen/Qwen3-Coder-Next: 48 layers, every 4th gated attention (2 KV heads x 256), the rest gated delta nets
     (16 key heads, 32 value heads, 128 wide, kernel 4); 512 experts of 512 plus a shared one, in every layer."""
@@ -157,10 +146,13 @@ def test_qwen3_next_matches_real_start_up_logs(version, tp, kv_cache_dtype, kv_g
 
 
 class TestLfm2:
-    """LiquidAI/LFM2-1.2B: 10 short-convolution layers (conv_L_cache 3) and 6 GQA layers (8 KV heads x 64)."""
+    """LiquidAI/LFM2-1.2B, its config.json verbatim (1,000 bytes, the size the Hub lists for it) from the Hub mirror
+    fetchwiki/LiquidAI-LFM2-1.2B at commit 60dc8602e06e43aec0e5cd5bb54fe7a7fedcdc81 ("Initial commit from
+    huggingface.co/LiquidAI/LFM2-1.2B"): 10 short-convolution layers (conv_L_cache 3) and 6 GQA layers (8 KV heads x
+    64) at full_attn_idxs 2, 5, 8, 10, 12, 14; block_ff_dim 12,288 auto-adjusted; no tie key (LFM2 always ties)."""
 
     def spec(self):
-        return build_model_spec(LFM2_1_2B, "LiquidAI/LFM2-1.2B")
+        return build_model_spec(preset("LiquidAI__LFM2-1.2B"), "LiquidAI/LFM2-1.2B")
 
     def test_weights_match_the_model_card(self):
         hidden, ff = 2048, 8192  # ff: 2/3 x 12,288 = 8,192, a multiple of 256 already
@@ -168,7 +160,10 @@ class TestLfm2:
         attention = hidden * hidden + 2 * (8 * 64 * hidden) + hidden * hidden + 2 * 64
         common = 3 * ff * hidden + 2 * hidden  # SwiGLU w1/w3/w2, operator_norm, ffn_norm
         total = 65536 * hidden + hidden + 10 * (conv + common) + 6 * (attention + common)  # tied head
-        assert self.spec().num_params == total == 1_170_340_608  # model card: 1.17B (safetensors 1,170,340,608)
+        spec = self.spec()
+        assert spec.known_architecture and spec.num_params == total == 1_170_340_608
+        # Model card table (LiquidAI/LFM2-350M's card, LFM2-350M | 700M | 1.2B | 2.6B): "Parameters ... 1,170,340,608";
+        # the mirror's model_files.json counts the same in the checkpoint's 148 BF16 tensors.
 
     def test_a_conv_layer_keeps_two_taps_and_pages_are_padded_to_attention(self):
         spec = self.spec()
@@ -182,6 +177,33 @@ class TestLfm2:
         assert layout.block_size == 16
         assert [g.kind for g in layout.groups] == ["mamba", "mamba", "full"]
         assert layout.bytes_per_block == 6 * 32768
+
+
+class TestLfm2_350MPreset:
+    """LiquidAI/LFM2-350M, its config.json verbatim as hf_hub_download saved it (AfyKirby1/Rain-IDE-V2 at commit
+    2b15122221632b9321c899bf63b815f2a59e5f10, models/LFM2-350M/config.json; model_info.json there names the repo
+    LiquidAI/LFM2-350M): LFM2-1.2B's layout at hidden 1,024 with 16 query heads, block_ff_dim 6,656."""
+
+    def spec(self):
+        return build_model_spec(preset("LiquidAI__LFM2-350M"), "LiquidAI/LFM2-350M")
+
+    def test_weights_match_the_model_card(self):
+        h = 1024
+        ff = 256 * math.ceil(int(2 * 6656 / 3) / 256)  # auto-adjust: 2/3 x 6,656 = 4,437, up to a multiple of 256
+        assert ff == 4608
+        conv = 3 * h * h + h * 3 + h * h  # in_proj to B, C, x; depthwise conv; out_proj
+        attention = h * h + 2 * (8 * 64 * h) + h * h + 2 * 64  # q, k, v, out_proj, QK norms
+        common = 3 * ff * h + 2 * h  # SwiGLU w1/w3/w2, operator_norm, ffn_norm
+        total = 65536 * h + h + 10 * (conv + common) + 6 * (attention + common)  # tied head
+        spec = self.spec()
+        # Model card table: "Parameters | 354,483,968" (LFM2-350M).
+        assert spec.known_architecture and spec.num_params == total == 354_483_968
+
+    def test_kv_and_per_request_state(self):
+        # The short-conv state: (3 - 1) taps x 1,024 channels x 2 B = 4,096 per conv layer, inside one 16-token
+        # attention page (16 x 2 x 8 x 64 x 2 B = 32,768): the block stays at 16 tokens.
+        assert_recurrent_layout(self.spec(), layers=10, state=4096, kv_bytes_per_token=6 * 2 * 8 * 64 * 2,
+                                block_size=16)
 
 
 def test_nemotron_h_pattern_float32_state_and_group_replication():
