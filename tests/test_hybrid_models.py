@@ -206,6 +206,32 @@ class TestLfm2_350MPreset:
                                 block_size=16)
 
 
+class TestLfm2_5_1_2BBasePreset:
+    """LiquidAI/LFM2.5-1.2B-Base, its config.json verbatim from a git clone of the Hub repo kept in plturrell/aArabic at
+    commit 476075eec82d1f705325bd3a68349f9c8470430c (vendor/layerModels/huggingFace/LiquidAI-LFM2.5-1.2B-Base/, with the
+    Hub's .gitattributes, LICENSE and chat template): LFM2-1.2B's shape in the newer spelling, layer_types instead of
+    full_attn_idxs, intermediate_size 12,288 (auto-adjusted) instead of block_ff_dim, tie_embedding."""
+
+    def spec(self):
+        return build_model_spec(preset("LiquidAI__LFM2.5-1.2B-Base"), "LiquidAI/LFM2.5-1.2B-Base")
+
+    def test_weights_match_the_model_card(self):
+        h, ff = 2048, 256 * math.ceil(int(2 * 12288 / 3) / 256)  # 8,192
+        conv = 3 * h * h + h * 3 + h * h
+        attention = h * h + 2 * (8 * 64 * h) + h * h + 2 * 64
+        common = 3 * ff * h + 2 * h
+        total = 65536 * h + h + 10 * (conv + common) + 6 * (attention + common)  # tied head
+        spec = self.spec()
+        assert spec.known_architecture and spec.num_params == total == 1_170_340_608
+        assert round(total / 1e7) == 117  # model card (the README beside the config): "Number of parameters: 1.17B"
+        assert [layer.kind for layer in spec.layers].count("full") == 6
+
+    def test_kv_and_per_request_state(self):
+        # (3 - 1) taps x 2,048 channels x 2 B = 8,192 per conv layer, within one 16-token attention page (32,768 B).
+        assert_recurrent_layout(self.spec(), layers=10, state=8192, kv_bytes_per_token=6 * 2 * 8 * 64 * 2,
+                                block_size=16)
+
+
 def test_nemotron_h_pattern_float32_state_and_group_replication():
     """A Nemotron-H shaped config: 'M' Mamba2, '*' attention, '-' MLP (no cache); float32 SSM state by default
     (NemotronHForCausalLMConfig); 8 B/C groups over TP 16 are replicated to 16 (extra_groups_for_head_shards)."""
