@@ -145,6 +145,15 @@ def test_qwen3_next_matches_real_start_up_logs(version, tp, kv_cache_dtype, kv_g
     assert (tokens, concurrency) in logged
 
 
+def lfm2_dense_params(h: int, *, ff: int) -> int:
+    """A dense LFM2 / LFM2.5 of 16 layers: 10 short convolutions, 6 GQA layers (8 KV heads x 64, QK norms), a SwiGLU of
+    ff and two norms in every layer, the embedding (65,536 x h) tied to the head, a final norm."""
+    conv = 3 * h * h + h * 3 + h * h  # in_proj to B, C, x; depthwise conv (kernel 3); out_proj
+    attention = h * h + 2 * (8 * 64 * h) + h * h + 2 * 64  # q, k, v, out_proj, QK norms
+    common = 3 * ff * h + 2 * h  # SwiGLU w1/w3/w2, operator_norm, ffn_norm
+    return 65536 * h + h + 10 * (conv + common) + 6 * (attention + common)
+
+
 class TestLfm2:
     """LiquidAI/LFM2-1.2B, its config.json verbatim (1,000 bytes, the size the Hub lists for it) from the Hub mirror
     fetchwiki/LiquidAI-LFM2-1.2B at commit 60dc8602e06e43aec0e5cd5bb54fe7a7fedcdc81 ("Initial commit from
@@ -155,11 +164,7 @@ class TestLfm2:
         return build_model_spec(preset("LiquidAI__LFM2-1.2B"), "LiquidAI/LFM2-1.2B")
 
     def test_weights_match_the_model_card(self):
-        hidden, ff = 2048, 8192  # ff: 2/3 x 12,288 = 8,192, a multiple of 256 already
-        conv = 3 * hidden * hidden + hidden * 3 + hidden * hidden  # in_proj to B, C, x; depthwise conv; out_proj
-        attention = hidden * hidden + 2 * (8 * 64 * hidden) + hidden * hidden + 2 * 64
-        common = 3 * ff * hidden + 2 * hidden  # SwiGLU w1/w3/w2, operator_norm, ffn_norm
-        total = 65536 * hidden + hidden + 10 * (conv + common) + 6 * (attention + common)  # tied head
+        total = lfm2_dense_params(2048, ff=8192)  # ff: 2/3 x 12,288 = 8,192, a multiple of 256 already
         spec = self.spec()
         assert spec.known_architecture and spec.num_params == total == 1_170_340_608
         # Model card table (LiquidAI/LFM2-350M's card, LFM2-350M | 700M | 1.2B | 2.6B): "Parameters ... 1,170,340,608";
@@ -188,13 +193,9 @@ class TestLfm2_350MPreset:
         return build_model_spec(preset("LiquidAI__LFM2-350M"), "LiquidAI/LFM2-350M")
 
     def test_weights_match_the_model_card(self):
-        h = 1024
         ff = 256 * math.ceil(int(2 * 6656 / 3) / 256)  # auto-adjust: 2/3 x 6,656 = 4,437, up to a multiple of 256
         assert ff == 4608
-        conv = 3 * h * h + h * 3 + h * h  # in_proj to B, C, x; depthwise conv; out_proj
-        attention = h * h + 2 * (8 * 64 * h) + h * h + 2 * 64  # q, k, v, out_proj, QK norms
-        common = 3 * ff * h + 2 * h  # SwiGLU w1/w3/w2, operator_norm, ffn_norm
-        total = 65536 * h + h + 10 * (conv + common) + 6 * (attention + common)  # tied head
+        total = lfm2_dense_params(1024, ff=ff)
         spec = self.spec()
         # Model card table: "Parameters | 354,483,968" (LFM2-350M).
         assert spec.known_architecture and spec.num_params == total == 354_483_968
@@ -216,11 +217,7 @@ class TestLfm2_5_1_2BBasePreset:
         return build_model_spec(preset("LiquidAI__LFM2.5-1.2B-Base"), "LiquidAI/LFM2.5-1.2B-Base")
 
     def test_weights_match_the_model_card(self):
-        h, ff = 2048, 256 * math.ceil(int(2 * 12288 / 3) / 256)  # 8,192
-        conv = 3 * h * h + h * 3 + h * h
-        attention = h * h + 2 * (8 * 64 * h) + h * h + 2 * 64
-        common = 3 * ff * h + 2 * h
-        total = 65536 * h + h + 10 * (conv + common) + 6 * (attention + common)  # tied head
+        total = lfm2_dense_params(2048, ff=256 * math.ceil(int(2 * 12288 / 3) / 256))  # ff 8,192
         spec = self.spec()
         assert spec.known_architecture and spec.num_params == total == 1_170_340_608
         assert round(total / 1e7) == 117  # model card (the README beside the config): "Number of parameters: 1.17B"
