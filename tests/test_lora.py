@@ -41,6 +41,13 @@ def test_four_slots_of_rank_64_on_llama_8b_take_one_and_a_quarter_gib_in_the_dec
     assert slots.shrink_buffer_bytes == 3 * 8192 * 64 * 4 == 6_291_456
 
 
+def test_the_punica_wrappers_index_buffers():
+    # vLLM 0.32 punica_base.py: 4 int64 of 8,192 tokens + 3 int64 of 256 sequences = 268,288 B; punica_gpu.py
+    # makes two LoRAKernelMeta (lora_kernel_metadata.py), each 2 int32 of 8,192 tokens and int32 arrays of
+    # max_loras + 1, + 1 and + 2 = 5 + 5 + 6 on the device (65,600 B): 131,200 B. In all 399,488 B.
+    assert _slots().punica_bytes == 399_488
+
+
 def test_tensor_parallel_ranks_hold_the_column_and_row_shares():
     # TP 2: column layers keep in and halve out, row layers halve in and keep out:
     # q 4096+2048, k and v 4096+512, o 2048+4096, gate and up 4096+7168, down 7168+4096 = 55,296.

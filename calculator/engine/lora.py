@@ -18,8 +18,9 @@ Pure arithmetic on a ``ModelSpec``, read from vLLM's source (vllm/lora/, 0.28.0 
   (``lora_extra_vocab_size``): the embedding's A had ``vocab + 256`` rows, the LM head's B the vocabulary padded to
   256, and both kept ``(max_loras, 256, hidden)`` of extra embeddings.
 * The punica wrapper's index buffers: four int64 of ``max_num_batched_tokens`` and three of ``max_num_seqs``
-  (punica_base.py), and two ``LoRAKernelMeta`` of two int32 per token and three small per-slot arrays
-  (punica_gpu.py, lora_kernel_metadata.py).
+  (punica_base.py), and two ``LoRAKernelMeta`` of two int32 per token and three int32 per-slot arrays of
+  ``max_loras + 1``, ``max_loras + 1`` and ``max_loras + 2`` on the device (punica_gpu.py,
+  lora_kernel_metadata.py; its other three tensors are on the CPU).
 * The profiling run activates ``max_loras`` dummy adapters (lora_model_runner_mixin.py
   ``maybe_dummy_run_with_lora``), built in CPU memory and copied into the slots, so they add nothing; each wrapped
   layer's shrink writes an fp32 buffer of ``(slices, tokens, max_lora_rank)`` (punica_gpu.py ``add_lora_linear``),
@@ -150,7 +151,7 @@ def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lor
     vocab_bytes[0] += embedding
     vocab_bytes[-1] += lm_head
     tokens, seqs = max_num_batched_tokens, max_num_seqs
-    punica = (4 * tokens + 3 * seqs) * 8 + 2 * (2 * tokens * 4 + (3 * max_loras + 5) * 4)
+    punica = (4 * tokens + 3 * seqs) * 8 + 2 * (2 * tokens * 4 + (3 * max_loras + 4) * 4)
     busiest = max(range(len(stages)), key=lambda s: linear[s] + vocab_bytes[s])
     rows = sum(1 for t in spec.weights if _is_lora_linear(t) and t.tp == "row" and t.role != "expert")
     # NOTE: each row-parallel layer (o_proj, down_proj) follows one merged column-parallel module (qkv, gate_up):
