@@ -85,6 +85,21 @@ def test_mtp_runs_the_checkpoints_own_layers_and_ngram_takes_no_memory():
         estimate(BASE.replace(speculative_method="mtp"))
 
 
+def test_qwen3_next_mtp_is_one_full_attention_layer_with_its_fc_and_three_norms():
+    # vLLM 0.32 qwen3_next_mtp.py: fc 2 x 2,048 -> 2,048, pre_fc_norm_hidden, pre_fc_norm_embedding and norm around one
+    # full-attention Qwen3-Next decoder layer: q (with its gate) 2,048 -> 16 x 256 x 2, k and v 2,048 -> 2 x 256,
+    # o 4,096 -> 2,048, q and k norms of 256, two layer norms; 512 experts of gate, up 2,048 -> 512 and down back, a
+    # router 2,048 -> 512, a shared expert of the same shape and its 2,048 -> 1 gate.
+    attention = 2_048 * 8_192 + 2 * 2_048 * 512 + 4_096 * 2_048 + 2 * 256
+    moe = 512 * 2_048 + 513 * 3 * 512 * 2_048 + 2_048
+    fc_and_norms = 2_048 * 4_096 + 3 * 2_048
+    base = Scenario(model="Qwen/Qwen3-Coder-Next", gpu="h200-141gb", vllm_version="0.32.0")
+    plain, mtp = estimate(base), estimate(base.replace(speculative_method="mtp", num_speculative_tokens=1))
+    assert mtp.budget.draft_weights_bytes == (attention + 2 * 2_048 + moe + fc_and_norms) * 2 == 3_300_942_848
+    # Its KV joins the pool: one more full-attention layer of 2 KV heads x 256 x (K, V) x bf16.
+    assert mtp.layout.kv_bytes_per_token - plain.layout.kv_bytes_per_token == 2 * 256 * 2 * 2
+
+
 def test_what_vllm_refuses_about_the_draft():
     with pytest.raises(InvalidInput, match="cannot be other value than 1 or target model tensor_parallel_size"):
         estimate(DRAFT.replace(tensor_parallel_size=4, draft_tensor_parallel_size=2))

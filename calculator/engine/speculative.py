@@ -134,8 +134,12 @@ def _mtp_head(spec: ModelSpec, quantization: QuantizationSpec | None) -> tuple[M
     hidden = spec.hidden_size
     # NOTE: Qwen3-Next (mtp_num_hidden_layers) and GLM-4.5 (num_nextn_predict_layers) publish one MTP layer shaped
     # like a decoder layer; the inventory lists DeepSeek's alone, so the others are built from the last layer.
+    # NOTE: around the layer both keep three norms of the hidden width: the two before eh_proj / fc and the last one
+    # (glm4_moe_mtp.py enorm, hnorm, shared_head.norm; qwen3_next_mtp.py pre_fc_norm_hidden, pre_fc_norm_embedding,
+    # norm).
     tensors = [*(_rebased(t) for t in _last_layer_tensors(spec)),
-               WeightTensor(name="eh_proj.weight", shape=(hidden, 2 * hidden), role="mtp", layers=(0, 1))]
+               WeightTensor(name="eh_proj.weight", shape=(hidden, 2 * hidden), role="mtp", layers=(0, 1)),
+               WeightTensor(name="mtp_norms.weight", shape=(hidden,), role="norm", layers=(0, 1), count=3)]
     return (_head_spec(spec, tensors, 1, "MTP", quantization),
             "one MTP layer assumed, shaped like the last decoder layer (the inventory does not list this model's)")
 
