@@ -37,10 +37,11 @@ from .kv_cache import (
     KvCacheLayout,
     as_cached_by,
     capacity_figures,
+    group_blocks_per_request,
     in_flight_tokens,
-    kv_bytes_needed_for_one_request,
     largest_fitting_model_len,
     plan_kv_cache,
+    stage_bytes_for_blocks,
 )
 from .memory import MemoryBudget, memory_budget, no_memory_error
 from .overheads import (
@@ -203,8 +204,10 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
         warnings.append(f"Overriding num_gpu_blocks with num_gpu_blocks_override={num_blocks}")
     in_flight = in_flight_tokens(rules, max_num_batched_tokens=settings.max_num_batched_tokens,
                                  pipeline_parallel_size=pp, async_scheduling=settings.async_scheduling)
+    # NOTE: the block ids one request needs in each group, read by the log line's figures and the one-request check.
+    request_blocks = tuple(group_blocks_per_request(g, settings.max_model_len, in_flight) for g in layout.groups)
     capacity = capacity_figures(layout, rules, num_gpu_blocks=num_blocks, max_model_len=settings.max_model_len,
-                                in_flight=in_flight)
+                                in_flight=in_flight, per_request=sum(request_blocks))
     usable = _usable_for_one_request(rules, layout, budgets, scenario.num_gpu_blocks_override)
     # NOTE: above the model's own length vLLM refuses to start (without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1), so no
     # longer max_model_len is one that "fits", however much KV cache is free.
@@ -221,7 +224,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                               all2all_backend=scenario.all2all_backend) if lora else None
     error = (_refusal_error(rules, settings, refusal) if refusal else settings.error or lora_problem
              or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
-             or _fit_error(rules, settings, layout, budgets, usable, in_flight, max_fitting)
+             or _fit_error(rules, settings, layout, budgets, usable, request_blocks, max_fitting)
              or _mamba_slots_error(rules, settings, layout, num_blocks))
     slots = state_slots(layout, num_blocks)
     if error is None and (slots_note := state_slots_warning(slots, settings.max_num_seqs)):
@@ -471,7 +474,7 @@ def _usable_for_one_request(rules: VersionRules, layout: KvCacheLayout, budgets:
 
 
 def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheLayout, budgets: list[MemoryBudget],
-               usable: tuple[int, ...], in_flight: int, max_fitting: int) -> str | None:
+               usable: tuple[int, ...], request_blocks: tuple[int, ...], max_fitting: int) -> str | None:
     """vLLM's own start-up error for this scenario, or None when it starts."""
     for budget in budgets:
         if budget.startup_error:
@@ -479,7 +482,7 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
     if any(b.kv_cache_bytes <= 0 for b in budgets):
         return no_memory_error(rules.version, _hint(settings))
     for stage, available in enumerate(usable):
-        needed = kv_bytes_needed_for_one_request(layout, settings.max_model_len, in_flight, stage)
+        needed = stage_bytes_for_blocks(layout, request_blocks, stage)
         if needed > available:
             return rules.max_len_error_template.format(
                 max_model_len=settings.max_model_len, needed_gib=needed / GIB, available_gib=available / GIB,

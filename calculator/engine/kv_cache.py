@@ -301,14 +301,22 @@ def blocks_per_request(layout: KvCacheLayout, max_model_len: int, in_flight: int
 
 def kv_bytes_needed_for_one_request(layout: KvCacheLayout, max_model_len: int, in_flight: int, stage: int) -> int:
     """``Σ max_memory_usage_bytes`` over one stage's layers: what vLLM checks one request against (§2.6)."""
-    return sum(g.layers_per_stage[stage] * group_blocks_per_request(g, max_model_len, in_flight) * g.page_size_bytes
-               for g in layout.groups)
+    return stage_bytes_for_blocks(layout, tuple(group_blocks_per_request(g, max_model_len, in_flight)
+                                                for g in layout.groups), stage)
+
+
+def stage_bytes_for_blocks(layout: KvCacheLayout, blocks_per_group: tuple[int, ...], stage: int) -> int:
+    """What one stage's layers hold for ``blocks_per_group`` block ids of each group (``group_blocks_per_request``)."""
+    return sum(g.layers_per_stage[stage] * blocks * g.page_size_bytes
+               for g, blocks in zip(layout.groups, blocks_per_group))
 
 
 def capacity_figures(layout: KvCacheLayout, rules: VersionRules, *, num_gpu_blocks: int, max_model_len: int,
-                     in_flight: int) -> CapacityFigures:
-    """The log line's numbers (§2.5), with the version's meaning of "tokens"."""
-    per_request = blocks_per_request(layout, max_model_len, in_flight)
+                     in_flight: int, per_request: int | None = None) -> CapacityFigures:
+    """The log line's numbers (§2.5), with the version's meaning of "tokens"; ``per_request``: ``blocks_per_request``
+    of the same layout and length where the caller has it already."""
+    if per_request is None:
+        per_request = blocks_per_request(layout, max_model_len, in_flight)
     if rules.engine == "v0" or rules.version.key < (0, 9, 0):
         concurrency = num_gpu_blocks * layout.block_size / max_model_len
     else:
