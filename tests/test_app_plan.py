@@ -239,7 +239,10 @@ def test_weights_that_exceed_the_gpu_say_so_and_quantization_is_offered():
     fixes = " ".join(md.value for md in app.markdown)
     assert "quantize the weights to fp8 while loading (--quantization fp8)" in fixes
     assert "4-bit AWQ/GPTQ checkpoint" in fixes
-    ladder = app.dataframe[0].value.to_dict("records")
+    app.session_state["ladder_open"] = True  # NOTE: the ladder is built only while its expander is open
+    app.run()
+    ladder = next(e for e in app.expander if e.label.startswith("Quantization ladder")).dataframe[0].value.to_dict(
+        "records")
     assert [row["precision"] for row in ladder] == ["bf16 (16-bit) ← now", "fp8", "4-bit (AWQ/GPTQ)"]
     assert [row["here"] for row in ladder][0] == "Does not fit" and ladder[1]["GPUs needed (TP)"] == "1"
 
@@ -444,3 +447,30 @@ def test_a_hybrid_model_whose_state_pool_is_short_of_max_num_seqs_shows_vllms_re
     message = " ".join(e.value for e in app.error)
     assert "max_num_seqs (1024) exceeds available Mamba cache blocks (321)" in message
     assert "Fix: --max-num-seqs 321, or 2.19 GiB more KV cache per GPU" in message
+
+
+def test_closed_expanders_hold_nothing_and_open_ones_show_their_content():
+    """The quantization ladder, the other layouts' table and the calculation steps are built only while their
+    expander is open (issue 21 item 3: a slider move reruns without them); opening one changes no figure or link."""
+    app = run_app()
+    expanders = {e.label.split(":")[0].split(" (")[0]: e for e in app.expander}
+    for label in ("Quantization ladder", "Other layouts considered", "How it was calculated"):
+        assert expanders[label].children == {}, label
+    figures, link = metrics(app), link_of(app)
+
+    for key in ("ladder_open", "layouts_open", "how_calculated_open"):
+        app.session_state[key] = True
+    app.run()
+    assert not app.exception
+    assert metrics(app) == figures and link_of(app) == link
+    result = estimate(Scenario())
+    opened = {e.label.split(":")[0].split(" (")[0]: e for e in app.expander}
+    ladder = opened["Quantization ladder"].dataframe[0].value
+    now = ladder[ladder["precision"].str.endswith(" ← now")]
+    assert len(now) == 1
+    assert now.iloc[0]["weights / GPU"] == f"{result.budget.weights_bytes / 2**30:,.2f} GiB"
+    assert now.iloc[0]["KV tokens here"] == f"{result.capacity.kv_cache_tokens:,}"
+    layouts = opened["Other layouts considered"]
+    assert len(layouts.dataframe[0].value) == int(layouts.label.split("(")[1].split(")")[0])
+    steps = opened["How it was calculated"].markdown
+    assert steps[0].value.startswith(f"**GPU memory.** The driver reports **{result.budget.total_bytes / 2**30:,.2f}")

@@ -54,9 +54,11 @@ def draw(plan: SpeedPlan, workload: Workload) -> None:
         best = better[0]
         st.info(f"Another layout does better: TP {best.tensor_parallel_size} × PP {best.pipeline_parallel_size} "
                 f"({best.reason}). Set it in the sidebar to plan with it.", icon="💡")
-    with st.expander(f"Other layouts considered ({len(layouts.alternatives)}), each planned for memory and speed"):
-        st.dataframe([_row(o) for o in layouts.alternatives], hide_index=True, key="layouts_considered",
-                     width="stretch")
+    expander = st.expander(f"Other layouts considered ({len(layouts.alternatives)}), each planned for memory and speed",
+                           key="layouts_open", on_change="rerun")
+    if expander.open:  # NOTE: the table is built and sent only when open (the hint above needs the layouts anyway)
+        expander.dataframe([_row(o) for o in layouts.alternatives], hide_index=True, key="layouts_considered",
+                            width="stretch")
 
 
 def _row(option) -> dict[str, str]:

@@ -181,7 +181,12 @@ def _ladder(scenario_json: str, spec_hash: int, _result: Estimate) -> list[dict[
 
 def ladder(result: Estimate) -> None:
     """Each weight precision of this model on this GPU: weights, verdict and the GPUs it needs (as hf-mem lists)."""
-    with st.expander("Quantization ladder: what each precision needs"):
+    # NOTE: a closed expander's content is neither computed nor sent (on_change="rerun"): most reruns are slider
+    # moves with it closed, and its eight estimates and table cost a few milliseconds each time.
+    expander = st.expander("Quantization ladder: what each precision needs", key="ladder_open", on_change="rerun")
+    if not expander.open:
+        return
+    with expander:
         rows = _ladder(result.scenario.model_dump_json(), hash(result.model), result)
         st.dataframe([{"precision": r["precision"] + (" ← now" if r["current"] else ""), "how": r["how"],
                        "weights / GPU": f"{r['weights_gib_per_gpu']:,.2f} GiB", "here": verdict_word(r["verdict"]),
@@ -191,7 +196,10 @@ def ladder(result: Estimate) -> None:
 
 
 def how_calculated(result: Estimate) -> None:
-    with st.expander("How it was calculated"):
+    expander = st.expander("How it was calculated", key="how_calculated_open", on_change="rerun")
+    if not expander.open:  # NOTE: drawn only when open, as the ladder above
+        return
+    with expander:
         for step, text in explanation(result):
             st.markdown(f"**{step}.** {text}")
 
