@@ -80,4 +80,6 @@ STAND_INS: dict[str, StandIn] = {
         "per output channel: the bytes of vLLM's per-channel FP8)", settings={"quantization": "fp8_per_channel"}),
     "file-gtx1080-llama32-1b-105k-v064post1": StandIn(
         "meta-llama/Llama-3.2-1B-Instruct", "the base model of the same shapes"),
+    "file-44gb-llama32-1b-default-v0101dev": StandIn(
+        "meta-llama/Llama-3.2-1B-Instruct", "the base model of the same shapes"),
 }
