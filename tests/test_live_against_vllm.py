@@ -308,7 +308,11 @@ def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(s
             chromium() as browser:
         page = browser.new_page(viewport={"width": 1440, "height": 2200})
         page.goto(f"{url}/live", wait_until="networkidle")
+        # issue 29 item 1 in the browser: read as "auto", the float32 server under the override gets its knob named
+        knob = page.get_by_text("A server started with --dtype float32 holds 131,072 bytes a block").first
+        knob.wait_for(timeout=60_000)
         choose(page, "dtype the server runs", "float32")
+        knob.wait_for(state="detached", timeout=30_000)
         choose(page, "Refresh every", "2 s")
         page.get_by_text("Estimate vs reality").wait_for(timeout=60_000)
         GenerationLoad(server.base_url, workers=16).finish()
