@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from calculator import Scenario, estimate, load_model_spec
-from calculator.engine.estimate import clear_caches
+# NOTE: this checkout's calculator, not the one the environment installed (editable, maybe another worktree's), so
+# that old and new code can be timed side by side from two worktrees sharing one environment.
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from calculator import Scenario, estimate, load_model_spec  # noqa: E402
+from calculator.engine.estimate import clear_caches  # noqa: E402
 
 ROUNDS = 200
 SWEEP_POINTS = 200
