@@ -1,4 +1,4 @@
-"""Plan page speed: first run and the median server-side rerun after a slider move (target < 300 ms).
+"""Plan page speed: first run and the median server-side rerun after a slider move (target <= 60 ms, issue 21).
 
 Run: ``python benchmarks/plan_rerun.py``. Uses Streamlit's AppTest, which executes the page script as the server
 does for one browser session (model spec cached, as after the first view), with one difference taken out: AppTest
