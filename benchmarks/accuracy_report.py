@@ -27,7 +27,8 @@ RESIDUAL_NOTES = {
     "vllm-19996-h100-llama31-8b-eagle": "EAGLE speculative decoding: the draft model's weights, activations and one "
     "more KV layer (410,128 tokens = 33 layers) are not modelled",
     "llmd-h100-mistral-small-3.2-24b-v0110": "prints a 2.12 GiB activation peak (4.2 fp32 logits copies) where the "
-    "other V1 < 0.17 records print 9.6-9.9",
+    "other V1 < 0.17 records print 9.6-9.9: the v0.11.0 image samples top-p/top-k with FlashInfer (on in 0.10-0.11 "
+    "wherever FlashInfer is installed), not torch's sort; which install ran is not a setting we take",
     "blog-l4-qwen3-14b-awq-replica": "same settings as blog-l4-qwen3-14b-awq-single, which printed 9.10 GiB; the "
     "author saw 9.10-10.33 GiB depending on start order (scored once, against the mean)",
     "blog-l4-qwen3-14b-awq-single": "0.28 (free-memory drop, Model Runner V2): the 0.49 GiB of persistent memory is "

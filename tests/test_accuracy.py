@@ -85,12 +85,17 @@ def test_a_source_goes_out_whole() -> None:
              "vllm-pr4454-a6000-zephyr-7b-beta-awq"]
     assert held.without(a6000) == 1.35
     assert held.without([*a6000, "file-mi300x-llama2-7b-tp1-v063dev"]) == 0.0
-    # llm-d alone sets the V1 TP = 1 non-torch figure and sampler copies: without it, the V0 era's (other sources)
+    # without llm-d the V1 TP = 1 non-torch figure is the other three sources' (0.02, 0.07, 0.02 GiB printed) and the
+    # sampler's the one other torch-sort-path record's (1.40 GiB / 256 x 151,936 fp32 logits = 9.66 copies)
     fits = {fit.constant: fit for fit in FITS}
     llmd = ["llmd-h100-llama31-8b", "llmd-h100-qwen3-0.6b-16k", "llmd-h100-qwen3-0.6b-32k",
             "llmd-h100-qwen3-32b-tp1-16k", "llmd-h100-qwen3-32b-tp1-32k-failed", "llmd-h100-gpt-oss-20b"]
-    assert fits["ERA_CONSTANTS['v1'].non_torch_tp1_bytes"].without(llmd) == pytest.approx(0.13, abs=0.001)
-    assert fits["ERA_CONSTANTS['v1'].sampler_logits_copies"].without(llmd) == 9.7
+    assert fits["ERA_CONSTANTS['v1'].non_torch_tp1_bytes"].without(llmd) == pytest.approx((0.02 + 0.07 + 0.02) / 3)
+    assert fits["ERA_CONSTANTS['v1'].sampler_logits_copies"].without(llmd) == 9.66
+    # ... and what each gave is what it printed: non-torch as printed, the sampler peak over one logits copy
+    assert 1.40 * GIB / (256 * 151_936 * 4) == pytest.approx(9.66, abs=0.005)
+    assert fits["ERA_CONSTANTS['v1'].non_torch_tp1_bytes"].used == pytest.approx(
+        (0.13 + 0.13 + 0.14 + 0.13 + 0.02 + 0.07 + 0.02) / 7, abs=0.001)
     assert source_key({"id": "blog-l4-x", "source": {}}) == source_key({"id": "blog-l40s-y", "source": {}})
     assert source_key({"id": "a", "source": {"url": "https://github.com/vllm-project/vllm/pull/4454"}}) == \
         "https://github.com/vllm-project/vllm/pull/4454"
@@ -179,8 +184,8 @@ def test_we_beat_both_baselines_on_available_kv_memory_and_tokens(report):
 
 def test_records_without_a_config_are_listed_not_scored(report):
     skipped = [row for row in report.rows if row.result is None]
-    assert len(report.rows) == 47 + 22 + 38  # the two shared files and calibration-mined.jsonl
-    assert len(skipped) + len(report.scored()) == 107
+    assert len(report.rows) == 47 + 22 + 39  # the two shared files and calibration-mined.jsonl
+    assert len(skipped) + len(report.scored()) == 108
     unnamed_gpu = "file-24gb-llama31-8b-v064dev-131k-failed"  # kept for the chunked-prefill budget it prints
     assert all(row.problem.startswith("no config") for row in skipped
                if not row.stand_in and row.case.record_id != unnamed_gpu)

@@ -67,14 +67,20 @@ ERA_CONSTANTS: dict[OverheadEra, EraConstants] = {
     "v0_used_memory": _V0._replace(held_after_profile_bytes=int(1.035 * GIB)),
     "v0": _V0,
     # V1 before 0.17. Sampler 9.6-9.9x: llmd-h100-llama31-8b 4.76 GiB, llmd-h100-qwen3-0.6b-16k 5.56,
-    # llmd-h100-qwen3-32b-tp1-16k 5.64, llmd-h100-gpt-oss-20b 7.38 at 1024 seqs (llmd-h100-mistral-small-3.2-24b-v0110
-    # prints 2.12, 4.2x: the one V1 < 0.17 record off this line, left as a residual). Non-torch: llmd TP=1 0.13-0.14,
-    # llmd-h100-qwen3-32b-tp2-16k 0.54 and llmd-h100-llama33-70b-fp8-tp2 0.55 at TP=2, file-8xh200-glm53-flash-tp8
-    # 1.74 at TP=8; PP: assumption (one more communicator). Graph pools (V1 piecewise, measured after the KV cache):
+    # llmd-h100-qwen3-32b-tp1-16k 5.64, llmd-h100-gpt-oss-20b 7.38 at 1024 seqs, file-24gb-qwen3-8b-fp8-util080-len1k
+    # 1.40 at 256 (9.66x). NOTE: that is torch's sort path. 0.10-0.11 sample top-p/top-k with FlashInfer whenever it is
+    # installed (the Docker image; an extra of the wheel), 0.13 only with VLLM_USE_FLASHINFER_SAMPLER=1, and the
+    # FlashInfer path leaves ~4x: llmd-h100-mistral-small-3.2-24b-v0110 (v0.11.0 image) 2.12 GiB, 4.2x, and
+    # file-44gb-llama32-1b-default-v0101dev 0.45, 3.7x, left as residuals (the install is not a setting we take).
+    # Non-torch at TP=1: llmd 0.13-0.14 (four set-ups), file-24gb-qwen3-8b-fp8-util080-len1k 0.02,
+    # file-80gb-llava16-mistral-7b-v0102 0.07 (an H100), file-44gb-llama32-1b-default-v0101dev 0.02: the mean of the
+    # seven set-ups, 0.091. NCCL at TP=2 on NVSwitch: llmd-h100-qwen3-32b-tp2-16k 0.54 and
+    # llmd-h100-llama33-70b-fp8-tp2 0.55 in all, 0.45 above the TP=1 figure; file-8xh200-glm53-flash-tp8 1.74 at
+    # TP=8; PP: assumption (one more communicator). Graph pools (V1 piecewise, measured after the KV cache):
     # llmd-h100-qwen3-0.6b-16k 0.10 GiB, file-80gb-llava16-mistral-7b-v0102 0.67, llmd-h100-gpt-oss-20b 0.39
     # -> 73-119 B per hidden unit per layer per size (median 82).
-    "v1": EraConstants(sampler_logits_copies=9.7, non_torch_tp1_bytes=int(0.13 * GIB),
-                       nccl_first_peer_bytes=int(0.41 * GIB), nccl_extra_peer_bytes=int(0.20 * GIB),
+    "v1": EraConstants(sampler_logits_copies=9.7, non_torch_tp1_bytes=int(0.091 * GIB),
+                       nccl_first_peer_bytes=int(0.45 * GIB), nccl_extra_peer_bytes=int(0.20 * GIB),
                        pipeline_p2p_bytes=int(0.20 * GIB), cudagraph_bytes_per_hidden=80.0),
     # V1 0.17+ (no record of ours prints a breakdown this late). The sampler warm-up peak fell ~60% at 0.17: llm-d's
     # v0.19.0 accuracy report on H100 (competitors.md §3) prints Llama-3.1-8B 1.89 GiB, Qwen3-8B 2.21, phi-4 1.52 at
