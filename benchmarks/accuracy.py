@@ -182,9 +182,6 @@ def _exclusion(case: CalibrationCase, record: dict) -> str | None:
             and rules_for(case.vllm_version).non_torch_counts_other_processes):
         return ("0.6.4 counts other processes' memory as its own non-torch memory, and other processes of unknown "
                 "size shared this GPU (the same card printed 0.15 to 0.47 GiB for it within hours)")
-    if (record.get("extra_settings") or {}).get("total_memory_source") == "nvidia-smi":
-        return ("vLLM's total memory is not printed; nvidia-smi's total, 0.4-0.6 GiB above the one vLLM reads on the "
-                "catalog's cards, moves this pool by about as much")
     if not record.get("vllm_version") and record.get("max_model_len") is None:
         return ("neither the vLLM version nor max_model_len was printed (each moves this pool by more than 10 %; "
                 "see the modelled-version note)")
