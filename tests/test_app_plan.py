@@ -54,6 +54,15 @@ def commands(app: AppTest) -> list[str]:
     return [code.value for code in app.code if code.value.startswith("vllm serve")]
 
 
+def open_sections(app: AppTest, *keys: str) -> AppTest:
+    """Open expanders whose widgets are drawn only while open (``inputs.lazy_expander``), as a click does."""
+    for key in keys:
+        app.session_state[key] = True
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
 def import_command(app: AppTest, command: str) -> AppTest:
     app.text_area(key="plan_import_text").set_value(command)
     app.button(key="plan_import_button").click()
@@ -174,6 +183,8 @@ def test_import_sits_at_the_top_and_says_what_it_imported_assumed_and_ignored():
 
 def test_imported_capture_sizes_reach_their_widget_and_the_link():
     app = import_command(run_app(), "vllm serve Qwen/Qwen3-8B --cudagraph-capture-sizes 8 1 2 4")
+    assert app.query_params.get("cgs") in ("1,2,4,8", ["1,2,4,8"])  # closed, the section still plans the value
+    open_sections(app, "plan_more_settings_open")
     assert app.text_input(key="plan_cudagraph_capture_sizes_text").value == "1 2 4 8"
     assert app.query_params.get("cgs") in ("1,2,4,8", ["1,2,4,8"])
 
@@ -412,7 +423,7 @@ def test_imported_lora_and_speculative_decoding_reach_their_widgets_the_numbers_
     command = ("vllm serve meta-llama/Llama-3.1-8B-Instruct --enable-lora --max-loras 4 --max-lora-rank 64 "
                "--speculative-config '{\"method\": \"draft_model\", \"model\": \"meta-llama/Llama-3.2-1B-Instruct\", "
                "\"num_speculative_tokens\": 4}'")
-    app = import_command(run_app(), command)
+    app = open_sections(import_command(run_app(), command), "plan_adapters_open")
     assert app.checkbox(key="plan_enable_lora").value is True
     assert (app.number_input(key="plan_max_loras").value, app.number_input(key="plan_max_lora_rank").value) == (4, 64)
     assert app.selectbox(key="plan_speculative_method_choice").value == "draft model"
@@ -428,7 +439,7 @@ def test_imported_lora_and_speculative_decoding_reach_their_widgets_the_numbers_
 def test_imported_hf_overrides_reach_their_field_the_numbers_the_link_and_the_command():
     # issue 25 item 4: modelled, so the page plans the 16-layer model the line starts
     command = "vllm serve meta-llama/Llama-3.1-8B-Instruct --hf-overrides '{\"num_hidden_layers\": 16}'"
-    app = import_command(run_app(), command)
+    app = open_sections(import_command(run_app(), command), "plan_more_settings_open")
     assert app.text_input(key="plan_hf_overrides_text").value == '{"num_hidden_layers":16}'
     scenario = parse_serve_command(command)[0]
     expected = expected_kpis(scenario)
@@ -474,3 +485,24 @@ def test_closed_expanders_hold_nothing_and_open_ones_show_their_content():
     assert len(layouts.dataframe[0].value) == int(layouts.label.split("(")[1].split(")")[0])
     steps = opened["How it was calculated"].markdown
     assert steps[0].value.startswith(f"**GPU memory.** The driver reports **{result.budget.total_bytes / 2**30:,.2f}")
+
+
+def test_closed_sidebar_sections_keep_and_plan_every_value():
+    """The sidebar's rarer settings are drawn only while their expander is open (issue 21 item 3); closed, each
+    value still reaches the numbers and the link, and a value set while open survives closing and reopening."""
+    link = {"m": "meta-llama/Llama-3.1-8B-Instruct", "lora": "1", "loras": "4", "offload": "2"}
+    app = run_app(link)
+    assert [e.children for e in app.expander if e.label in ("More vLLM settings",
+                                                            "LoRA adapters and speculative decoding")] == [{}, {}]
+    scenario = Scenario(model="meta-llama/Llama-3.1-8B-Instruct", enable_lora=True, max_loras=4, cpu_offload_gb=2)
+    assert {k: metrics(app)[k] for k in expected_kpis(scenario)} == expected_kpis(scenario)
+    assert {k: link_of(app).get(k) for k in ("lora", "loras", "offload")} == {"lora": "1", "loras": "4", "offload": "2"}
+
+    open_sections(app, "plan_adapters_open", "plan_more_settings_open")
+    assert app.number_input(key="plan_max_loras").value == 4 and app.number_input(key="plan_cpu_offload_gb").value == 2
+    app.number_input(key="plan_max_loras").set_value(8).run()
+    app.session_state["plan_adapters_open"] = app.session_state["plan_more_settings_open"] = False
+    app.run()
+    assert link_of(app).get("loras") == "8" and link_of(app).get("offload") == "2"
+    assert metrics(app) == metrics(run_app({**link, "loras": "8"}))
+    assert open_sections(app, "plan_adapters_open").number_input(key="plan_max_loras").value == 8

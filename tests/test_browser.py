@@ -246,6 +246,9 @@ def test_a_phone_sees_the_deployment_and_a_compact_kpi_grid(dashboard, browser):
         code = page.locator('[data-testid="stCode"]').filter(has_text=text).first
         code.scroll_into_view_if_needed()
         assert code.evaluate(unclipped), text
+    for label in ("Quantization ladder", "Other layouts considered"):  # NOTE: their tables are built once open
+        page.locator('[data-testid="stExpander"] summary', has_text=label).first.click()
+    page.locator('[data-testid="stDataFrame"]').nth(1).wait_for(timeout=60_000)
     tables = page.locator('[data-testid="stDataFrame"], [data-testid="stTable"]').all()
     assert tables and all(0 <= (box := t.bounding_box())["x"] and box["x"] + box["width"] <= 390 for t in tables)
     page.close()

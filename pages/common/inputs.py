@@ -70,6 +70,54 @@ def _word(mapping: dict[str, object], value: object) -> str:
                 next(iter(mapping)))
 
 
+_KEPT = frozenset({"number_input", "text_input", "checkbox", "selectbox"})  # the widgets the sections use
+
+
+class _Drawn:
+    """An open section's box: its widgets keep their values while the section is closed (``persist_state``)."""
+
+    def __init__(self, box) -> None:
+        self._box = box
+
+    def __getattr__(self, name: str):
+        call = getattr(self._box, name)
+        return (lambda *args, **kwargs: call(*args, persist_state="page", **kwargs)) if name in _KEPT else call
+
+    def columns(self, count: int) -> list[_Drawn]:
+        return [_Drawn(column) for column in self._box.columns(count)]
+
+
+class _Closed:
+    """A closed section's box: each widget gives the value its key holds, as the widget would, and draws nothing.
+    NOTE: the Plan page sets every such key on a session's first run (``state.apply_scenario``); a key never set reads
+    as None, empty, off or the first option."""
+
+    def number_input(self, _label: str, *, key: str, **_kwargs: Any) -> Any:
+        return st.session_state.get(key)
+
+    def text_input(self, _label: str, *, key: str, **_kwargs: Any) -> str:
+        return st.session_state.get(key) or ""
+
+    def checkbox(self, _label: str, *, key: str, **_kwargs: Any) -> bool:
+        return bool(st.session_state.get(key, False))
+
+    def selectbox(self, _label: str, options, *, key: str, **_kwargs: Any) -> Any:
+        return st.session_state.get(key, list(options)[0])
+
+    def columns(self, count: int) -> list[_Closed]:
+        return [self] * count
+
+    def error(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+def lazy_expander(label: str, key: str):
+    """An expander whose widgets are drawn only while it is open (issue 21 item 3: each drawn widget makes Streamlit
+    copy the whole session state); closed, the section's values come from the keys its widgets keep."""
+    expander = st.expander(label, key=key, on_change="rerun")
+    return _Drawn(expander) if expander.open else _Closed()
+
+
 def _picker(label: str, mapping: dict[str, object], prefix: str, field: str, column=st, **kwargs) -> object:
     """A selectbox over words for a field whose values include None; its state key holds the word."""
     key = f"{prefix}_{field}_choice"
@@ -262,52 +310,52 @@ def vllm_section(prefix: str, spec: ModelSpec | None):
               "dtype": dtype, "quantization": None if quantization == FROM_CHECKPOINT else quantization,
               "kv_cache_dtype": kv_dtype, "enforce_eager": eager}
     values.update(_advanced(prefix))
-    values.update(adapters_and_speculation(prefix))
+    values.update(adapters_and_speculation(prefix, drawn_when_open=True))
     return values, util_note
 
 
-def _text_setting(label: str, key: str, parse: Callable[[str], Any]) -> Any:
+def _text_setting(label: str, key: str, parse: Callable[[str], Any], box=st) -> Any:
     """A setting typed as text: None when empty; when it does not parse, the reason under it (and None)."""
-    text = st.text_input(label, key=key)
+    text = box.text_input(label, key=key)
     if not text.strip():
         return None
     try:
         return parse(text)
     except (ValueError, OverflowError) as exc:
-        st.error(f"{label.split(' ', 1)[0]}: {exc}")
+        box.error(f"{label.split(' ', 1)[0]}: {exc}")
         return None
 
 
-def hf_overrides_setting(prefix: str) -> str | None:
+def hf_overrides_setting(prefix: str, box=st) -> str | None:
     """--hf-overrides as a text field (canonical JSON, or None); a link, an import or the page just seen fills it."""
     if f"{prefix}_hf_overrides" in st.session_state:
         st.session_state[f"{prefix}_hf_overrides_text"] = st.session_state.pop(f"{prefix}_hf_overrides") or ""
     return _text_setting('hf_overrides (a JSON object applied to config.json, e.g. {"num_hidden_layers": 16}; '
                          "empty: the config as published)", f"{prefix}_hf_overrides_text",
-                         lambda text: hf_overrides_text(parse_hf_overrides(text)))
+                         lambda text: hf_overrides_text(parse_hf_overrides(text)), box)
 
 
 def _advanced(prefix: str) -> dict[str, object]:
     """The rarer knobs (and the Live page's calibration); every share-link key has its widget."""
-    with st.expander("More vLLM settings"):
-        kv_bytes = _text_setting("kv_cache_memory_bytes (e.g. 8G; empty: sized from utilization)",
-                                 f"{prefix}_kv_cache_memory_text", parse_size)
-        sizes = _text_setting("cudagraph_capture_sizes (e.g. 1 2 4 8; empty: vLLM's default list)",
-                              f"{prefix}_cudagraph_capture_sizes_text", capture_sizes_from_text)
-        overrides = hf_overrides_setting(prefix)
-        blocks = st.number_input("num_gpu_blocks_override", key=f"{prefix}_num_gpu_blocks_override",
-                                 placeholder="none", **_bounded("num_gpu_blocks_override"))
-        offload = st.number_input("cpu_offload_gb (weights per GPU kept in CPU memory)", step=1.0,
-                                  key=f"{prefix}_cpu_offload_gb", **_bounded("cpu_offload_gb"))
-        left, right = st.columns(2)
-        extensible = _picker("Extensible KV cache", TRI_STATE, prefix, "enable_extensible_kv_cache", left,
-                             help="--enable-extensible-kv-cache (vLLM 0.34+)")
-        asynchronous = _picker("Async scheduling", TRI_STATE, prefix, "async_scheduling", right)
-        caching = _picker("Prefix caching", TRI_STATE, prefix, "enable_prefix_caching", left,
-                          help="shares prefixes and the n samples' prompts (on in V1)")
-        adjustment = right.number_input("Calibrated overhead (GiB)", step=0.1, key=f"{prefix}_overhead_adjustment_gib",
-                                        help="what the Live page measured beyond the estimate (its 'calibrated' link)",
-                                        **_bounded("overhead_adjustment_gib"))
+    box = lazy_expander("More vLLM settings", f"{prefix}_more_settings_open")
+    kv_bytes = _text_setting("kv_cache_memory_bytes (e.g. 8G; empty: sized from utilization)",
+                             f"{prefix}_kv_cache_memory_text", parse_size, box)
+    sizes = _text_setting("cudagraph_capture_sizes (e.g. 1 2 4 8; empty: vLLM's default list)",
+                          f"{prefix}_cudagraph_capture_sizes_text", capture_sizes_from_text, box)
+    overrides = hf_overrides_setting(prefix, box)
+    blocks = box.number_input("num_gpu_blocks_override", key=f"{prefix}_num_gpu_blocks_override",
+                              placeholder="none", **_bounded("num_gpu_blocks_override"))
+    offload = box.number_input("cpu_offload_gb (weights per GPU kept in CPU memory)", step=1.0,
+                               key=f"{prefix}_cpu_offload_gb", **_bounded("cpu_offload_gb"))
+    left, right = box.columns(2)
+    extensible = _picker("Extensible KV cache", TRI_STATE, prefix, "enable_extensible_kv_cache", left,
+                         help="--enable-extensible-kv-cache (vLLM 0.34+)")
+    asynchronous = _picker("Async scheduling", TRI_STATE, prefix, "async_scheduling", right)
+    caching = _picker("Prefix caching", TRI_STATE, prefix, "enable_prefix_caching", left,
+                      help="shares prefixes and the n samples' prompts (on in V1)")
+    adjustment = right.number_input("Calibrated overhead (GiB)", step=0.1, key=f"{prefix}_overhead_adjustment_gib",
+                                    help="what the Live page measured beyond the estimate (its 'calibrated' link)",
+                                    **_bounded("overhead_adjustment_gib"))
     return {"kv_cache_memory_bytes": kv_bytes, "num_gpu_blocks_override": blocks, "cpu_offload_gb": offload,
             "enable_extensible_kv_cache": extensible, "async_scheduling": asynchronous,
             "enable_prefix_caching": caching, "overhead_adjustment_gib": adjustment, "cudagraph_capture_sizes": sizes,
@@ -318,42 +366,44 @@ SPECULATIVE_METHODS = {"off": None, "n-gram (prompt look-up)": "ngram", "draft m
                        "EAGLE head": "eagle", "EAGLE-3 head": "eagle3", "MTP (the model's own layers)": "mtp"}
 
 
-def adapters_and_speculation(prefix: str) -> dict[str, object]:
-    """LoRA slots (--enable-lora ...) and speculative decoding (--speculative-config), as vLLM names them."""
-    with st.expander("LoRA adapters and speculative decoding"):
-        left, right = st.columns(2)
-        lora = left.checkbox("enable-lora", key=f"{prefix}_enable_lora",
-                             help="max_loras slots of max_lora_rank on every linear layer, before the KV cache")
-        fully = right.checkbox("fully-sharded-loras", key=f"{prefix}_fully_sharded_loras", disabled=not lora)
-        loras = left.number_input("max_loras", key=f"{prefix}_max_loras", disabled=not lora,
-                                  **_bounded("max_loras"))
-        rank = right.number_input("max_lora_rank", key=f"{prefix}_max_lora_rank", disabled=not lora,
-                                  help=f"vLLM accepts {', '.join(map(str, LORA_RANKS))}", **_bounded("max_lora_rank"))
-        cpu = left.number_input("max_cpu_loras", key=f"{prefix}_max_cpu_loras", placeholder="= max_loras",
-                                disabled=not lora, help="adapters cached in CPU memory (no GPU memory)",
-                                **_bounded("max_cpu_loras"))
-        lora_dtype = right.selectbox("lora_dtype", ("auto", "float16", "bfloat16"), key=f"{prefix}_lora_dtype",
-                                     disabled=not lora)
-        method = _picker("Speculative decoding", SPECULATIVE_METHODS, prefix, "speculative_method",
-                         help="--speculative-config's method: the proposer's weights and KV layers join the plan")
-        if f"{prefix}_speculative_model" in st.session_state:  # set by a link or an import
-            st.session_state[f"{prefix}_speculative_model_text"] = st.session_state.pop(
-                f"{prefix}_speculative_model") or ""
-        draft = st.text_input("Draft model (Hugging Face id or preset)", key=f"{prefix}_speculative_model_text",
-                              disabled=method != "draft_model").strip() or None
-        left, right = st.columns(2)
-        tokens = left.number_input("num_speculative_tokens", key=f"{prefix}_num_speculative_tokens",
-                                   placeholder="the method's default", disabled=method is None,
-                                   **_bounded("num_speculative_tokens"))
-        draft_tp = right.number_input("draft_tensor_parallel_size", key=f"{prefix}_draft_tensor_parallel_size",
-                                      placeholder="= TP", disabled=method != "draft_model",
-                                      **_bounded("draft_tensor_parallel_size"))
-        accept = st.number_input("Acceptance rate per draft token (your assumption)", step=0.05, format="%.2f",
-                                 key=f"{prefix}_speculative_acceptance_rate", disabled=method is None,
-                                 placeholder="the method's typical value", min_value=0.0, max_value=0.99,
-                                 help="what vllm:spec_decode_num_accepted_tokens / num_draft_tokens shows on your "
-                                      "traffic; empty: " + ", ".join(f"{name} {rate:g}" for name, (rate, _)
-                                                                     in TYPICAL_ACCEPTANCE.items()))
+def adapters_and_speculation(prefix: str, drawn_when_open: bool = False) -> dict[str, object]:
+    """LoRA slots (--enable-lora ...) and speculative decoding (--speculative-config), as vLLM names them;
+    ``drawn_when_open``: the widgets are drawn only while the expander is open (see ``lazy_expander``)."""
+    label = "LoRA adapters and speculative decoding"
+    box = lazy_expander(label, f"{prefix}_adapters_open") if drawn_when_open else _Drawn(st.expander(label))
+    left, right = box.columns(2)
+    lora = left.checkbox("enable-lora", key=f"{prefix}_enable_lora",
+                         help="max_loras slots of max_lora_rank on every linear layer, before the KV cache")
+    fully = right.checkbox("fully-sharded-loras", key=f"{prefix}_fully_sharded_loras", disabled=not lora)
+    loras = left.number_input("max_loras", key=f"{prefix}_max_loras", disabled=not lora,
+                              **_bounded("max_loras"))
+    rank = right.number_input("max_lora_rank", key=f"{prefix}_max_lora_rank", disabled=not lora,
+                              help=f"vLLM accepts {', '.join(map(str, LORA_RANKS))}", **_bounded("max_lora_rank"))
+    cpu = left.number_input("max_cpu_loras", key=f"{prefix}_max_cpu_loras", placeholder="= max_loras",
+                            disabled=not lora, help="adapters cached in CPU memory (no GPU memory)",
+                            **_bounded("max_cpu_loras"))
+    lora_dtype = right.selectbox("lora_dtype", ("auto", "float16", "bfloat16"), key=f"{prefix}_lora_dtype",
+                                 disabled=not lora)
+    method = _picker("Speculative decoding", SPECULATIVE_METHODS, prefix, "speculative_method", box,
+                     help="--speculative-config's method: the proposer's weights and KV layers join the plan")
+    if f"{prefix}_speculative_model" in st.session_state:  # set by a link or an import
+        st.session_state[f"{prefix}_speculative_model_text"] = st.session_state.pop(
+            f"{prefix}_speculative_model") or ""
+    draft = box.text_input("Draft model (Hugging Face id or preset)", key=f"{prefix}_speculative_model_text",
+                           disabled=method != "draft_model").strip() or None
+    left, right = box.columns(2)
+    tokens = left.number_input("num_speculative_tokens", key=f"{prefix}_num_speculative_tokens",
+                               placeholder="the method's default", disabled=method is None,
+                               **_bounded("num_speculative_tokens"))
+    draft_tp = right.number_input("draft_tensor_parallel_size", key=f"{prefix}_draft_tensor_parallel_size",
+                                  placeholder="= TP", disabled=method != "draft_model",
+                                  **_bounded("draft_tensor_parallel_size"))
+    accept = box.number_input("Acceptance rate per draft token (your assumption)", step=0.05, format="%.2f",
+                              key=f"{prefix}_speculative_acceptance_rate", disabled=method is None,
+                              placeholder="the method's typical value", min_value=0.0, max_value=0.99,
+                              help="what vllm:spec_decode_num_accepted_tokens / num_draft_tokens shows on your "
+                                   "traffic; empty: " + ", ".join(f"{name} {rate:g}" for name, (rate, _)
+                                                                  in TYPICAL_ACCEPTANCE.items()))
     return {"enable_lora": lora, "max_loras": loras, "max_lora_rank": rank, "max_cpu_loras": cpu,
             "lora_dtype": lora_dtype, "fully_sharded_loras": fully, "speculative_method": method,
             "speculative_model": draft if method == "draft_model" else None,

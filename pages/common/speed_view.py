@@ -18,6 +18,7 @@ from calculator.speed.speculation import speculation_gain, speculation_sentence
 from calculator.units import format_ms
 
 from . import first_error, sentence
+from .inputs import lazy_expander
 from .state import CUSTOM_GPU, LOADS
 
 # (field, label, placeholder, step): optional numbers; an empty box means "no limit" or "the default".
@@ -76,9 +77,9 @@ def inputs_section(prefix: str) -> SpeedInputs | str:
     values["gpu_bf16_tflops"] = _number(
         prefix, "gpu_bf16_tflops", "Custom GPU BF16 TFLOPS (dense)" if gpu is None else
         "GPU BF16 TFLOPS (dense), if not the catalog's", _rate_placeholder(gpu and gpu.bf16_dense_tflops), 10.0)
-    with st.expander("Measured efficiencies (from the Live page)"):
-        for field, label, placeholder, step in MEASURED_FIELDS:
-            values[field] = _number(prefix, field, label, placeholder, step)
+    box = lazy_expander("Measured efficiencies (from the Live page)", f"{prefix}_speed_measured_open")
+    for field, label, placeholder, step in MEASURED_FIELDS:
+        values[field] = _number(prefix, field, label, placeholder, step, box)
     if load == LOADS[1] and values["request_rate"] is None:
         return "request rate: give the requests per second (or choose concurrent requests)"
     try:
