@@ -299,10 +299,33 @@ def test_unreachable_and_wrong_servers_are_clear_states(server):
     assert "cloud metadata or link-local address" in app.error[0].value
 
 
+def test_the_latency_panels_fill_in_and_a_cpu_server_gets_no_speed_prediction(server):
+    """Three requests between two reads: each latency histogram counts exactly those three."""
+    app = run_page(server.base_url)
+    for i in range(3):
+        post(f"{server.base_url}/v1/completions", {"model": "tiny", "prompt": f"count to {i}", "max_tokens": 8,
+                                                   "ignore_eos": True})
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    rows = {row["latency"]: row for df in app.dataframe if "latency" in df.value.columns
+            for row in df.value.to_dict("records")}
+    assert {name: rows[name]["counted"] for name in ("Time to first token", "End-to-end latency", "Queue time",
+                                                     "Prefill time", "Decode time")} == dict.fromkeys(
+        ("Time to first token", "End-to-end latency", "Queue time", "Prefill time", "Decode time"), "3 requests")
+    assert rows["Inter-token latency"]["counted"] == "21 token gaps"  # 8 tokens each: 7 gaps between them
+    # 3 short requests finish inside e2e's first bucket (0, 300 ms]: the p50 is its sum's bound, not PromQL's
+    # 150 ms interpolation
+    p50, p95 = (shown_ms(rows["End-to-end latency"][q]) for q in ("p50 (ms)", "p95 (ms)"))
+    assert 0 < p50 <= p95
+    assert_quantiles_respect_the_means(rows)
+    assert any("Latency p50 and p95" in chart.proto.spec for chart in app.get("plotly_chart"))
+    assert any(i.value.startswith("The speed model covers GPUs; this server runs on the CPU") for i in app.info)
+
+
 def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(server, tmp_path):
     """Debian's Chromium on `streamlit run app.py`, refreshing every 2 s while the server saturates.
 
-    Its screenshot is the README's picture of the Live page."""
+    Its screenshot is the README's picture of the Live page. Runs last on the module's server: it stops it."""
     with running_dashboard(tmp_path / "streamlit.log", env={"VLLM_PLANNER_SERVER_URL": server.base_url,
                                                                    "VLLM_PLANNER_DEPLOYMENT": "local"}) as url, \
             chromium() as browser:
@@ -338,28 +361,15 @@ def test_in_a_real_browser_the_live_page_follows_the_server_through_saturation(s
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "live.png"))  # Streamlit scrolls inside: the viewport is the page
 
-
-def test_the_latency_panels_fill_in_and_a_cpu_server_gets_no_speed_prediction(server):
-    """Three requests between two reads: each latency histogram counts exactly those three."""
-    app = run_page(server.base_url)
-    for i in range(3):
-        post(f"{server.base_url}/v1/completions", {"model": "tiny", "prompt": f"count to {i}", "max_tokens": 8,
-                                                   "ignore_eos": True})
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    rows = {row["latency"]: row for df in app.dataframe if "latency" in df.value.columns
-            for row in df.value.to_dict("records")}
-    assert {name: rows[name]["counted"] for name in ("Time to first token", "End-to-end latency", "Queue time",
-                                                     "Prefill time", "Decode time")} == dict.fromkeys(
-        ("Time to first token", "End-to-end latency", "Queue time", "Prefill time", "Decode time"), "3 requests")
-    assert rows["Inter-token latency"]["counted"] == "21 token gaps"  # 8 tokens each: 7 gaps between them
-    # 3 short requests finish inside e2e's first bucket (0, 300 ms]: the p50 is its sum's bound, not PromQL's
-    # 150 ms interpolation
-    p50, p95 = (shown_ms(rows["End-to-end latency"][q]) for q in ("p50 (ms)", "p95 (ms)"))
-    assert 0 < p50 <= p95
-    assert_quantiles_respect_the_means(rows)
-    assert any("Latency p50 and p95" in chart.proto.spec for chart in app.get("plotly_chart"))
-    assert any(i.value.startswith("The speed model covers GPUs; this server runs on the CPU") for i in app.info)
+        # issue 29 item 4 in the browser: this module's last test on its server stops it, and what the session saw
+        # stays (the session totals, the KV and latency charts) under a "server unreachable since" band
+        server.stop()
+        page.get_by_text("Server unreachable since").first.wait_for(timeout=60_000)
+        wait_idle(page)
+        page.get_by_text("This session: ").first.wait_for(timeout=30_000)
+        charts = page.locator('.js-plotly-plot')
+        assert charts.count() >= 2, "the KV and latency charts should stay after the server stops"
+        assert "server unreachable since" in " ".join(charts.all_inner_texts())
 
 
 def test_a_float32_server_read_as_auto_gets_the_dtype_that_reconciles_and_its_history_outlives_it(
