@@ -75,6 +75,8 @@ class GpuSpec(BaseModel):
     interconnect_gb_s: float | None = Field(None, gt=0)  # per GPU, each direction
     # the topologies the card is sold in, the usual one first (a PCIe card that takes an NVLink bridge has two)
     topologies: tuple[Interconnect, ...] = ("pcie",)
+    # how many of it one server holds: the most GPUs a one-node layout (TP x DP) can use; a DGX Spark box has one
+    gpus_per_node: int = Field(8, ge=1, le=64)
     speed_source: str | None = None  # where the speed fields come from
     aliases: tuple[str, ...] = ()  # exact nvidia-smi / torch names first, then short forms
     memory_architecture: MemoryArchitecture = "discrete"

@@ -96,6 +96,22 @@ def test_tensor_parallel_must_divide_the_heads() -> None:
     assert reasons[4] is None and reasons[2] is None
 
 
+def test_a_one_gpu_box_is_not_searched_as_a_multi_gpu_server() -> None:
+    # A DGX Spark holds one GB10: TP 4 of them, or DP 8 x EP, would be four or eight boxes linked over 200 GbE,
+    # which the recommender used to offer as one server
+    spec = load_model_spec("deepseek-ai/DeepSeek-V3")
+    reasons = {(d.tensor_parallel_size, d.data_parallel_size): r
+               for d, r in candidates(spec, [find_gpu("gb10")], quantizations=[None], kv_cache_dtypes=["auto"])}
+    assert reasons[(1, 1)] is None
+    assert reasons[(4, 1)] == ("4 GPUs in one server, and a GB10 (DGX Spark) node holds 1: layouts across nodes "
+                               "are not searched")
+    assert reasons[(1, 8)] == ("8 GPUs in one server, and a GB10 (DGX Spark) node holds 1: layouts across nodes "
+                               "are not searched")
+    h100 = {(d.tensor_parallel_size, d.data_parallel_size): r
+            for d, r in candidates(spec, [find_gpu("h100")], quantizations=[None], kv_cache_dtypes=["auto"])}
+    assert h100[(8, 1)] is None and h100[(1, 8)] is None  # eight to a server
+
+
 def test_slo_gpu_count_and_budget_limits_give_reasons(llama8) -> None:
     tight = recommend(llama8, TRAFFIC, Slo(tpot_ms=1), gpus=["h100-sxm-80gb"], prices=_prices(),
                       quantizations=[None], kv_cache_dtypes=["auto"])

@@ -176,6 +176,9 @@ def candidates(spec: ModelSpec, gpus: Sequence[GpuSpec], quantizations: Sequence
                                   f"{gpu.name} has none")
                     elif spec.num_attention_heads % tp:
                         reason = f"TP {tp} does not divide the {spec.num_attention_heads} attention heads"
+                    elif tp * dp > gpu.gpus_per_node:
+                        reason = (f"{tp * dp} GPUs in one server, and a {gpu.name} node holds "
+                                  f"{gpu.gpus_per_node}: layouts across nodes are not searched")
                     out.append((Deployment(gpu=gpu.key, gpu_name=gpu.name, tensor_parallel_size=tp,
                                            pipeline_parallel_size=1, quantization=quantization,
                                            kv_cache_dtype=kv_dtype, data_parallel_size=dp,
