@@ -113,8 +113,41 @@ def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
     # the CLI's JSON names the term inside non_torch_bytes (issue 23 item 4: each new memory term is shown)
     assert estimate_summary(deepep)["all2all_buffer_bytes"] == 1024 * MIB
     assert estimate_summary(base)["all2all_buffer_bytes"] == estimate_summary(unused)["all2all_buffer_bytes"] == 0
-    low_latency = _moe(data_parallel_size=2, enable_expert_parallel=True, all2all_backend="deepep_low_latency")
-    assert any("is not modelled" in w for w in low_latency.warnings)
+    mori = _moe(data_parallel_size=2, enable_expert_parallel=True, all2all_backend="mori_high_throughput")
+    assert any("MoRI's dispatch/combine buffers (sized inside the MoRI library) is not modelled" in w
+               for w in mori.warnings)
+
+
+def _deepseek_v3_ep8(**fields):
+    return estimate(Scenario(model="deepseek-ai/DeepSeek-V3", gpu="h200", vllm_version="0.32.0",
+                             data_parallel_size=8, enable_expert_parallel=True, **fields))
+
+
+def test_deepep_low_latency_adds_its_rdma_buffer_for_vllms_default_256_dispatch_tokens():
+    # DeepSeek-V3: hidden 7,168 (56 scale groups of 128), 256 experts. vLLM 0.32's default batch budget under
+    # deepep_low_latency with EP and DP is 256 tokens (DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP).
+    # DeepEP LowLatencyLayout: dispatch message 16 + max(7,168 x 2, 7,168 + 56 x 4) = 14,352 B; combine message
+    # 56 x 4 + 7,168 x 2 = 14,560 B; send = max(256 x 14,352, 256 x 256 x 14,560) = 954,204,160; receive =
+    # 256 x 256 x 14,560 = 954,204,160; signaling 256 x 4 = 1,024; total 2 x (send + recv + signaling) =
+    # 3,816,818,688, rounded past the next 128-byte boundary: 3,816,818,816; plus the 1 GiB NVL buffer.
+    low_latency = _deepseek_v3_ep8(all2all_backend="deepep_low_latency")
+    base = _deepseek_v3_ep8()
+    assert low_latency.settings.max_num_batched_tokens == 256
+    assert estimate_summary(low_latency)["all2all_buffer_bytes"] == 3_816_818_816 + 1024 * MIB
+    assert low_latency.budget.non_torch_bytes - base.budget.non_torch_bytes == 3_816_818_816 + 1024 * MIB
+    assert not any("all2all" in w for w in low_latency.warnings)
+    # the buffer grows with the batch budget a user gives: 512 tokens double every term but the signaling
+    wider = _deepseek_v3_ep8(all2all_backend="deepep_low_latency", max_num_batched_tokens=512)
+    assert estimate_summary(wider)["all2all_buffer_bytes"] == 2 * (2 * 1_908_408_320 + 1_024) + 128 + 1024 * MIB
+
+
+def test_flashinfer_one_sided_workspace_spans_the_ep_group_and_the_batch_budget():
+    # vLLM 0.32 FlashInferNVLinkOneSidedManager.initialize -> FlashInfer moe_a2a_get_workspace_size_per_rank:
+    # ep 8 x 8,192 tokens x (7,168 x 2 bf16 + 8 top-k x 4 ids + 8 x 4 weights = 14,400 B) = 943,718,400 for dispatch,
+    # 8 x 8,192 x 7,168 x 2 = 939,524,096 for combine (both already multiples of 128).
+    one_sided = _deepseek_v3_ep8(all2all_backend="flashinfer_nvlink_one_sided", max_num_batched_tokens=8192)
+    assert estimate_summary(one_sided)["all2all_buffer_bytes"] == 943_718_400 + 939_524_096
+    assert any("auxiliary region" in w for w in one_sided.warnings)
 
 
 def test_dense_models_ignore_expert_parallel():

@@ -339,8 +339,6 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
                                  compute_capability=gpu.compute_capability if gpu else None)
     non_torch = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device, rules=rules,
                                 unified_memory=host_counts, interconnect=interconnect, nvls=has_nvls(interconnect, gpu))
-    non_torch += all2all_buffer_bytes(all2all_backend, spec, data_parallel_size=data_parallel_size,
-                                      enable_expert_parallel=enable_expert_parallel)
     closing = [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
     if a2a_note := all2all_warning(all2all_backend, spec, data_parallel_size=data_parallel_size,
                                    enable_expert_parallel=enable_expert_parallel):
@@ -424,6 +422,10 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
         kv_given = CPU_DEFAULT_KV_CACHE_BYTES
     other_processes = int(scenario.other_processes_memory_gib * GIB)
     adjustment = int(scenario.overhead_adjustment_gib * GIB)
+    # NOTE: the all-to-all buffers are sized for the batch budget, a point field (not in the cached deployment terms)
+    all2all = all2all_buffer_bytes(scenario.all2all_backend, spec, data_parallel_size=scenario.data_parallel_size,
+                                   enable_expert_parallel=scenario.enable_expert_parallel, tensor_parallel_size=tp,
+                                   max_num_batched_tokens=max_num_batched_tokens, dtype_bytes=settings.dtype_bytes)
     budgets = []
     for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
         layers_on_stage = deployment.layers_on_stage[stage]
@@ -443,7 +445,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
                     drafter, spec, max_num_batched_tokens=max_num_batched_tokens,
                     activation_dtype_bytes=settings.dtype_bytes) if drafter else 0)
             + (lora.shrink_buffer_bytes if lora else 0),
-            non_torch_bytes=fixed.non_torch_bytes,
+            non_torch_bytes=fixed.non_torch_bytes + all2all,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=settings.enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=max_num_batched_tokens,

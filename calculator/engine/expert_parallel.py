@@ -12,13 +12,9 @@ Read from vLLM 0.32's source (the CPU build's site-packages):
   MoE part on dp times the tokens.
 * With expert parallelism a rank holds whole experts (``ep_size = tp x dp``, ``tp_size = 1`` inside the MoE): the
   fused-MoE workspace per routed token is the expert's full intermediate width, not its tp-th.
-* ``distributed/device_communicators/all2all.py``: only the DeepEP backends keep persistent buffers, a
-  ``deep_ep.Buffer`` of ``VLLM_DEEPEP_BUFFER_SIZE_MB`` (1024 MiB, ``envs.py``) of NVLink memory per rank, made at the
-  first dispatch inside the profiling run (so vLLM counts it as non-torch memory). On one node the high-throughput
-  kernels take no RDMA buffer (``num_rdma_bytes = 0``); the low-latency ones add one sized by
-  ``deep_ep.Buffer.get_low_latency_rdma_size_hint``, which this planner does not model (it says so).
-  ``allgather_reducescatter`` and the NCCL-based backends keep none; FlashInfer's and MORI's workspaces are not
-  modelled either.
+* ``distributed/device_communicators/all2all.py`` and ``fused_moe/all2all_utils.py``: the buffers each backend
+  keeps on a rank (GPU memory made at the first dispatch inside the profiling run, so vLLM counts it as non-torch
+  memory); the formulas are ``all2all_buffer_bytes``'s, each with its source.
 """
 
 from __future__ import annotations
@@ -35,14 +31,65 @@ All2AllBackend = Literal[
 ]
 DEFAULT_ALL2ALL_BACKEND: All2AllBackend = "allgather_reducescatter"
 DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
-_DEEPEP = frozenset({"deepep_high_throughput", "deepep_low_latency", "deepep_v2"})
-_UNMODELLED = frozenset({"deepep_low_latency", "mori_high_throughput", "mori_low_latency", "moonep", "nixl_ep",
-                         "flashinfer_all2allv", "flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided"})
+_DEEPEP_NVL_ONLY = frozenset({"deepep_high_throughput", "deepep_v2"})
+# NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing code this planner could not read
+# (nixl_ep's Buffer.get_rdma_size_hint, MoRI's EpDispatchCombineConfig, FlashInfer's MnnvlMoe.get_moe_workspaces,
+# MoonEP's buffer pool), so each keeps a warning that says so instead of a number.
+_UNSIZED = {
+    "nixl_ep": "NIXL-EP's RDMA buffer (nixl_ep Buffer.get_rdma_size_hint, a library this planner has not read)",
+    "mori_high_throughput": "MoRI's dispatch/combine buffers (sized inside the MoRI library)",
+    "mori_low_latency": "MoRI's dispatch/combine buffers (sized inside the MoRI library)",
+    "moonep": "MoonEP's buffer pool (sized inside the MoonEP library)",
+    "flashinfer_all2allv": "FlashInfer's MNNVL workspace (MnnvlMoe.get_moe_workspaces, sized inside FlashInfer)",
+    "flashinfer_nvlink_two_sided": "FlashInfer's MNNVL workspace (MnnvlMoe.get_moe_workspaces, sized inside "
+                                   "FlashInfer)",
+    "flashinfer_nvlink_one_sided": "FlashInfer's small auxiliary region (moe_a2a_get_aux_data_size, in C++)",
+}
+
+
+def deepep_low_latency_rdma_bytes(max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int) -> int:
+    """DeepEP's ``get_low_latency_rdma_size_hint`` (csrc/config.hpp ``LowLatencyLayout``, DeepEP 73b6ea4 as
+    vLLM 0.32's tools/ep_kernels/install_python_libraries.sh pins it): odd/even send, receive and signaling
+    buffers; a dispatch message is an int4 header plus the bf16 token (or FP8 + scales, never larger), a combine
+    message the bf16 token plus per-128-channel bf16x2 min/max; rounded up past a 128-byte boundary. The number of
+    ranks does not enter it."""
+    num_scales = hidden // 128
+    dispatch_msg = 16 + max(hidden * 2, hidden + num_scales * 4)
+    combine_msg = num_scales * 4 + hidden * 2
+    send = max(max_dispatch_tokens_per_rank * dispatch_msg, num_experts * max_dispatch_tokens_per_rank * combine_msg)
+    recv = num_experts * max_dispatch_tokens_per_rank * max(dispatch_msg, combine_msg)
+    signaling = -(-num_experts * 4 // 128) * 128
+    total = 2 * (send + recv + signaling)
+    return (total + 128) // 128 * 128  # NUM_BUFFER_ALIGNMENT_BYTES (kernels/configs.cuh)
+
+
+def flashinfer_one_sided_workspace_bytes(ep_size: int, max_num_tokens: int, hidden: int, top_k: int,
+                                         dtype_bytes: int) -> int:
+    """FlashInfer's ``moe_a2a_get_workspace_size_per_rank`` (flashinfer/comm/trtllm_moe_alltoall.py) with what
+    vLLM 0.32's ``FlashInferNVLinkOneSidedManager.initialize`` passes: a dispatch payload of the token (unquantized
+    here), int32 top-k ids and float32 top-k weights, a bf16 combine payload, each for ``ep_size x max_num_tokens``
+    tokens padded to 128 bytes; the auxiliary counters region is left out (see ``_UNSIZED``)."""
+    def pad(n: int) -> int:
+        return -(-n // 128) * 128
+    dispatch = hidden * dtype_bytes + top_k * 4 + top_k * 4
+    return pad(ep_size * max_num_tokens * dispatch) + pad(ep_size * max_num_tokens * hidden * 2)
 
 
 def uses_all2all(spec: ModelSpec, *, data_parallel_size: int, enable_expert_parallel: bool) -> bool:
     """vLLM's ``use_all2all_kernels``: an MoE model with expert parallelism over more than one DP rank."""
     return spec.moe is not None and enable_expert_parallel and data_parallel_size > 1
+
+
+# NOTE: vLLM 0.28-0.32 engine/arg_utils.py ``_set_default_max_num_seqs_and_batched_tokens_args``: with
+# ``parallel_config.use_batched_dp_moe`` (these backends, EP, DP > 1) the default batch budget is
+# ``SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP``, which also sizes their buffers.
+BATCHED_DP_MOE_BACKENDS = frozenset({"deepep_low_latency", "nixl_ep"})
+BATCHED_DP_MOE_BATCHED_TOKENS = 256
+
+
+def batched_dp_moe(backend: All2AllBackend | None, *, data_parallel_size: int, enable_expert_parallel: bool) -> bool:
+    """vLLM's ``ParallelConfig.use_batched_dp_moe`` (it does not look at the model)."""
+    return backend in BATCHED_DP_MOE_BACKENDS and enable_expert_parallel and data_parallel_size > 1
 
 
 def moe_token_factor(spec: ModelSpec, *, data_parallel_size: int) -> int:
@@ -51,11 +98,28 @@ def moe_token_factor(spec: ModelSpec, *, data_parallel_size: int) -> int:
 
 
 def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
-                         enable_expert_parallel: bool) -> int:
-    """The all-to-all backend's persistent buffers on one rank (non-torch memory, made during profiling)."""
-    if not uses_all2all(spec, data_parallel_size=data_parallel_size, enable_expert_parallel=enable_expert_parallel):
+                         enable_expert_parallel: bool, tensor_parallel_size: int, max_num_batched_tokens: int,
+                         dtype_bytes: int) -> int:
+    """The all-to-all backend's persistent buffers on one rank (non-torch memory, made during profiling).
+
+    vLLM 0.32 (``fused_moe/layer.py``: ``FusedMoEConfig(max_num_tokens=max_num_batched_tokens)``) sizes the
+    token-dependent buffers for the scheduler's batch budget per DP rank; the EP group is tp x dp ranks."""
+    if spec.moe is None or not uses_all2all(spec, data_parallel_size=data_parallel_size,
+                                            enable_expert_parallel=enable_expert_parallel):
         return 0
-    return DEEPEP_BUFFER_BYTES if (backend or DEFAULT_ALL2ALL_BACKEND) in _DEEPEP else 0
+    backend = backend or DEFAULT_ALL2ALL_BACKEND
+    if backend in _DEEPEP_NVL_ONLY:
+        # DeepEPHTAll2AllManager: num_nvl_bytes, and num_rdma_bytes = 0 on one node (deepep_v2: the same NVL size)
+        return DEEPEP_BUFFER_BYTES
+    if backend == "deepep_low_latency":
+        # DeepEPLLAll2AllManager._make_all2all_kwargs: the NVL buffer plus the low-latency RDMA buffer
+        return DEEPEP_BUFFER_BYTES + deepep_low_latency_rdma_bytes(max_num_batched_tokens, spec.hidden_size,
+                                                                   spec.moe.num_experts)
+    if backend == "flashinfer_nvlink_one_sided":
+        return flashinfer_one_sided_workspace_bytes(tensor_parallel_size * data_parallel_size,
+                                                    max_num_batched_tokens, spec.hidden_size,
+                                                    spec.moe.experts_per_token, dtype_bytes)
+    return 0
 
 
 def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
@@ -66,7 +130,6 @@ def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_par
     if not uses_all2all(spec, data_parallel_size=data_parallel_size, enable_expert_parallel=enable_expert_parallel):
         return (f"--all2all-backend {backend} is unused here: vLLM dispatches MoE tokens with it only under "
                 "--enable-expert-parallel with --data-parallel-size > 1")
-    if backend in _UNMODELLED:
-        return (f"--all2all-backend {backend}: its workspace beyond DeepEP's 1 GiB NVLink buffer (RDMA buffers, "
-                "FlashInfer/MORI workspaces) is not modelled; the KV cache may be smaller than shown")
+    if unsized := _UNSIZED.get(backend):
+        return (f"--all2all-backend {backend}: {unsized} is not modelled; the KV cache may be smaller than shown")
     return None

@@ -13,6 +13,7 @@ from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GIB
 from .engine_support import PRE_AMPERE_FAMILIES, EngineSupport, engine_support
+from .expert_parallel import BATCHED_DP_MOE_BATCHED_TOKENS, batched_dp_moe
 from .flag_checks import flag_problems
 from .interconnect import interconnect_warning, resolve_interconnect
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
@@ -240,6 +241,10 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     elif rules.engine == "v0":
         # NOTE: V0 without chunked prefill must fit a whole prompt in one batch.
         max_num_batched_tokens = max(max_model_len, batch.max_num_batched_tokens)
+    elif rules.version.at_least(28) and batched_dp_moe(scenario.all2all_backend,
+                                                       data_parallel_size=scenario.data_parallel_size,
+                                                       enable_expert_parallel=scenario.enable_expert_parallel):
+        max_num_batched_tokens = BATCHED_DP_MOE_BATCHED_TOKENS
     else:
         max_num_batched_tokens = min(batch.max_num_batched_tokens, max_num_seqs * max_model_len)
     flag_error, flag_warnings = flag_problems(scenario, rules, device, uses_mla=spec.mla is not None,
