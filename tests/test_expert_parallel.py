@@ -116,6 +116,10 @@ def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
     mori = _moe(data_parallel_size=2, enable_expert_parallel=True, all2all_backend="mori_high_throughput")
     assert any("MoRI's dispatch/combine buffers (sized inside the MoRI library) is not modelled" in w
                for w in mori.warnings)
+    # DeepEP v2's ElasticBuffer takes no VLLM_DEEPEP_BUFFER_SIZE_MB: its size comes from NCCL's topology at run time
+    v2 = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="deepep_v2")
+    assert v2.budget.non_torch_bytes == base.budget.non_torch_bytes
+    assert any("DeepEP v2's ElasticBuffer (sized by DeepEP's C++ calculate_ep_buffer_size" in w for w in v2.warnings)
 
 
 def _deepseek_v3_ep8(**fields):
@@ -139,6 +143,12 @@ def test_deepep_low_latency_adds_its_rdma_buffer_for_vllms_default_256_dispatch_
     # the buffer grows with the batch budget a user gives: 512 tokens double every term but the signaling
     wider = _deepseek_v3_ep8(all2all_backend="deepep_low_latency", max_num_batched_tokens=512)
     assert estimate_summary(wider)["all2all_buffer_bytes"] == 2 * (2 * 1_908_408_320 + 1_024) + 128 + 1024 * MIB
+
+    # NIXL-EP (vLLM's NixlEPAll2AllManager) sizes the same layout (NIXL's EPLayout) with no NVL buffer
+    nixl = _deepseek_v3_ep8(all2all_backend="nixl_ep")
+    assert nixl.settings.max_num_batched_tokens == 256
+    assert estimate_summary(nixl)["all2all_buffer_bytes"] == 3_816_818_816
+    assert not any("all2all" in w for w in nixl.warnings)
 
 
 def test_flashinfer_one_sided_workspace_spans_the_ep_group_and_the_batch_budget():

@@ -31,12 +31,10 @@ All2AllBackend = Literal[
 ]
 DEFAULT_ALL2ALL_BACKEND: All2AllBackend = "allgather_reducescatter"
 DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
-_DEEPEP_NVL_ONLY = frozenset({"deepep_high_throughput", "deepep_v2"})
-# NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing code this planner could not read
-# (nixl_ep's Buffer.get_rdma_size_hint, MoRI's EpDispatchCombineConfig, FlashInfer's MnnvlMoe.get_moe_workspaces,
-# MoonEP's buffer pool), so each keeps a warning that says so instead of a number.
+# NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing code this planner could not read or that
+# depends on the machine (DeepEP v2 asks NCCL for the topology), so each keeps a warning that says so, no number.
 _UNSIZED = {
-    "nixl_ep": "NIXL-EP's RDMA buffer (nixl_ep Buffer.get_rdma_size_hint, a library this planner has not read)",
+    "deepep_v2": "DeepEP v2's ElasticBuffer (sized by DeepEP's C++ calculate_ep_buffer_size from the NCCL topology)",
     "mori_high_throughput": "MoRI's dispatch/combine buffers (sized inside the MoRI library)",
     "mori_low_latency": "MoRI's dispatch/combine buffers (sized inside the MoRI library)",
     "moonep": "MoonEP's buffer pool (sized inside the MoonEP library)",
@@ -108,13 +106,20 @@ def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, dat
                                             enable_expert_parallel=enable_expert_parallel):
         return 0
     backend = backend or DEFAULT_ALL2ALL_BACKEND
-    if backend in _DEEPEP_NVL_ONLY:
-        # DeepEPHTAll2AllManager: num_nvl_bytes, and num_rdma_bytes = 0 on one node (deepep_v2: the same NVL size)
+    if backend == "deepep_high_throughput":
+        # DeepEPHTAll2AllManager._make_all2all_kwargs: num_nvl_bytes, and num_rdma_bytes = 0 on one node
         return DEEPEP_BUFFER_BYTES
     if backend == "deepep_low_latency":
         # DeepEPLLAll2AllManager._make_all2all_kwargs: the NVL buffer plus the low-latency RDMA buffer
         return DEEPEP_BUFFER_BYTES + deepep_low_latency_rdma_bytes(max_num_batched_tokens, spec.hidden_size,
                                                                    spec.moe.num_experts)
+    if backend == "nixl_ep":
+        # NixlEPAll2AllManager._init_buffer: Buffer.get_rdma_size_hint for ep ranks x their local experts (no
+        # elastic EP); NIXL's examples/device/ep/csrc/config.hpp EPLayout is DeepEP's LowLatencyLayout verbatim.
+        # It keeps no NVL buffer.
+        ep_size = tensor_parallel_size * data_parallel_size
+        return deepep_low_latency_rdma_bytes(max_num_batched_tokens, spec.hidden_size,
+                                             -(-spec.moe.num_experts // ep_size) * ep_size)
     if backend == "flashinfer_nvlink_one_sided":
         return flashinfer_one_sided_workspace_bytes(tensor_parallel_size * data_parallel_size,
                                                     max_num_batched_tokens, spec.hidden_size,
