@@ -90,11 +90,58 @@ def test_lora_dtype_float32_models_keep_16_bit_slots_when_asked():
     ("google/gemma-3-27b-it", 16, None, "When using LoRA, vocab size must be <= 258048"),
 ])
 def test_what_vllm_refuses(model, rank, cpu, expected):
-    problem = lora_error(load_model_spec(model), max_lora_rank=rank, max_loras=4, max_cpu_loras=cpu,
+    problem = lora_error(load_model_spec(model), VllmVersion.parse("0.32.0"), max_lora_rank=rank, max_loras=4, max_cpu_loras=cpu,
                          tensor_parallel_size=1, fully_sharded=False)
     assert problem is not None and problem.startswith(expected)
     result = estimate(Scenario(model=model, enable_lora=True, max_loras=4, max_lora_rank=rank, max_cpu_loras=cpu))
     assert not result.fits and result.error == problem
+
+
+# vLLM's own words per release (config.py / config/lora.py possible_max_ranks; lora/layers.py /
+# lora/layers/logits_processor.py create_lora_weights), read in each release's wheel.
+_RANKS_0_8 = "(8, 16, 32, 64, 128, 256, 320, 512)"
+
+
+@pytest.mark.parametrize(("version", "rank", "vocab", "expected"), [
+    ("0.11.0", 1, 128_256, f"max_lora_rank (1) must be one of {_RANKS_0_8}."),  # config/lora.py 0.11.0:104
+    ("0.12.0", 1, 128_256, None),  # MaxLoRARanks = Literal[1, 8, ...] (config/lora.py 0.12.0:25)
+    ("0.7.3", 512, 128_256, "max_lora_rank (512) must be one of (8, 16, 32, 64, 128, 256)."),
+    ("0.8.0", 512, 128_256, None),
+    ("0.5.4", 128, 128_256, "max_lora_rank (128) must be one of (8, 16, 32, 64)."),
+    ("0.5.5", 128, 128_256, None),
+    ("0.4.0", 16, 128_256, "When using LoRA, vocab size must be 32000 >= vocab_size <= 33024"),
+    ("0.5.4", 16, 151_936, "When using LoRA, vocab size must be 32000 >= vocab_size <= 128512"),
+    ("0.5.5", 16, 151_936, None),
+    ("0.16.0", 16, 257_536, "When using LoRA, vocab size must be 32000 >= vocab_size <= 257024"),
+    ("0.17.0", 16, 257_536, None),
+    ("0.32.0", 16, 258_049, "When using LoRA, vocab size must be <= 258048"),
+])
+def test_what_each_release_accepts(version, rank, vocab, expected):
+    spec = load_model_spec(LLAMA_8B).model_copy(update={"vocab_size": vocab})
+    assert lora_error(spec, VllmVersion.parse(version), max_lora_rank=rank, max_loras=4, max_cpu_loras=None,
+                      tensor_parallel_size=1, fully_sharded=False) == expected
+
+
+def test_the_estimate_refuses_rank_1_on_0_11_with_vllms_words():
+    base = Scenario(model=LLAMA_8B, gpu="h100-sxm-80gb", enable_lora=True, max_loras=4, max_lora_rank=1)
+    refused = estimate(base.replace(vllm_version="0.11.0"))
+    assert not refused.fits and refused.error == f"max_lora_rank (1) must be one of {_RANKS_0_8}."
+    assert estimate(base.replace(vllm_version="0.12.0")).fits
+
+
+def test_experts_get_slots_from_0_12_only():
+    # FusedMoE joined get_supported_lora_modules in 0.12.0 (lora/utils.py:231); before, LinearBase and the embedding
+    # modules alone. Qwen3-30B-A3B, one slot of rank 16, bf16: 48 layers x 128 experts x (gate and up: A 16 x 2,048,
+    # B 768 x 16; down: A 16 x 768, B 2,048 x 16) x 2 B.
+    spec = load_model_spec("Qwen/Qwen3-30B-A3B")
+
+    def linear(version: str) -> int:
+        return lora_slots(spec, VllmVersion.parse(version), max_loras=1, max_lora_rank=16, dtype_bytes=2,
+                          tensor_parallel_size=1, pipeline_parallel_size=1, fully_sharded=False,
+                          max_num_batched_tokens=8192, max_num_seqs=256).linear_bytes_per_stage[0]
+
+    experts = 48 * 128 * (2 * (16 * 2048 + 768 * 16) + 16 * 768 + 2048 * 16) * 2
+    assert linear("0.12.0") - linear("0.11.0") == experts
 
 
 def test_each_step_adds_the_shrink_and_expand_matmuls():
@@ -158,3 +205,8 @@ def test_what_vllm_refuses_for_lora_under_expert_parallelism():
         "Fused MoE LoRA with EP currently only supports all2all_backend='allgather_reducescatter', "
         "got 'deepep_high_throughput'.")
     assert estimate(base).error is None
+    # The asserts arrived in 0.21.0 (fully sharded, lora/layers/fused_moe.py:162) and 0.22.0 (the backend, :177).
+    old = base.replace(vllm_version="0.20.0", fully_sharded_loras=True)
+    assert estimate(old).error is None
+    assert estimate(old.replace(vllm_version="0.21.0")).error.startswith("Fused MoE LoRA does not support")
+    assert estimate(base.replace(vllm_version="0.21.0", all2all_backend="deepep_high_throughput")).error is None

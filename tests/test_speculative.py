@@ -107,6 +107,45 @@ def test_what_vllm_refuses_about_the_draft():
         estimate(DRAFT.replace(speculative_model="Qwen/Qwen3-0.6B"))
 
 
+# What V1 raised for a draft model before v1/spec_decode/draft_model.py arrived in 0.15.0 (vLLM issues #26547 on
+# 0.11.0, #31883 on 0.13.0): the oracle's NotImplementedError (engine/arg_utils.py 0.10.0:1398), then
+# _check_feature_supported's (arg_utils.py 0.11.0:1486, 0.13.0:1744, 0.14.1:1793).
+_REFUSED_0_10 = ("Speculative decoding with draft model is not supported yet. Please consider using other "
+                 "speculative decoding methods such as ngram, medusa, eagle, or deepseek_mtp.")
+_REFUSED_0_11 = ("Draft model speculative decoding is not supported yet. Please consider using other speculative "
+                 "decoding methods such as ngram, medusa, eagle, or mtp.")
+
+
+@pytest.mark.parametrize(("version", "refusal"), [
+    ("0.10.0", _REFUSED_0_10), ("0.11.0", _REFUSED_0_11), ("0.12.0", _REFUSED_0_11), ("0.13.0", _REFUSED_0_11),
+    ("0.14.1", _REFUSED_0_11), ("0.15.0", None), ("0.28.0", None),
+])
+def test_v1_refuses_a_draft_model_before_0_15(version, refusal):
+    result = estimate(DRAFT.replace(vllm_version=version, gpu="h100-sxm-80gb"))
+    assert result.refusal == refusal and result.fits is (refusal is None)
+    if refusal:
+        assert result.error.endswith(f"vLLM raises: {refusal}")
+        assert "has no draft-model proposer (0.15.0 added one)" in result.error
+    assert estimate(BASE.replace(vllm_version=version, gpu="h100-sxm-80gb", speculative_method="eagle")).fits
+
+
+_FALLBACK = "runs the V0 engine here: Speculative Decoding is not supported by the V1 Engine. Falling back to V0."
+
+
+@pytest.mark.parametrize(("version", "method", "engine"), [
+    # EngineArgs._is_v1_supported_oracle: 0.8.0 - 0.8.2 n-gram only, 0.8.3 + eagle, 0.8.5 + eagle3, 0.9 + MTP
+    # (deepseek_mtp); a draft model falls back to V0 through 0.9.2.
+    ("0.8.2", "ngram", "v1"), ("0.8.2", "eagle", "v0"), ("0.8.3", "eagle", "v1"), ("0.8.4", "eagle3", "v0"),
+    ("0.8.5", "eagle3", "v1"), ("0.9.2", "draft_model", "v0"), ("0.9.2", "eagle3", "v1"),
+])
+def test_0_8_and_0_9_fall_back_to_v0_for_the_methods_v1_lacks(version, method, engine):
+    scenario = BASE.replace(vllm_version=version, gpu="h100-sxm-80gb", speculative_method=method,
+                            speculative_model=LLAMA_1B if method == "draft_model" else None)
+    result = estimate(scenario)
+    assert result.settings.engine == engine and result.refusal is None
+    assert any(_FALLBACK in w for w in result.warnings) is (engine == "v0")
+
+
 def test_tokens_per_step_follow_the_acceptance_rate():
     assert tokens_per_step(3, 0.8) == pytest.approx((1 - 0.8 ** 4) / 0.2) == pytest.approx(2.952)
     assert tokens_per_step(0, 0.9) == 1.0

@@ -96,12 +96,13 @@ class EngineSupport(BaseModel):
 def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
                    block_size: int, kv_cache_dtype: str = "auto", block_size_given: bool = False,
                    max_model_len: int = 0, max_num_batched_tokens_given: int | None = None,
-                   prefix_caching_given: bool | None = None) -> EngineSupport:
+                   prefix_caching_given: bool | None = None,
+                   speculative_method: str | None = None) -> EngineSupport:
     """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the refusals, in the order vLLM meets them:
     argparse, ``SchedulerConfig._verify_args``, the CPU platform's ``check_and_update_config``, the worker's dtype
     check, the model class's constructor, the attention backend (``CpuPlatform.get_attn_backend_cls``, platforms/cpu.py)."""
     fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec,
-                            kv_cache_dtype=kv_cache_dtype)
+                            kv_cache_dtype=kv_cache_dtype, speculative_method=speculative_method)
     engine: Literal["v0", "v1"] = "v0" if rules.engine == "v0" or fallback else "v1"
     # NOTE: V0 chunks prefills only on a GPU above 32K tokens (EngineArgs._set_default_args_v0), so elsewhere a whole
     # prompt must fit one batch.
@@ -112,6 +113,10 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
         refusal = f"argument --block-size: invalid choice: {block_size} (choose from {choices})"
     elif engine == "v0" and rules.v0_engine_removed:
         refusal, context = _v0_removed_refusal(rules, fallback, spec, prefix_caching_given)
+    elif engine == "v1" and speculative_method == "draft_model" and rules.draft_model_refusal:
+        refusal = rules.draft_model_refusal
+        context = (f"vLLM {rules.version}'s V1 engine has no draft-model proposer (0.15.0 added one); EAGLE, "
+                   "EAGLE-3, MTP and n-gram run.")
     elif (v0_without_chunked_prefill and max_num_batched_tokens_given is not None
           and max_num_batched_tokens_given < max_model_len):
         refusal = (f"max_num_batched_tokens ({max_num_batched_tokens_given}) is smaller than max_model_len "
@@ -181,7 +186,7 @@ def _cpu_fp8_head_size_refused(spec: ModelSpec, multiple: int) -> bool:
 
 
 def _v1_fallback(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None,
-                 spec: ModelSpec, kv_cache_dtype: str) -> str | None:
+                 spec: ModelSpec, kv_cache_dtype: str, speculative_method: str | None = None) -> str | None:
     """vLLM's reason to run V0 instead of V1 for this deployment, as its warning words it; None for V1."""
     if rules.engine == "v0":
         return None
@@ -197,6 +202,9 @@ def _v1_fallback(rules: VersionRules, *, device: Device, dtype: str, gpu_family:
     if (device == "cpu" and rules.v1_rejects_cpu_sliding_window
             and any(layer.kind == "sliding_window" for layer in spec.layers)):
         return "sliding window (CPU backend) is not supported by the V1 Engine. Falling back to V0."
+    if (speculative_method and rules.v1_speculative_methods is not None
+            and speculative_method not in rules.v1_speculative_methods):
+        return "Speculative Decoding is not supported by the V1 Engine. Falling back to V0."
     return None
 
 

@@ -1,6 +1,7 @@
 """LoRA adapter slots: the memory vLLM allocates for ``--enable-lora`` and the work they add to a step.
 
-Pure arithmetic on a ``ModelSpec``, read from vLLM's source (vllm/lora/, 0.28.0 to 0.32.0 read in full):
+Pure arithmetic on a ``ModelSpec``, read from vLLM's source (vllm/lora/, 0.28.0 to 0.32.0 read in full; what older
+releases accept and wrap differs, ``vllm_versions.lora_limits``):
 
 * ``LoRAModelManager._create_lora_modules`` wraps every linear layer of the model (``get_supported_lora_modules``:
   every ``LinearBase`` and fused-MoE module, plus the model's ``embedding_modules``: ``embed_tokens`` and
@@ -36,13 +37,11 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from ..model.spec import ModelSpec, WeightTensor
 from ..model.weights import shard_shape
 from .kv_cache import pp_layer_ranges
-from .vllm_versions import VllmVersion
+from .vllm_versions import LATEST_VERSION, VllmVersion, lora_limits
 
-# vllm/config/lora.py MaxLoRARanks (0.28-0.32).
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-# vllm/lora/layers/logits_processor.py create_lora_weights: "When using LoRA, vocab size must be <= 258048".
-MAX_LORA_VOCAB = 258_048
-EXTRA_VOCAB_TOKENS = 256  # lora_extra_vocab_size and lora_vocab_padding_size defaults before 0.12
+# The ranks the newest modelled release accepts (the sidebar's choices); per release: ``lora_limits``.
+LORA_RANKS = lora_limits(VllmVersion.parse(LATEST_VERSION)).max_lora_ranks
+EXTRA_VOCAB_TOKENS = 256  # lora_vocab_padding_size: the LM head's padding while extra vocabulary existed (< 0.12)
 _LORA_ROLES = frozenset({"attention", "mlp", "expert", "router"})
 _LORA_DTYPE_BYTES = {"float16": 2, "bfloat16": 2}
 
@@ -79,27 +78,30 @@ def lora_dtype_bytes(lora_dtype: str, model_dtype_bytes: int) -> int:
     return _LORA_DTYPE_BYTES.get(lora_dtype, model_dtype_bytes)
 
 
-def lora_error(spec: ModelSpec, *, max_lora_rank: int, max_loras: int, max_cpu_loras: int | None,
+def lora_error(spec: ModelSpec, version: VllmVersion, *, max_lora_rank: int, max_loras: int, max_cpu_loras: int | None,
                tensor_parallel_size: int, fully_sharded: bool, data_parallel_size: int = 1,
                enable_expert_parallel: bool = False, all2all_backend: str | None = None) -> str | None:
-    """What vLLM refuses about these LoRA settings before it allocates anything (vllm/config/lora.py,
+    """What vLLM ``version`` refuses about these LoRA settings before it allocates anything (vllm/config/lora.py,
     logits_processor.py, the sharded layers' ``divide``), in its words where it has them."""
-    if max_lora_rank not in LORA_RANKS:
-        return (f"--max-lora-rank {max_lora_rank}: vLLM accepts {', '.join(map(str, LORA_RANKS))} "
+    limits = lora_limits(version)
+    if max_lora_rank not in limits.max_lora_ranks:
+        if limits.rank_error:
+            return limits.rank_error.format(rank=max_lora_rank)
+        return (f"--max-lora-rank {max_lora_rank}: vLLM accepts {', '.join(map(str, limits.max_lora_ranks))} "
                 "(vllm/config/lora.py MaxLoRARanks)")
     if max_cpu_loras is not None and max_cpu_loras < max_loras:
         return f"max_cpu_loras ({max_cpu_loras}) must be >= max_loras ({max_loras})"
-    if spec.vocab_size > MAX_LORA_VOCAB:
-        return f"When using LoRA, vocab size must be <= {MAX_LORA_VOCAB}"
+    if spec.vocab_size > limits.max_vocab:
+        return limits.vocab_error
     if fully_sharded and max_lora_rank % tensor_parallel_size:
         return (f"--fully-sharded-loras splits the rank over the {tensor_parallel_size} tensor-parallel ranks: "
                 f"{max_lora_rank} is not divisible by {tensor_parallel_size}")
-    # NOTE: FusedMoEWithLoRA (lora/layers/fused_moe.py, 0.32) asserts these under expert parallelism.
+    # NOTE: FusedMoEWithLoRA (lora/layers/fused_moe.py) asserts these under expert parallelism (lora_limits).
     if spec.moe is not None and enable_expert_parallel and tensor_parallel_size * data_parallel_size > 1:
-        if fully_sharded:
+        if fully_sharded and limits.moe_ep_refuses_fully_sharded:
             return ("Fused MoE LoRA does not support enable_expert_parallel=True together with "
                     "fully_sharded_loras=True. Disable one of them.")
-        if all2all_backend not in (None, "allgather_reducescatter"):
+        if limits.moe_ep_needs_allgather and all2all_backend not in (None, "allgather_reducescatter"):
             return ("Fused MoE LoRA with EP currently only supports all2all_backend='allgather_reducescatter', "
                     f"got '{all2all_backend}'.")
     return None
@@ -131,7 +133,10 @@ def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lor
     stages = pp_layer_ranges(spec.num_hidden_layers, pipeline_parallel_size)
     linear = [0] * len(stages)
     features = [0.0] * len(stages)
+    limits = lora_limits(version)
     for tensor in filter(_is_lora_linear, spec.weights):
+        if tensor.role == "expert" and not limits.wraps_fused_moe:
+            continue  # NOTE: before 0.12 only LinearBase and embedding modules were wrapped, not FusedMoE
         a, b = _slice_elements(tensor, tp, rank, fully_sharded)
         for stage, (first, last) in enumerate(stages):
             low, high = tensor.layers  # type: ignore[misc]
@@ -142,7 +147,7 @@ def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lor
             used = (spec.moe.experts_per_token / (tp if tensor.tp == "replicated" else 1)
                     if tensor.role == "expert" and spec.moe else tensor.count)
             features[stage] += layers * used * (a + b)
-    extra = 0 if version.at_least(12) else EXTRA_VOCAB_TOKENS
+    extra = limits.extra_vocab_tokens
     hidden, vocab = spec.hidden_size, spec.vocab_size
     padded_vocab = math.ceil(vocab / EXTRA_VOCAB_TOKENS) * EXTRA_VOCAB_TOKENS if extra else vocab
     embedding = ((vocab + extra) * rank + hidden * rank + extra * hidden) * max_loras * dtype_bytes

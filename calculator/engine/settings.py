@@ -203,7 +203,8 @@ def _engine_support(scenario: Scenario, spec: ModelSpec, rules: VersionRules, de
                           kv_cache_dtype=kv_dtype, block_size_given=scenario.block_size is not None,
                           max_model_len=scenario.max_model_len or spec.derived_max_model_len,
                           max_num_batched_tokens_given=scenario.max_num_batched_tokens,
-                          prefix_caching_given=scenario.enable_prefix_caching)
+                          prefix_caching_given=scenario.enable_prefix_caching,
+                          speculative_method=scenario.speculative_method)
 
 
 def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,

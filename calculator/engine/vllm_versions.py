@@ -201,6 +201,73 @@ class VersionRules(BaseModel):
     # have `tie_word_embeddings` enabled", models/gemma*.py __init__): Gemma and Gemma 2 up to 0.28 (gone in 0.29.0);
     # Gemma 3 up to 0.13 (gone in 0.14.0). Read in every release 0.8.0 - 0.29.0.
     tied_embeddings_only: tuple[str, ...] = ()
+    # The --speculative-config methods the V1 oracle keeps on V1 (EngineArgs._is_v1_supported_oracle): 0.8.0 - 0.8.2
+    # n-gram only, 0.8.3 + EAGLE, 0.8.5 + EAGLE-3, 0.9 + MTP ("deepseek_mtp"); any other falls back to V0
+    # (_raise_or_fallback "Speculative Decoding"). None: no fallback (0.10+). Read in every release 0.8.0 - 0.9.2.
+    v1_speculative_methods: tuple[str, ...] | None = None
+    # What V1 raises for a draft-model proposer before it has one (v1/spec_decode/draft_model.py arrived in 0.15.0):
+    # the oracle's NotImplementedError in 0.10.0 - 0.10.2 (engine/arg_utils.py 0.10.0:1398) and
+    # _check_feature_supported's in 0.11.0 - 0.14.1 (arg_utils.py 0.11.0:1486, 0.13.0:1744, 0.14.1:1793). Without
+    # "method" SpeculativeConfig.__post_init__ raises its own wording (config/speculative.py 0.11.0:349).
+    draft_model_refusal: str | None = None
+
+
+_DRAFT_MODEL_REFUSAL_0_10 = ("Speculative decoding with draft model is not supported yet. Please consider using other "
+                             "speculative decoding methods such as ngram, medusa, eagle, or deepseek_mtp.")
+_DRAFT_MODEL_REFUSAL_0_11 = ("Draft model speculative decoding is not supported yet. Please consider using other "
+                             "speculative decoding methods such as ngram, medusa, eagle, or mtp.")
+
+
+def _v1_speculative_methods(v: VllmVersion) -> tuple[str, ...] | None:
+    if v.at_least(10):
+        return None
+    return (("ngram",) + (("eagle",) if v.at_least(8, 3) else ()) + (("eagle3",) if v.at_least(8, 5) else ())
+            + (("mtp",) if v.at_least(9) else ()))
+
+
+class LoraLimits(BaseModel):
+    """What one vLLM version accepts for --enable-lora and what it wraps (vllm/config/lora.py, vllm/lora/)."""
+
+    model_config = ConfigDict(frozen=True)
+    max_lora_ranks: tuple[int, ...]
+    rank_error: str | None  # vLLM's words for another rank (``{rank}``); None: LoRAConfig's Literal refuses it
+    max_vocab: int
+    vocab_error: str
+    extra_vocab_tokens: int  # lora_extra_vocab_size's default, removed in 0.12 (PR #28545)
+    wraps_fused_moe: bool  # FusedMoEWithLoRA: the experts get slots (lora/utils.py get_supported_lora_modules)
+    # FusedMoEWithLoRA's asserts under expert parallelism (lora/layers/fused_moe.py): no --fully-sharded-loras
+    # (0.21.0:162), and only the allgather_reducescatter all2all backend (0.22.0:177).
+    moe_ep_refuses_fully_sharded: bool
+    moe_ep_needs_allgather: bool
+
+
+@lru_cache(maxsize=64)  # NOTE: asked by every LoRA estimate; a handful of releases, immutable values
+def lora_limits(version: VllmVersion) -> LoraLimits:
+    """The LoRA limits of ``version``, read in every release 0.4.0 - 0.5.5, 0.6.0, 0.7.0, 0.7.3, 0.8.0, 0.9.0,
+    0.10.0, 0.10.2, 0.11.0 - 0.18.0, 0.20.0, 0.20.2, 0.21.0, 0.22.0, 0.24.0, 0.26.0, 0.28.0 - 0.32.0:
+
+    * ranks: ``possible_max_ranks`` in LoRAConfig.__post_init__ (config.py; config/lora.py from 0.10.2): 8-64 up to
+      0.5.4, + 128 and 256 in 0.5.5, + 320 and 512 in 0.8.0; from 0.12 the ``MaxLoRARanks`` Literal, + 1.
+    * vocabulary: LogitsProcessorWithLoRA.create_lora_weights (lora/layers.py; lora/layers/logits_processor.py from
+      0.10.2): 33,024 in 0.4.0, 128,512 in 0.4.1 - 0.5.4, 257,024 in 0.5.5 - 0.16, 258,048 from 0.17.
+    * MoE: FusedMoE layers are wrapped from 0.12 (lora/utils.py 0.12.0:231; before, the experts got no slots); the
+      expert-parallel asserts from 0.21 and 0.22.
+    """
+    v = version
+    ranks = ((1, 8, 16, 32, 64, 128, 256, 320, 512) if v.at_least(12) else (8, 16, 32, 64, 128, 256, 320, 512)
+             if v.at_least(8) else (8, 16, 32, 64, 128, 256) if v.at_least(5, 5) else (8, 16, 32, 64))
+    vocab = 258_048 if v.at_least(17) else 257_024 if v.at_least(5, 5) else 128_512 if v.at_least(4, 1) else 33_024
+    return LoraLimits(
+        max_lora_ranks=ranks,
+        rank_error=None if v.at_least(12) else f"max_lora_rank ({{rank}}) must be one of {ranks}.",
+        max_vocab=vocab,
+        vocab_error=(f"When using LoRA, vocab size must be <= {vocab}" if v.at_least(17)
+                     else f"When using LoRA, vocab size must be 32000 >= vocab_size <= {vocab}"),
+        extra_vocab_tokens=0 if v.at_least(12) else 256,
+        wraps_fused_moe=v.at_least(12),
+        moe_ep_refuses_fully_sharded=v.at_least(21),
+        moe_ep_needs_allgather=v.at_least(22),
+    )
 
 
 _KV_DTYPES_BY_MINOR: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = (
@@ -329,6 +396,9 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
                             if v.at_least(8) else ()),
         tied_embeddings_only=((() if v.at_least(29) else ("GemmaForCausalLM", "Gemma2ForCausalLM"))
                               + (() if v.at_least(14) else ("Gemma3ForCausalLM",))),
+        v1_speculative_methods=_v1_speculative_methods(v),
+        draft_model_refusal=(None if v.at_least(15) or not v.at_least(10) else _DRAFT_MODEL_REFUSAL_0_11
+                             if v.at_least(11) else _DRAFT_MODEL_REFUSAL_0_10),
         kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
                             else "No common block size for {block_size}." if v.at_least(30)
                             else "No common block size for {block_size}. "),
