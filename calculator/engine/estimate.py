@@ -216,7 +216,7 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     busiest = 0 if len(budgets) == 1 else min(
         range(len(budgets)), key=lambda s: budgets[s].kv_cache_bytes - layout.bytes_per_block_per_stage[s])
     refusal = settings.refusal or deployment.kernel_refusal
-    lora_problem = lora_error(spec, max_lora_rank=scenario.max_lora_rank, max_loras=scenario.max_loras,
+    lora_problem = lora_error(spec, rules.version, max_lora_rank=scenario.max_lora_rank, max_loras=scenario.max_loras,
                               max_cpu_loras=scenario.max_cpu_loras, tensor_parallel_size=tp,
                               fully_sharded=scenario.fully_sharded_loras,
                               data_parallel_size=scenario.data_parallel_size,
