@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .engine.estimate import Estimate
+from .engine.estimate import Estimate, applied_quantization
 from .engine.expert_parallel import all2all_buffer_bytes
 from .engine.uncertainty import confidence, coverage_notes, kv_band, verdict, verdict_reason
 from .engine.workload import Workload, workload_capacity
@@ -59,7 +59,8 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
             result.scenario.all2all_backend, result.model, data_parallel_size=result.scenario.data_parallel_size,
             enable_expert_parallel=result.scenario.enable_expert_parallel,
             tensor_parallel_size=result.settings.tensor_parallel_size,
-            max_num_batched_tokens=result.settings.max_num_batched_tokens, dtype_bytes=result.settings.dtype_bytes),
+            max_num_batched_tokens=result.settings.max_num_batched_tokens,
+            quantization=applied_quantization(result.scenario, result.model)),
         "cudagraph_bytes": result.budget.cudagraph_bytes,
         "cuda_context_bytes": result.budget.context_bytes,
         "kv_cache_bytes": result.kv_cache_bytes,

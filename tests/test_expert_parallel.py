@@ -152,12 +152,22 @@ def test_deepep_low_latency_adds_its_rdma_buffer_for_vllms_default_256_dispatch_
 
 
 def test_flashinfer_one_sided_workspace_spans_the_ep_group_and_the_batch_budget():
-    # vLLM 0.32 FlashInferNVLinkOneSidedManager.initialize -> FlashInfer moe_a2a_get_workspace_size_per_rank:
-    # ep 8 x 8,192 tokens x (7,168 x 2 bf16 + 8 top-k x 4 ids + 8 x 4 weights = 14,400 B) = 943,718,400 for dispatch,
-    # 8 x 8,192 x 7,168 x 2 = 939,524,096 for combine (both already multiples of 128).
+    # vLLM 0.32 FlashInferNVLinkOneSidedManager.initialize -> FlashInfer moe_a2a_get_workspace_size_per_rank.
+    # DeepSeek-V3's blockwise FP8 dispatches 7,168 E4M3 bytes + 56 float32 scales = 7,392 B a token, plus 8 top-k
+    # int32 ids and 8 float32 weights = 7,456 B: 8 ranks x 8,192 tokens x 7,456 = 488,636,416 B; the bf16 combine
+    # payload 8 x 8,192 x 7,168 x 2 = 939,524,096 B (both multiples of 128 already).
     one_sided = _deepseek_v3_ep8(all2all_backend="flashinfer_nvlink_one_sided", max_num_batched_tokens=8192)
-    assert estimate_summary(one_sided)["all2all_buffer_bytes"] == 943_718_400 + 939_524_096
+    assert estimate_summary(one_sided)["all2all_buffer_bytes"] == 488_636_416 + 939_524_096
     assert any("auxiliary region" in w for w in one_sided.warnings)
+    # Qwen3-30B-A3B in bf16 at DP 4: 4 x 8,192 x (2,048 x 2 + 64) + 4 x 8,192 x 2,048 x 2
+    qwen = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="flashinfer_nvlink_one_sided",
+                max_num_batched_tokens=8192)
+    assert estimate_summary(qwen)["all2all_buffer_bytes"] == 136_314_880 + 134_217_728
+    # per-tensor FP8 activations are a format the planner does not map: sized as bf16, and it says so
+    fp8 = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="flashinfer_nvlink_one_sided",
+               max_num_batched_tokens=8192, quantization="fp8")
+    assert estimate_summary(fp8)["all2all_buffer_bytes"] == 136_314_880 + 134_217_728
+    assert any("payload of fp8 activations is sized as bf16" in w for w in fp8.warnings)
 
 
 def test_dense_models_ignore_expert_parallel():

@@ -341,7 +341,7 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
                                 unified_memory=host_counts, interconnect=interconnect, nvls=has_nvls(interconnect, gpu))
     closing = [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
     if a2a_note := all2all_warning(all2all_backend, spec, data_parallel_size=data_parallel_size,
-                                   enable_expert_parallel=enable_expert_parallel):
+                                   enable_expert_parallel=enable_expert_parallel, quantization=quantization):
         closing.append(a2a_note)
     if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
         closing.append(memory_note)
@@ -425,7 +425,8 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     # NOTE: the all-to-all buffers are sized for the batch budget, a point field (not in the cached deployment terms)
     all2all = all2all_buffer_bytes(scenario.all2all_backend, spec, data_parallel_size=scenario.data_parallel_size,
                                    enable_expert_parallel=scenario.enable_expert_parallel, tensor_parallel_size=tp,
-                                   max_num_batched_tokens=max_num_batched_tokens, dtype_bytes=settings.dtype_bytes)
+                                   max_num_batched_tokens=max_num_batched_tokens,
+                                   quantization=applied_quantization(scenario, spec))
     budgets = []
     for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
         layers_on_stage = deployment.layers_on_stage[stage]

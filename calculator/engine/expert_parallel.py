@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..model.spec import ModelSpec
+from ..model.spec import ModelSpec, QuantizationSpec
 from ..units import MIB
 
 All2AllBackend = Literal[
@@ -61,15 +61,31 @@ def deepep_low_latency_rdma_bytes(max_dispatch_tokens_per_rank: int, hidden: int
     return (total + 128) // 128 * 128  # NUM_BUFFER_ALIGNMENT_BYTES (kernels/configs.cuh)
 
 
+# NOTE: weight-only methods leave the activations in bf16, so the one-sided dispatch moves bf16 tokens.
+_WEIGHT_ONLY_METHODS = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes", "gguf"})
+
+
+def one_sided_token_bytes(hidden: int, quantization: QuantizationSpec | None) -> int | None:
+    """vLLM 0.32 ``fused_moe/all2all_utils.py`` ``flashinfer_one_sided_dispatch_layout``: the bytes of one token
+    and its scales in the one-sided dispatch; None where the activation format is not one this planner maps."""
+    if quantization is None or quantization.method in _WEIGHT_ONLY_METHODS:
+        return hidden * 2
+    if quantization.method == "fp8" and quantization.weight_block_size == (128, 128):
+        return hidden + hidden // 128 * 4  # DeepSeek blockwise FP8: E4M3 plus a float32 scale per 128
+    if quantization.method == "modelopt_fp4":
+        return hidden // 2 + hidden // 16  # NVFP4: two values a byte plus a one-byte scale per 16
+    return None
+
+
 def flashinfer_one_sided_workspace_bytes(ep_size: int, max_num_tokens: int, hidden: int, top_k: int,
-                                         dtype_bytes: int) -> int:
+                                         token_bytes: int) -> int:
     """FlashInfer's ``moe_a2a_get_workspace_size_per_rank`` (flashinfer/comm/trtllm_moe_alltoall.py) with what
-    vLLM 0.32's ``FlashInferNVLinkOneSidedManager.initialize`` passes: a dispatch payload of the token (unquantized
-    here), int32 top-k ids and float32 top-k weights, a bf16 combine payload, each for ``ep_size x max_num_tokens``
-    tokens padded to 128 bytes; the auxiliary counters region is left out (see ``_UNSIZED``)."""
+    vLLM 0.32's ``FlashInferNVLinkOneSidedManager.initialize`` passes: a dispatch payload of the token and its
+    scales, int32 top-k ids and float32 top-k weights, a bf16 combine payload, each for ``ep_size x
+    max_num_tokens`` tokens padded to 128 bytes; the auxiliary counters region is left out (see ``_UNSIZED``)."""
     def pad(n: int) -> int:
         return -(-n // 128) * 128
-    dispatch = hidden * dtype_bytes + top_k * 4 + top_k * 4
+    dispatch = token_bytes + top_k * 4 + top_k * 4
     return pad(ep_size * max_num_tokens * dispatch) + pad(ep_size * max_num_tokens * hidden * 2)
 
 
@@ -97,7 +113,7 @@ def moe_token_factor(spec: ModelSpec, *, data_parallel_size: int) -> int:
 
 def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
                          enable_expert_parallel: bool, tensor_parallel_size: int, max_num_batched_tokens: int,
-                         dtype_bytes: int) -> int:
+                         quantization: QuantizationSpec | None) -> int:
     """The all-to-all backend's persistent buffers on one rank (non-torch memory, made during profiling).
 
     vLLM 0.32 (``fused_moe/layer.py``: ``FusedMoEConfig(max_num_tokens=max_num_batched_tokens)``) sizes the
@@ -121,20 +137,25 @@ def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, dat
         return deepep_low_latency_rdma_bytes(max_num_batched_tokens, spec.hidden_size,
                                              -(-spec.moe.num_experts // ep_size) * ep_size)
     if backend == "flashinfer_nvlink_one_sided":
-        return flashinfer_one_sided_workspace_bytes(tensor_parallel_size * data_parallel_size,
-                                                    max_num_batched_tokens, spec.hidden_size,
-                                                    spec.moe.experts_per_token, dtype_bytes)
+        # NOTE: an activation format not mapped is sized as bf16, the largest payload; all2all_warning says so
+        return flashinfer_one_sided_workspace_bytes(
+            tensor_parallel_size * data_parallel_size, max_num_batched_tokens, spec.hidden_size,
+            spec.moe.experts_per_token, one_sided_token_bytes(spec.hidden_size, quantization) or spec.hidden_size * 2)
     return 0
 
 
 def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
-                    enable_expert_parallel: bool) -> str | None:
+                    enable_expert_parallel: bool, quantization: QuantizationSpec | None = None) -> str | None:
     """A sentence where the chosen backend keeps buffers this planner does not size, or is never used."""
     if backend is None:
         return None
     if not uses_all2all(spec, data_parallel_size=data_parallel_size, enable_expert_parallel=enable_expert_parallel):
         return (f"--all2all-backend {backend} is unused here: vLLM dispatches MoE tokens with it only under "
                 "--enable-expert-parallel with --data-parallel-size > 1")
+    if backend == "flashinfer_nvlink_one_sided" and one_sided_token_bytes(spec.hidden_size, quantization) is None:
+        return (f"--all2all-backend {backend}: the dispatch payload of {quantization.method if quantization else ''} "
+                "activations is sized as bf16 (the largest), and FlashInfer's small auxiliary region is not "
+                "modelled")
     if unsized := _UNSIZED.get(backend):
         return (f"--all2all-backend {backend}: {unsized} is not modelled; the KV cache may be smaller than shown")
     return None
