@@ -56,7 +56,8 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "activation_bytes": result.budget.activation_bytes,
         "non_torch_bytes": result.budget.non_torch_bytes,
         "all2all_buffer_bytes": all2all_buffer_bytes(  # part of non_torch_bytes
-            result.scenario.all2all_backend, result.model, data_parallel_size=result.scenario.data_parallel_size,
+            result.scenario.all2all_backend, result.model, version=result.rules.version,
+            data_parallel_size=result.scenario.data_parallel_size,
             enable_expert_parallel=result.scenario.enable_expert_parallel,
             tensor_parallel_size=result.settings.tensor_parallel_size,
             max_num_batched_tokens=result.settings.max_num_batched_tokens,

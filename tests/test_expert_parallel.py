@@ -122,8 +122,8 @@ def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
     assert any("DeepEP v2's ElasticBuffer (sized by DeepEP's C++ calculate_ep_buffer_size" in w for w in v2.warnings)
 
 
-def _deepseek_v3_ep8(**fields):
-    return estimate(Scenario(model="deepseek-ai/DeepSeek-V3", gpu="h200", vllm_version="0.32.0",
+def _deepseek_v3_ep8(vllm_version="0.32.0", **fields):
+    return estimate(Scenario(model="deepseek-ai/DeepSeek-V3", gpu="h200", vllm_version=vllm_version,
                              data_parallel_size=8, enable_expert_parallel=True, **fields))
 
 
@@ -144,6 +144,12 @@ def test_deepep_low_latency_adds_its_rdma_buffer_for_vllms_default_256_dispatch_
     wider = _deepseek_v3_ep8(all2all_backend="deepep_low_latency", max_num_batched_tokens=512)
     assert estimate_summary(wider)["all2all_buffer_bytes"] == 2 * (2 * 1_908_408_320 + 1_024) + 128 + 1024 * MIB
 
+    # up to 0.19 fused_moe/layer.py sized it for VLLM_MOE_DP_CHUNK_SIZE (256), whatever the batch budget
+    v019 = _deepseek_v3_ep8("0.19.0", all2all_backend="deepep_low_latency", max_num_batched_tokens=8192)
+    assert estimate_summary(v019)["all2all_buffer_bytes"] == 3_816_818_816 + 1024 * MIB
+    # the 256-token default batch budget (use_batched_dp_moe) came with 0.20's switch to the batch budget
+    assert _deepseek_v3_ep8("0.20.0", all2all_backend="deepep_low_latency").settings.max_num_batched_tokens == 256
+    assert _deepseek_v3_ep8("0.19.0", all2all_backend="deepep_low_latency").settings.max_num_batched_tokens > 256
     # NIXL-EP (vLLM's NixlEPAll2AllManager) sizes the same layout (NIXL's EPLayout) with no NVL buffer
     nixl = _deepseek_v3_ep8(all2all_backend="nixl_ep")
     assert nixl.settings.max_num_batched_tokens == 256

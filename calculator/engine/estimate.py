@@ -423,7 +423,8 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     other_processes = int(scenario.other_processes_memory_gib * GIB)
     adjustment = int(scenario.overhead_adjustment_gib * GIB)
     # NOTE: the all-to-all buffers are sized for the batch budget, a point field (not in the cached deployment terms)
-    all2all = all2all_buffer_bytes(scenario.all2all_backend, spec, data_parallel_size=scenario.data_parallel_size,
+    all2all = all2all_buffer_bytes(scenario.all2all_backend, spec, version=rules.version,
+                                   data_parallel_size=scenario.data_parallel_size,
                                    enable_expert_parallel=scenario.enable_expert_parallel, tensor_parallel_size=tp,
                                    max_num_batched_tokens=max_num_batched_tokens,
                                    quantization=applied_quantization(scenario, spec))

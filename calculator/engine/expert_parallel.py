@@ -23,6 +23,7 @@ from typing import Literal
 
 from ..model.spec import ModelSpec, QuantizationSpec
 from ..units import MIB
+from .vllm_versions import VllmVersion
 
 All2AllBackend = Literal[
     "allgather_reducescatter", "naive", "pplx", "deepep_high_throughput", "deepep_low_latency", "deepep_v2",
@@ -94,11 +95,21 @@ def uses_all2all(spec: ModelSpec, *, data_parallel_size: int, enable_expert_para
     return spec.moe is not None and enable_expert_parallel and data_parallel_size > 1
 
 
-# NOTE: vLLM 0.28-0.32 engine/arg_utils.py ``_set_default_max_num_seqs_and_batched_tokens_args``: with
+# NOTE: vLLM 0.20-0.32 engine/arg_utils.py ``_set_default_max_num_seqs_and_batched_tokens_args``: with
 # ``parallel_config.use_batched_dp_moe`` (these backends, EP, DP > 1) the default batch budget is
 # ``SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP``, which also sizes their buffers.
 BATCHED_DP_MOE_BACKENDS = frozenset({"deepep_low_latency", "nixl_ep"})
 BATCHED_DP_MOE_BATCHED_TOKENS = 256
+
+
+MOE_DP_CHUNK_SIZE = 256  # envs.VLLM_MOE_DP_CHUNK_SIZE's default
+
+
+def moe_max_num_tokens(version: VllmVersion, max_num_batched_tokens: int) -> int:
+    """``FusedMoEConfig.max_num_tokens``, the tokens per rank the DeepEP low-latency and NIXL-EP buffers are sized
+    for: ``fused_moe/layer.py`` passes the batch budget from 0.20 and ``VLLM_MOE_DP_CHUNK_SIZE`` up to 0.19 (read in
+    the 0.18, 0.19, 0.20, 0.21, 0.22 and 0.27 wheels and the 0.28-0.32 CPU builds)."""
+    return max_num_batched_tokens if version.at_least(20) else MOE_DP_CHUNK_SIZE
 
 
 def batched_dp_moe(backend: All2AllBackend | None, *, data_parallel_size: int, enable_expert_parallel: bool) -> bool:
@@ -111,13 +122,11 @@ def moe_token_factor(spec: ModelSpec, *, data_parallel_size: int) -> int:
     return data_parallel_size if spec.moe is not None else 1
 
 
-def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
-                         enable_expert_parallel: bool, tensor_parallel_size: int, max_num_batched_tokens: int,
-                         quantization: QuantizationSpec | None) -> int:
-    """The all-to-all backend's persistent buffers on one rank (non-torch memory, made during profiling).
-
-    vLLM 0.32 (``fused_moe/layer.py``: ``FusedMoEConfig(max_num_tokens=max_num_batched_tokens)``) sizes the
-    token-dependent buffers for the scheduler's batch budget per DP rank; the EP group is tp x dp ranks."""
+def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, version: VllmVersion,
+                         data_parallel_size: int, enable_expert_parallel: bool, tensor_parallel_size: int,
+                         max_num_batched_tokens: int, quantization: QuantizationSpec | None) -> int:
+    """The all-to-all backend's persistent buffers on one rank (non-torch memory, made during profiling); the EP
+    group is tp x dp ranks."""
     if spec.moe is None or not uses_all2all(spec, data_parallel_size=data_parallel_size,
                                             enable_expert_parallel=enable_expert_parallel):
         return 0
@@ -127,16 +136,17 @@ def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, dat
         return DEEPEP_BUFFER_BYTES
     if backend == "deepep_low_latency":
         # DeepEPLLAll2AllManager._make_all2all_kwargs: the NVL buffer plus the low-latency RDMA buffer
-        return DEEPEP_BUFFER_BYTES + deepep_low_latency_rdma_bytes(max_num_batched_tokens, spec.hidden_size,
-                                                                   spec.moe.num_experts)
+        return DEEPEP_BUFFER_BYTES + deepep_low_latency_rdma_bytes(
+            moe_max_num_tokens(version, max_num_batched_tokens), spec.hidden_size, spec.moe.num_experts)
     if backend == "nixl_ep":
         # NixlEPAll2AllManager._init_buffer: Buffer.get_rdma_size_hint for ep ranks x their local experts (no
         # elastic EP); NIXL's examples/device/ep/csrc/config.hpp EPLayout is DeepEP's LowLatencyLayout verbatim.
         # It keeps no NVL buffer.
         ep_size = tensor_parallel_size * data_parallel_size
-        return deepep_low_latency_rdma_bytes(max_num_batched_tokens, spec.hidden_size,
+        return deepep_low_latency_rdma_bytes(moe_max_num_tokens(version, max_num_batched_tokens), spec.hidden_size,
                                              -(-spec.moe.num_experts // ep_size) * ep_size)
     if backend == "flashinfer_nvlink_one_sided":
+        # NOTE: all2all_utils.py hands it the scheduler's max_num_batched_tokens itself, not max_num_tokens
         # NOTE: an activation format not mapped is sized as bf16, the largest payload; all2all_warning says so
         return flashinfer_one_sided_workspace_bytes(
             tensor_parallel_size * data_parallel_size, max_num_batched_tokens, spec.hidden_size,

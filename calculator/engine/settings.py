@@ -242,7 +242,7 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
     elif rules.engine == "v0":
         # NOTE: V0 without chunked prefill must fit a whole prompt in one batch.
         max_num_batched_tokens = max(max_model_len, batch.max_num_batched_tokens)
-    elif rules.version.at_least(28) and batched_dp_moe(scenario.all2all_backend,
+    elif rules.version.at_least(20) and batched_dp_moe(scenario.all2all_backend,
                                                        data_parallel_size=scenario.data_parallel_size,
                                                        enable_expert_parallel=scenario.enable_expert_parallel):
         max_num_batched_tokens = BATCHED_DP_MOE_BATCHED_TOKENS
