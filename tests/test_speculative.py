@@ -129,6 +129,14 @@ def test_v1_refuses_a_draft_model_before_0_15(version, refusal):
     assert estimate(BASE.replace(vllm_version=version, gpu="h100-sxm-80gb", speculative_method="eagle")).fits
 
 
+def test_the_cli_shows_the_refusal_for_0_11(capsys):
+    assert main(["estimate", "--model", LLAMA_8B, "--gpu", "h100-sxm-80gb", "--vllm-version", "0.11.0",
+                 "--speculative-config", f'{{"method": "draft_model", "model": "{LLAMA_1B}"}}', "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["fits"] is False and shown["refusal"] == _REFUSED_0_11
+    assert shown["error"].endswith(f"vLLM raises: {_REFUSED_0_11}")
+
+
 _FALLBACK = "runs the V0 engine here: Speculative Decoding is not supported by the V1 Engine. Falling back to V0."
 
 

@@ -17,6 +17,10 @@ Pure arithmetic, read from vLLM 0.32.0's source (vllm/config/speculative.py, vll
   embedding and LM head ("Detected MTP model").
 * ``ngram``: prompt look-up on the CPU: no GPU memory.
 
+Which releases run which method is per version (``VersionRules.v1_speculative_methods`` and
+``draft_model_refusal``, applied in ``engine_support``): 0.8 - 0.9 fall back to V0 for the methods their V1 lacked, and
+0.10.0 - 0.14.1 refuse a draft model. The shapes below are 0.32's for every release.
+
 Every proposer with layers registers their attention in the same KV-cache pool as the target's (the runner collects
 ``{layer_name: spec}`` including the drafter's, ``UniformTypeKVCacheSpecs``), so a block holds the pages of both.
 """
