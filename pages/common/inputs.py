@@ -242,8 +242,9 @@ def parallelism_section(prefix: str, spec: ModelSpec | None) -> dict[str, object
     link = interconnect_picker(prefix)
     backend = _picker("All-to-all backend (expert parallel with DP)", ALL2ALL_BACKENDS, prefix, "all2all_backend",
                       help="--all2all-backend: how MoE tokens reach the ranks holding their experts under "
-                           "--enable-expert-parallel with data parallel > 1; DeepEP, NIXL-EP and FlashInfer's one-sided "
-                           "all-to-all keep buffers per GPU (DeepEP low-latency: GiBs, sized by the batch budget)")
+                           "--enable-expert-parallel with data parallel > 1; DeepEP, NIXL-EP and FlashInfer's "
+                           "one-sided all-to-all keep buffers per GPU (DeepEP low-latency: GiBs, sized by the batch "
+                           "budget)")
     st.caption(f"{tp * pp} GPU(s) per engine" + (f", {tp * pp * dp} in all" if dp > 1 else ""))
     return {"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "data_parallel_size": dp,
             "enable_expert_parallel": ep, "interconnect": link, "all2all_backend": backend}
