@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .engine.estimate import Estimate, applied_quantization
-from .engine.expert_parallel import all2all_buffer_bytes
+from .engine.estimate import Estimate, all2all_bytes
 from .engine.uncertainty import confidence, coverage_notes, kv_band, verdict, verdict_reason
 from .engine.workload import Workload, workload_capacity
 
@@ -55,13 +54,8 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "speculative_acceptance_rate": result.proposer.acceptance_rate if result.proposer else None,
         "activation_bytes": result.budget.activation_bytes,
         "non_torch_bytes": result.budget.non_torch_bytes,
-        "all2all_buffer_bytes": all2all_buffer_bytes(  # part of non_torch_bytes
-            result.scenario.all2all_backend, result.model, version=result.rules.version,
-            data_parallel_size=result.scenario.data_parallel_size,
-            enable_expert_parallel=result.scenario.enable_expert_parallel,
-            tensor_parallel_size=result.settings.tensor_parallel_size,
-            max_num_batched_tokens=result.settings.max_num_batched_tokens,
-            quantization=applied_quantization(result.scenario, result.model)),
+        "all2all_buffer_bytes": all2all_bytes(  # part of non_torch_bytes
+            result.scenario, result.model, result.rules, result.settings),
         "cudagraph_bytes": result.budget.cudagraph_bytes,
         "cuda_context_bytes": result.budget.context_bytes,
         "kv_cache_bytes": result.kv_cache_bytes,

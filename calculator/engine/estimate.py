@@ -90,6 +90,17 @@ def applied_quantization(scenario: Scenario, spec: ModelSpec) -> QuantizationSpe
     """The weight quantization vLLM applies: ``--quantization``'s when given, else the checkpoint's."""
     return quantization_from_flag(scenario.quantization, spec) if scenario.quantization else spec.quantization
 
+
+def all2all_bytes(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings) -> int:
+    """The all-to-all backend's buffers on one rank for this deployment (part of its non-torch memory)."""
+    return all2all_buffer_bytes(scenario.all2all_backend, spec, version=rules.version,
+                                data_parallel_size=scenario.data_parallel_size,
+                                enable_expert_parallel=scenario.enable_expert_parallel,
+                                tensor_parallel_size=settings.tensor_parallel_size,
+                                max_num_batched_tokens=settings.max_num_batched_tokens,
+                                quantization=applied_quantization(scenario, spec))
+
+
 class Estimate(BaseModel):
     """What vLLM will do with one deployment, per GPU (the busiest rank) unless a name says otherwise."""
 
@@ -423,11 +434,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     other_processes = int(scenario.other_processes_memory_gib * GIB)
     adjustment = int(scenario.overhead_adjustment_gib * GIB)
     # NOTE: the all-to-all buffers are sized for the batch budget, a point field (not in the cached deployment terms)
-    all2all = all2all_buffer_bytes(scenario.all2all_backend, spec, version=rules.version,
-                                   data_parallel_size=scenario.data_parallel_size,
-                                   enable_expert_parallel=scenario.enable_expert_parallel, tensor_parallel_size=tp,
-                                   max_num_batched_tokens=max_num_batched_tokens,
-                                   quantization=applied_quantization(scenario, spec))
+    all2all = all2all_bytes(scenario, spec, rules, settings)
     budgets = []
     for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
         layers_on_stage = deployment.layers_on_stage[stage]
