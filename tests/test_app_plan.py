@@ -506,3 +506,16 @@ def test_closed_sidebar_sections_keep_and_plan_every_value():
     assert link_of(app).get("loras") == "8" and link_of(app).get("offload") == "2"
     assert metrics(app) == metrics(run_app({**link, "loras": "8"}))
     assert open_sections(app, "plan_adapters_open").number_input(key="plan_max_loras").value == 8
+
+
+def test_a_setting_that_does_not_parse_is_named_with_its_section_closed():
+    # typed while "More vLLM settings" was open, "8 parsecs" is not used; closing the section must not hide why
+    app = run_app({"m": "meta-llama/Llama-3.1-8B-Instruct"})
+    open_sections(app, "plan_more_settings_open")
+    app.text_input(key="plan_kv_cache_memory_text").set_value("8 parsecs").run()
+    opened = [e.value for e in app.sidebar.error]
+    app.session_state["plan_more_settings_open"] = False
+    app.run()
+    assert len(opened) == 1 and opened[0].startswith("kv_cache_memory_bytes: ")
+    assert [e.value for e in app.sidebar.error] == [f"More vLLM settings: {opened[0]}"]
+    assert not app.exception

@@ -107,15 +107,19 @@ class _Closed:
     def columns(self, count: int) -> list[_Closed]:
         return [self] * count
 
-    def error(self, *_args: Any, **_kwargs: Any) -> None:
-        return None
+    def __init__(self, label: str) -> None:
+        self._label = label
+
+    def error(self, message: str, **kwargs: Any) -> None:
+        # NOTE: a value typed while the section was open that does not parse is not used: say so with it closed too
+        st.error(f"{self._label}: {message}", **kwargs)
 
 
 def lazy_expander(label: str, key: str):
     """An expander whose widgets are drawn only while it is open (issue 21 item 3: each drawn widget makes Streamlit
     copy the whole session state); closed, the section's values come from the keys its widgets keep."""
     expander = st.expander(label, key=key, on_change="rerun")
-    return _Drawn(expander) if expander.open else _Closed()
+    return _Drawn(expander) if expander.open else _Closed(label)
 
 
 def _picker(label: str, mapping: dict[str, object], prefix: str, field: str, column=st, **kwargs) -> object:
