@@ -304,7 +304,7 @@ def _version(line: LaunchLine, base: Scenario) -> tuple[str, list[str], list[str
             ignored.append(f"the container tag's version {tag}: {exc}")
             tag = None
     if tag and tag.lower().lstrip("v") != version:
-        imported.append(f"vLLM {version} (the container tag {tag}, a pre-release or build of {version}: planned "
+        imported.append(f"vLLM {version} (the container tag {tag}, a pre-release, build or hotfix of {version}: planned "
                         f"with {version}'s rules)")
     elif tag:
         imported.append(f"vLLM {version} (the container tag)")

@@ -297,8 +297,18 @@ def test_flags_of_the_version_are_known_and_those_it_lacks_are_not():
 def test_a_release_candidate_tag_is_read_with_its_releases_rules_and_says_so():
     parsed, report = import_serve_command("docker run --gpus all vllm/vllm-openai:v0.10.2rc2 --model Qwen/Qwen3-8B")
     assert parsed.vllm_version == "0.10.2"
-    assert report.imported == ("vLLM 0.10.2 (the container tag v0.10.2rc2, a pre-release or build of 0.10.2: "
+    assert report.imported == ("vLLM 0.10.2 (the container tag v0.10.2rc2, a pre-release, build or hotfix of 0.10.2: "
                                "planned with 0.10.2's rules)", "--model Qwen/Qwen3-8B")
+
+
+def test_a_hotfix_release_tag_is_read_with_its_releases_rules():
+    # vLLM published 0.10.1.1 on PyPI and as vllm/vllm-openai:v0.10.1.1 (a fourth component); it used to be refused
+    # as "not a vLLM version", so the line was planned with the page's version instead of the tag's.
+    parsed, report = import_serve_command("docker run --gpus all vllm/vllm-openai:v0.10.1.1 --model Qwen/Qwen3-8B")
+    assert parsed.vllm_version == "0.10.1"
+    assert report.ignored == ()
+    assert report.imported[0] == ("vLLM 0.10.1 (the container tag v0.10.1.1, a pre-release, build or hotfix of "
+                                  "0.10.1: planned with 0.10.1's rules)")
 
 
 def test_an_explicit_command_after_the_image_keeps_the_tag():

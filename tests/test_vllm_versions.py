@@ -88,6 +88,9 @@ def test_mla_block_sizes_follow_the_backend():
 def test_versions_compare_numerically_and_bad_ones_are_refused():
     assert VllmVersion.parse("0.10.0") > VllmVersion.parse("0.9.2")
     assert str(VllmVersion.parse("v0.6.6.post1")) == "0.6.6"
+    assert str(VllmVersion.parse("0.10.1.1")) == "0.10.1"  # a hotfix release on PyPI
+    with pytest.raises(UnsupportedVllmVersion):
+        VllmVersion.parse("0.10.1.1.1")
     with pytest.raises(UnsupportedVllmVersion):
         VllmVersion.parse("latest")
     with pytest.raises(UnsupportedVllmVersion):

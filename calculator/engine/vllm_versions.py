@@ -37,8 +37,9 @@ V0BlocksLabel = Literal["gpu", "dispatch_key", "device_name"]
 
 LATEST_VERSION = "0.34.0"
 # X.Y or X.Y.Z with PEP 440 / git-describe tails vLLM wheels carry: 0.6.6.post1, 0.10.1rc1, 0.11.0+cu128,
-# 0.9.2.dev123+g1a2b3c. Components of at most four digits: nothing longer is a release.
-_VERSION_RE = re.compile(r"v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?"
+# 0.9.2.dev123+g1a2b3c, and the hotfix releases' fourth component (0.10.1.1 on PyPI and as the vllm/vllm-openai tag
+# v0.10.1.1), planned with X.Y.Z's rules. Components of at most four digits: nothing longer is a release.
+_VERSION_RE = re.compile(r"v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4})(?:\.\d{1,4})?)?"
                          r"(?:[.-]?(?:post|rc|dev|a|b)\d{0,9})*(?:\+[0-9A-Za-z.]{1,64})?", re.IGNORECASE)
 # The newest major vLLM could plausibly reach while these rules are current; vLLM has stayed at 0.x.
 _MAX_PLAUSIBLE_MAJOR = 1
