@@ -113,9 +113,6 @@ def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
     # the CLI's JSON names the term inside non_torch_bytes (issue 23 item 4: each new memory term is shown)
     assert estimate_summary(deepep)["all2all_buffer_bytes"] == 1024 * MIB
     assert estimate_summary(base)["all2all_buffer_bytes"] == estimate_summary(unused)["all2all_buffer_bytes"] == 0
-    mori = _moe(data_parallel_size=2, enable_expert_parallel=True, all2all_backend="mori_high_throughput")
-    assert any("MoRI's dispatch/combine buffers (sized inside the MoRI library) is not modelled" in w
-               for w in mori.warnings)
     # DeepEP v2's ElasticBuffer takes no VLLM_DEEPEP_BUFFER_SIZE_MB: its size comes from NCCL's topology at run time
     v2 = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="deepep_v2")
     assert v2.budget.non_torch_bytes == base.budget.non_torch_bytes
@@ -125,6 +122,30 @@ def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
 def _deepseek_v3_ep8(vllm_version="0.32.0", **fields):
     return estimate(Scenario(model="deepseek-ai/DeepSeek-V3", gpu="h200", vllm_version=vllm_version,
                              data_parallel_size=8, enable_expert_parallel=True, **fields))
+
+
+@pytest.mark.parametrize("backend", ["mori_high_throughput", "mori_low_latency"])
+def test_mori_holds_its_2_gib_symmetric_heap_before_vllms_snapshot(backend):
+    # MoRI's shmem init allocates DEFAULT_SYMMETRIC_HEAP_SIZE = 2 GiB (MORI_SHMEM_HEAP_SIZE unset), whatever the
+    # model; vLLM 0.32 builds it in init_worker_distributed_environment, before the snapshot: outside the budget
+    def deepseek(**fields):
+        return estimate(Scenario(model="deepseek-ai/DeepSeek-V3", gpu="mi300x-192gb", vllm_version="0.32.0",
+                                 data_parallel_size=8, enable_expert_parallel=True, **fields))
+    base, mori = deepseek(), deepseek(all2all_backend=backend)
+    assert mori.budget.context_bytes - base.budget.context_bytes == 2 * 1024 ** 3
+    assert mori.budget.free_at_start_bytes == base.budget.free_at_start_bytes - 2 * 1024 ** 3
+    assert mori.budget.non_torch_bytes == base.budget.non_torch_bytes  # so the KV pool vLLM sizes is unchanged
+    assert mori.budget.kv_cache_bytes == base.budget.kv_cache_bytes
+    assert not any("MoRI" in w for w in mori.warnings)
+    # 191.69 GiB x (1 - 0.99) = 1.92 GiB holds the 0.5 GiB context but not the heap too: vLLM refuses to start
+    assert deepseek(gpu_memory_utilization=0.99).budget.startup_error is None
+    assert deepseek(gpu_memory_utilization=0.99, all2all_backend=backend).budget.startup_error
+    # without DP, no all-to-all manager is built: no heap
+    plain = estimate(Scenario(model="deepseek-ai/DeepSeek-V3", gpu="mi300x-192gb", vllm_version="0.32.0",
+                              tensor_parallel_size=8, enable_expert_parallel=True, all2all_backend=backend))
+    plain_default = estimate(Scenario(model="deepseek-ai/DeepSeek-V3", gpu="mi300x-192gb", vllm_version="0.32.0",
+                                      tensor_parallel_size=8, enable_expert_parallel=True))
+    assert plain.budget.context_bytes == plain_default.budget.context_bytes
 
 
 def test_deepep_low_latency_adds_its_rdma_buffer_for_vllms_default_256_dispatch_tokens():

@@ -27,7 +27,7 @@ from .engine_support import (
     kernel_refusal,
     sliding_window_block_size,
 )
-from .expert_parallel import all2all_buffer_bytes, all2all_warning
+from .expert_parallel import all2all_buffer_bytes, all2all_pre_snapshot_bytes, all2all_warning
 from .flag_checks import oversized_kv_pool_error
 from .interconnect import has_nvls
 from .free_memory import free_memory_reading, host_pool_free_bytes, host_use_counts, unified_memory_warning
@@ -348,6 +348,8 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
                                  unified_memory=host_counts and free_pool_bytes is None,
                                  interconnect=interconnect, rules=rules,
                                  compute_capability=gpu.compute_capability if gpu else None)
+    context += all2all_pre_snapshot_bytes(all2all_backend, spec, data_parallel_size=data_parallel_size,
+                                          enable_expert_parallel=enable_expert_parallel)
     non_torch = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device, rules=rules,
                                 unified_memory=host_counts, interconnect=interconnect, nvls=has_nvls(interconnect, gpu))
     closing = [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..model.spec import ModelSpec, QuantizationSpec
-from ..units import MIB
+from ..units import GIB, MIB
 from .vllm_versions import VllmVersion
 
 All2AllBackend = Literal[
@@ -36,14 +36,31 @@ DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
 # depends on the machine (DeepEP v2 asks NCCL for the topology), so each keeps a warning that says so, no number.
 _UNSIZED = {
     "deepep_v2": "DeepEP v2's ElasticBuffer (sized by DeepEP's C++ calculate_ep_buffer_size from the NCCL topology)",
-    "mori_high_throughput": "MoRI's dispatch/combine buffers (sized inside the MoRI library)",
-    "mori_low_latency": "MoRI's dispatch/combine buffers (sized inside the MoRI library)",
     "moonep": "MoonEP's buffer pool (sized inside the MoonEP library)",
     "flashinfer_all2allv": "FlashInfer's MNNVL workspace (MnnvlMoe.get_moe_workspaces, sized inside FlashInfer)",
     "flashinfer_nvlink_two_sided": "FlashInfer's MNNVL workspace (MnnvlMoe.get_moe_workspaces, sized inside "
                                    "FlashInfer)",
     "flashinfer_nvlink_one_sided": "FlashInfer's small auxiliary region (moe_a2a_get_aux_data_size, in C++)",
 }
+
+
+# NOTE: MoRI (ROCm/mori src/shmem/init.cpp MemoryStatesInit) allocates one static symmetric heap at shmem init and
+# carves every dispatch/combine buffer out of it, so the heap, not the model, is what a rank holds; its size is
+# MORI_SHMEM_HEAP_SIZE, unset by vLLM except under --moe-backend aiter_mega_moe (8G, 16G with fused shared experts).
+MORI_SHMEM_HEAP_BYTES = 2 * GIB  # ROCm/mori src/shmem/internal.hpp DEFAULT_SYMMETRIC_HEAP_SIZE
+MORI_BACKENDS = frozenset({"mori_high_throughput", "mori_low_latency"})
+
+
+def all2all_pre_snapshot_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
+                               enable_expert_parallel: bool) -> int:
+    """What the backend allocates before vLLM's first memory snapshot (outside the budget, like NCCL's
+    communicators): vLLM 0.28-0.32 ``MoriAll2AllManager.__init__`` (all2all.py) runs
+    ``mori.shmem.shmem_torch_process_group_init`` while the device communicator is built in
+    ``init_worker_distributed_environment``, which ``gpu_worker.py`` ``init_device`` calls before its snapshot."""
+    if backend in MORI_BACKENDS and uses_all2all(spec, data_parallel_size=data_parallel_size,
+                                                 enable_expert_parallel=enable_expert_parallel):
+        return MORI_SHMEM_HEAP_BYTES
+    return 0
 
 
 def deepep_low_latency_rdma_bytes(max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int) -> int:
