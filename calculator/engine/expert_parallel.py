@@ -32,14 +32,22 @@ All2AllBackend = Literal[
 ]
 DEFAULT_ALL2ALL_BACKEND: All2AllBackend = "allgather_reducescatter"
 DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
-# NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing code this planner could not read or that
-# depends on the machine (DeepEP v2 asks NCCL for the topology), so each keeps a warning that says so, no number.
+# NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing this planner cannot reproduce, so each keeps
+# a warning that says why, no number:
+# * DeepEP v2's ElasticBuffer: DeepEP's C++ calculate_ep_buffer_size asks NCCL for the topology at run time.
+# * MoonEP: vLLM's MoonEPBufferPool builds a moonep.Buffer per power-of-two token capacity a step needs (128 up to
+#   the batch budget), lazily, sized inside MoonshotAI/MoonEP, whose source no reachable copy holds.
+# * FlashInfer two-sided (flashinfer_all2allv is its old name): get_moe_commworkspace_size_per_rank is
+#   (8 x 256 KiB FIFO + 256 B) x ep x channels, channels = max(SMs / 2 / (2 ceil(ep / 8)), 1) (FlashInfer
+#   include/flashinfer/comm/trtllm_alltoall.cuh): it needs the GPU's SM count, which the GPU table lacks, and the
+#   prepare workspace and the MNNVL allocation granularity are sized in C++ this planner could not read.
+_TWO_SIDED = ("FlashInfer's MNNVL workspace (MnnvlMoe.get_moe_workspaces: FIFOs per peer and per channel, the "
+              "channels set by the GPU's SM count)")
 _UNSIZED = {
     "deepep_v2": "DeepEP v2's ElasticBuffer (sized by DeepEP's C++ calculate_ep_buffer_size from the NCCL topology)",
-    "moonep": "MoonEP's buffer pool (sized inside the MoonEP library)",
-    "flashinfer_all2allv": "FlashInfer's MNNVL workspace (MnnvlMoe.get_moe_workspaces, sized inside FlashInfer)",
-    "flashinfer_nvlink_two_sided": "FlashInfer's MNNVL workspace (MnnvlMoe.get_moe_workspaces, sized inside "
-                                   "FlashInfer)",
+    "moonep": "MoonEP's buffer pool (one buffer per power-of-two batch size, sized inside the MoonEP library)",
+    "flashinfer_all2allv": _TWO_SIDED,
+    "flashinfer_nvlink_two_sided": _TWO_SIDED,
     "flashinfer_nvlink_one_sided": "FlashInfer's small auxiliary region (moe_a2a_get_aux_data_size, in C++)",
 }
 
