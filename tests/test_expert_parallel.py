@@ -14,6 +14,7 @@ from test_speed_roofline import UNIT  # efficiencies 1, no overheads, 10 us per 
 from calculator.cli import main
 from calculator.engine.estimate import estimate
 from calculator.engine.overheads import forward_activation_bytes
+from calculator.gpus import find_gpu
 from calculator.model.model_source import load_model_spec
 from calculator.scenario import Scenario
 from calculator.serve_command import parse_serve_command, serve_command
@@ -240,10 +241,42 @@ def test_a_dp_server_is_planned_in_whole_servers(capsys):
                        gpus=["h100-sxm-80gb"], vllm_version="0.32.0", expert_parallel=True, data_parallel_size=4,
                        quantizations=(None,), kv_cache_dtypes=("auto",))
     option = result.by_cost_per_hour[0]
-    assert (option.deployment.layout, option.deployment.data_parallel_size) == ("DP 4 EP", 4)
+    assert (option.deployment.layout, option.deployment.data_parallel_size) == (
+        "DP 4 EP (allgather_reducescatter all-to-all)", 4)
     assert option.plan.replicas % 4 == 0 and option.plan.gpus == option.plan.replicas  # engines of one GPU each
     assert main(["recommend", "--model", MOE, "--input-tokens", "1000", "--output-tokens", "200",
                  "--concurrent-users", "64", "--gpu", "h100-sxm-80gb", "--enable-expert-parallel",
                  "--data-parallel-size", "2", "--top", "1"]) == 0
     out = capsys.readouterr().out
     assert " 2 EP " in out and "dispatch and combine between the engines is in the step time" in out
+    assert "all-to-all backend allgather_reducescatter (its buffers counted)" in out
+
+
+@pytest.mark.parametrize(("vllm_version", "backend"), [
+    ("0.10.2", "naive"),  # envs.py VLLM_ALL2ALL_BACKEND defaults to "naive" in the 0.9.2-0.10.2 wheels
+    ("0.11.0", "allgather_reducescatter"),  # and to "allgather_reducescatter" from 0.11.0's
+    ("0.32.0", "allgather_reducescatter"),  # config/parallel.py ParallelConfig.all2all_backend
+])
+def test_the_recommenders_dp_x_ep_servers_dispatch_with_vllms_default_backend(vllm_version, backend):
+    from calculator.speed.recommend import candidates
+
+    deployments = [d for d, _ in candidates(load_model_spec(MOE), [find_gpu("h100-sxm-80gb")], (None,), ("auto",),
+                                            True, 4, vllm_version)]
+    assert [(d.layout, d.all2all_backend) for d in deployments] == [(f"DP 4 EP ({backend} all-to-all)", backend)]
+    # vLLM's own default needs no --all2all-backend (0.10 has no such flag): the launch line names none
+    assert deployments[0].scenario(MOE, vllm_version, None).all2all_backend is None
+
+
+def test_the_recommender_charges_the_buffers_of_the_backend_it_is_given():
+    from calculator.speed.recommend import candidates
+
+    spec, h100 = load_model_spec(MOE), [find_gpu("h100-sxm-80gb")]
+    (deepep, _), = candidates(spec, h100, (None,), ("auto",), True, 4, "0.32.0", "deepep_high_throughput")
+    (default, _), = candidates(spec, h100, (None,), ("auto",), True, 4, "0.32.0")
+    assert deepep.layout == "DP 4 EP (deepep_high_throughput all-to-all)"
+    buffers = (estimate(deepep.scenario(MOE, "0.32.0", None)).budget.non_torch_bytes
+               - estimate(default.scenario(MOE, "0.32.0", None)).budget.non_torch_bytes)
+    assert buffers == 1024 * MIB  # DeepEP's VLLM_DEEPEP_BUFFER_SIZE_MB, as test_deepep_keeps_a_1_gib_buffer_...
+    # a TP-only layout dispatches with no all-to-all at all
+    (plain, _), = candidates(spec, h100, (None,), ("auto",), False, None, "0.32.0")[:1]
+    assert (plain.layout, plain.all2all_backend) == ("TP 1", None)

@@ -272,8 +272,10 @@ def render_recommendations(result: Recommendations, top: int) -> str:
     if not result.by_cost_per_hour:
         lines.append("  no deployment meets the SLOs within the limits")
     if any(o.deployment.data_parallel_size > 1 for o in result.by_cost_per_hour[:top]):
+        backends = sorted({b for o in result.by_cost_per_hour[:top] if (b := o.deployment.all2all_backend)})
         lines.append("DP x EP rows: replicas count engines (whole servers of DP engines); each MoE layer's "
-                     "dispatch and combine between the engines is in the step time")
+                     "dispatch and combine between the engines is in the step time"
+                     + (f", all-to-all backend {', '.join(backends)} (its buffers counted)" if backends else ""))
     reasons = Counter(option.reason for option in result.rejected)
     lines.append(f"{len(result.by_cost_per_hour)} deployments qualify; {len(result.rejected)} do not:")
     lines += [f"  {count:>4} x {reason}" for reason, count in reasons.most_common(8)]

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..engine.estimate import estimate
+from ..engine.expert_parallel import All2AllBackend, default_all2all_backend
 from ..engine.vllm_versions import LATEST_VERSION, VllmVersion
 from ..errors import CalculatorError, InvalidInput
 from ..gpus import GpuSpec, find_gpu, gpu_catalog
@@ -49,6 +50,7 @@ class Deployment(BaseModel):
     kv_cache_dtype: str
     data_parallel_size: int = 1  # engines in one server (--data-parallel-size); a replica below is one engine
     enable_expert_parallel: bool = False
+    all2all_backend: All2AllBackend | None = None  # DP x EP: the one vLLM dispatches with (its default, or as set)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -60,14 +62,18 @@ class Deployment(BaseModel):
                         pipeline_parallel_size=self.pipeline_parallel_size, quantization=self.quantization,
                         kv_cache_dtype=self.kv_cache_dtype, vllm_version=vllm_version, max_model_len=max_model_len,
                         data_parallel_size=self.data_parallel_size,
-                        enable_expert_parallel=self.enable_expert_parallel)
+                        enable_expert_parallel=self.enable_expert_parallel,
+                        # NOTE: vLLM's own default needs no flag (0.10 and older have no --all2all-backend at all)
+                        all2all_backend=None if self.all2all_backend == default_all2all_backend(
+                            VllmVersion.parse(vllm_version)) else self.all2all_backend)
 
     @property
     def layout(self) -> str:
         """"TP 2", "TP 8 PP 2", "DP 4 EP": how the GPUs of one replica (one server under DP) are used."""
         if self.data_parallel_size > 1:
             return (f"TP {self.tensor_parallel_size} " if self.tensor_parallel_size > 1 else "") + \
-                f"DP {self.data_parallel_size}" + (" EP" if self.enable_expert_parallel else "")
+                f"DP {self.data_parallel_size}" + (" EP" if self.enable_expert_parallel else "") + \
+                (f" ({self.all2all_backend} all-to-all)" if self.all2all_backend else "")
         return f"TP {self.tensor_parallel_size}" + (f" PP {self.pipeline_parallel_size}"
                                                     if self.pipeline_parallel_size > 1 else "")
 
@@ -159,8 +165,11 @@ def layouts(spec: ModelSpec, expert_parallel: bool | None = None,
 
 def candidates(spec: ModelSpec, gpus: Sequence[GpuSpec], quantizations: Sequence[str | None] | None = None,
                kv_cache_dtypes: Sequence[str] = ("auto", "fp8"), expert_parallel: bool | None = None,
-               data_parallel_size: int | None = None) -> list[tuple[Deployment, str | None]]:
-    """Every deployment to try, with a reason already known to rule it out (None when it must be estimated)."""
+               data_parallel_size: int | None = None, vllm_version: str = LATEST_VERSION,
+               all2all_backend: All2AllBackend | None = None) -> list[tuple[Deployment, str | None]]:
+    """Every deployment to try, with a reason already known to rule it out (None when it must be estimated); a
+    DP x EP one dispatches with ``all2all_backend``, or else with what ``vllm_version`` picks by default."""
+    dispatch = all2all_backend or default_all2all_backend(VllmVersion.parse(vllm_version))
     if quantizations is None:
         quantizations = (None,) if spec.quantization else (None, "fp8")
     out = []
@@ -182,7 +191,8 @@ def candidates(spec: ModelSpec, gpus: Sequence[GpuSpec], quantizations: Sequence
                     out.append((Deployment(gpu=gpu.key, gpu_name=gpu.name, tensor_parallel_size=tp,
                                            pipeline_parallel_size=1, quantization=quantization,
                                            kv_cache_dtype=kv_dtype, data_parallel_size=dp,
-                                           enable_expert_parallel=ep), reason))
+                                           enable_expert_parallel=ep,
+                                           all2all_backend=dispatch if ep and dp > 1 else None), reason))
     return out
 
 
@@ -213,7 +223,8 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
         g for g in gpu_catalog() if g.memory_bandwidth_gb_s and g.variant_of is None]
     options: list[Option] = []
     for deployment, reason in candidates(spec, chosen, quantizations, kv_cache_dtypes, expert_parallel,
-                                         data_parallel_size):
+                                         data_parallel_size, vllm_version,
+                                         (features or {}).get("all2all_backend")):  # type: ignore[arg-type]
         if reason:
             options.append(Option(deployment=deployment, reason=reason))
             continue
