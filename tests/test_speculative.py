@@ -154,6 +154,26 @@ def test_0_8_and_0_9_fall_back_to_v0_for_the_methods_v1_lacks(version, method, e
     assert any(_FALLBACK in w for w in result.warnings) is (engine == "v0")
 
 
+@pytest.mark.parametrize("version", ["0.7.3", "0.8.5", "0.9.2"])
+def test_v0_profiles_the_target_alone_so_the_draft_is_outside_the_kv_budget(version):
+    # worker.py: memory_profiling(weights_memory=self.model_runner.model_memory_usage) around the scorer's
+    # profile_run; the draft's weights were already loaded (SpecDecodeWorker.init_device) when the peak was reset
+    draft = estimate(DRAFT.replace(vllm_version=version, gpu="h100-sxm-80gb"))
+    b = draft.budget
+    assert draft.settings.engine == "v0" and b.formula == "v0"
+    assert b.draft_weights_bytes == 2_471_628_800 and not b.draft_in_budget
+    assert not next(s for s in b.segments() if s.key == "draft").inside_budget
+    # so the KV budget is total x util less the target's weights, its peak and the non-torch memory: no draft term
+    assert b.kv_cache_bytes == b.requested_bytes - b.weights_bytes - b.activation_bytes - b.non_torch_bytes
+    assert b.unused_bytes == (b.total_bytes - b.requested_bytes - b.context_bytes - b.cudagraph_bytes
+                              - 2_471_628_800)  # the draft comes out of the (1 - util) headroom
+    assert any("profiles the target model alone: the proposer's 2.30 GiB of weights" in w for w in draft.warnings)
+    # V1 (0.32) profiles with the draft loaded: its weights come out of the budget
+    v1 = estimate(DRAFT.replace(gpu="h100-sxm-80gb"))
+    assert v1.budget.draft_in_budget and v1.budget.kv_cache_bytes < estimate(
+        BASE.replace(gpu="h100-sxm-80gb")).budget.kv_cache_bytes - 2_471_628_800
+
+
 def test_tokens_per_step_follow_the_acceptance_rate():
     assert tokens_per_step(3, 0.8) == pytest.approx((1 - 0.8 ** 4) / 0.2) == pytest.approx(2.952)
     assert tokens_per_step(0, 0.9) == 1.0

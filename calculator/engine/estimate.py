@@ -400,6 +400,10 @@ def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gp
     if drafter is not None:
         warnings.append(f"speculative decoding ({drafter.method}, {drafter.num_speculative_tokens} tokens per step, "
                         f"acceptance {drafter.acceptance_rate:g}): {drafter.note}")
+        if _draft_outside_profile(drafter, settings, rules) and drafter.weights_bytes:
+            warnings.append(f"vLLM {rules.version}'s V0 engine profiles the target model alone: the proposer's "
+                            f"{drafter.weights_bytes / GIB:.2f} GiB of weights are not taken out of the KV cache's "
+                            "budget and must fit in the (1 - gpu_memory_utilization) headroom")
     kernel = attention_kernel_blocks(rules, device=settings.device)
     # NOTE: the proposer's attention layers join the target's pool (one block holds the pages of both).
     cached = with_proposer_layers(spec, drafter.layers if drafter else ())
@@ -425,6 +429,13 @@ def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gp
                        warnings=tuple(warnings))
 
 
+def _draft_outside_profile(drafter: object | None, settings: ResolvedSettings, rules: VersionRules) -> bool:
+    """V0's SpecDecodeWorker profiles the scorer alone (its weights_memory, its forward pass); the draft loaded
+    beside it is outside the profile (vLLM 0.9.2 spec_decode_worker.py, worker/worker.py, utils memory_profiling;
+    the same in the 0.7.3 and 0.8.5 wheels; 0.6 read its peak from the device, draft included)."""
+    return drafter is not None and settings.engine == "v0" and rules.version.at_least(7)
+
+
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
                    deployment: _Deployment, lora: LoraSlots | None) -> list[MemoryBudget]:
     fixed, drafter = deployment.fixed, deployment.drafter
@@ -437,6 +448,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     adjustment = int(scenario.overhead_adjustment_gib * GIB)
     # NOTE: the all-to-all buffers are sized for the batch budget, a point field (not in the cached deployment terms)
     all2all = all2all_bytes(scenario, spec, rules, settings)
+    v0_drafter = _draft_outside_profile(drafter, settings, rules)
     budgets = []
     for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
         layers_on_stage = deployment.layers_on_stage[stage]
@@ -454,7 +466,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
                 enable_expert_parallel=scenario.enable_expert_parallel,
                 drafter_forward_bytes=drafter_activation_bytes(
                     drafter, spec, max_num_batched_tokens=max_num_batched_tokens,
-                    activation_dtype_bytes=settings.dtype_bytes) if drafter else 0)
+                    activation_dtype_bytes=settings.dtype_bytes) if drafter and not v0_drafter else 0)
             + (lora.shrink_buffer_bytes if lora else 0),
             non_torch_bytes=fixed.non_torch_bytes + all2all,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
@@ -471,6 +483,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             lora_bytes=lora.bytes_per_stage[stage] if lora else 0,
             draft_weights_bytes=drafter.weights_bytes if drafter and stage == pp - 1 else 0,
             charges_other_processes=rules.non_torch_counts_other_processes,
+            draft_profiled=not v0_drafter,
         ))
     return budgets
 

@@ -61,6 +61,7 @@ class MemoryBudget(BaseModel):
     weights_bytes: int
     lora_bytes: int = 0  # --enable-lora: adapter slots and punica buffers, allocated with the weights
     draft_weights_bytes: int = 0  # speculative decoding: the draft model's or heads' weights
+    draft_in_budget: bool = True  # False under V0, which profiles the target alone (the draft is outside)
     activation_bytes: int
     non_torch_bytes: int
     cudagraph_bytes: int
@@ -92,7 +93,7 @@ class MemoryBudget(BaseModel):
             MemorySegment(key="weights", label="Weights", bytes=self.weights_bytes, inside_budget=True),
             MemorySegment(key="lora", label="LoRA adapter slots", bytes=self.lora_bytes, inside_budget=True),
             MemorySegment(key="draft", label="Speculative proposer weights", bytes=self.draft_weights_bytes,
-                          inside_budget=True),
+                          inside_budget=self.draft_in_budget),
             MemorySegment(key="activation", label="Activation peak", bytes=self.activation_bytes, inside_budget=True),
             MemorySegment(key="non_torch", label="Non-torch (NCCL, cuBLAS)", bytes=self.non_torch_bytes,
                           inside_budget=True),
@@ -130,14 +131,16 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
                   has_startup_check: bool, platform: str, kv_cache_memory_bytes: int | None = None,
                   adjustment_bytes: int = 0, device_label: str = "cuda:0", cudagraph_note: str = "",
                   free_pool_bytes: int | None = None, lora_bytes: int = 0,
-                  draft_weights_bytes: int = 0, charges_other_processes: bool = False) -> MemoryBudget:
+                  draft_weights_bytes: int = 0, charges_other_processes: bool = False,
+                  draft_profiled: bool = True) -> MemoryBudget:
     """The KV-cache budget of one GPU under the version's formula (§1.2-1.9).
 
     ``free_pool_bytes``: the host pool vLLM reads free memory from (``calculator.engine.free_memory``), else total.
-    ``lora_bytes`` and ``draft_weights_bytes`` are allocated while the model loads, so they count as weights do.
+    ``lora_bytes`` and ``draft_weights_bytes`` are allocated while the model loads, so they count as weights do;
+    ``draft_profiled=False`` (V0): the profile's weights are the target's alone, so the draft's are not subtracted.
     ``charges_other_processes``: the version's non-torch figure includes other processes' memory (0.6.4.x).
     """
-    loaded = weights_bytes + lora_bytes + draft_weights_bytes
+    loaded = weights_bytes + lora_bytes + (draft_weights_bytes if draft_profiled else 0)
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
     free_at_start_bytes = free_at_start(total_bytes, free_pool_bytes, other_processes_bytes, context_bytes)
     startup_error = None
@@ -175,7 +178,7 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
         formula=formula, total_bytes=total_bytes, requested_bytes=requested,
         gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
         context_bytes=context_bytes, weights_bytes=weights_bytes, lora_bytes=lora_bytes,
-        draft_weights_bytes=draft_weights_bytes, activation_bytes=activation_bytes,
+        draft_weights_bytes=draft_weights_bytes, draft_in_budget=draft_profiled, activation_bytes=activation_bytes,
         non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, cudagraph_in_budget=cudagraph_in_budget,
         cudagraph_note=cudagraph_note,
         extensible_reserve_bytes=reserve, adjustment_bytes=adjustment_bytes if kv_cache_memory_bytes is None else 0,
