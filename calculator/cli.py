@@ -17,9 +17,10 @@ from pydantic import ValidationError
 from . import diagnose_cli
 from .engine.estimate import Estimate, estimate
 from .engine.expert_parallel import All2AllBackend
-from .engine.uncertainty import coverage_notes
+from .engine.uncertainty import coverage_notes, verdict
 from .engine.vllm_versions import LATEST_VERSION
 from .errors import CalculatorError, one_line_validation_error
+from .explain import lead_sentence
 from .gpus import Interconnect, gpu_catalog
 from .model.model_source import preset_ids
 from .scenario import Scenario
@@ -107,9 +108,11 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
 
 def render_table(result: Estimate) -> str:
-    """A readable summary for people (the JSON is for programs)."""
+    """A readable summary for people (the JSON is for programs), led by the verdict the dashboard leads with: an
+    unknown architecture says so before any figure, and a fit its widened band straddles reads "Borderline"."""
     s, b, c = result.settings, result.budget, result.capacity
     rows = [
+        ("verdict", lead_sentence(result, verdict(result), None)),
         ("model", f"{result.model.model_id} ({result.model.num_params:,} params)"),
         ("GPU", f"{result.gpu.name if result.gpu else s.device} x {result.num_gpus} (TP {s.tensor_parallel_size}, "
                 f"PP {s.pipeline_parallel_size}), {gib(b.total_bytes):.2f} GiB each"

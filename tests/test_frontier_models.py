@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from calculator import Scenario, estimate
+from calculator import Scenario, cli, estimate
 from calculator.engine import uncertainty
 from calculator.engine.encoder_profile import profiled_encoder_cache_bytes
 from calculator.engine.kv_cache import plan_kv_cache
@@ -543,6 +543,19 @@ class TestUnknownShapeVerdict:
         assert lead_sentence(result, "fits with margin", None).startswith(
             "Unknown architecture MysteryForCausalLM (estimated as a generic decoder, band widened): fits:")
         assert estimate_summary(result)["confidence"] == "unknown architecture"
+
+    def test_the_cli_table_leads_with_the_unknown_architecture_verdict(self, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+        # Regression: the table printed "fits  yes" and only a closing warning for an unknown shape whose widened
+        # band straddles the fit (Qwen3-32B renamed, 12,000 tokens on 79.18 GiB: borderline, as above).
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(as_unknown(preset("Qwen__Qwen3-32B"))), encoding="utf-8")
+        assert cli.main(["estimate", "--model", str(path), "--gpu-memory-gib", "79.18", "--vllm-version", "0.11.0",
+                         "--max-model-len", "12000"]) == 0
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first.split(None, 1) == ["verdict", "Borderline, unknown architecture: MysteryForCausalLM is estimated "
+                                        "as a generic decoder, and the error band generic estimates need straddles "
+                                        "the answer."]
 
     def test_the_cli_json_says_how_confident_it_is(self, tmp_path: Path) -> None:
         path = tmp_path / "config.json"
