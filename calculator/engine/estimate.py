@@ -429,7 +429,7 @@ def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gp
                        warnings=tuple(warnings))
 
 
-def _draft_outside_profile(drafter: object | None, settings: ResolvedSettings, rules: VersionRules) -> bool:
+def _draft_outside_profile(drafter: Proposer | None, settings: ResolvedSettings, rules: VersionRules) -> bool:
     """V0's SpecDecodeWorker profiles the scorer alone (its weights_memory, its forward pass); the draft loaded
     beside it is outside the profile (vLLM 0.9.2 spec_decode_worker.py, worker/worker.py, utils memory_profiling;
     the same in the 0.7.3 and 0.8.5 wheels; 0.6 read its peak from the device, draft included)."""
