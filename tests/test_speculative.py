@@ -181,16 +181,7 @@ def test_tokens_per_step_follow_the_acceptance_rate():
 
 
 def test_the_draft_models_cost_per_step_and_the_tokens_it_yields_by_hand():
-    from test_speed_roofline import (
-        H100_BF16,
-        H100_BYTES_S,
-        LLAMA8_ACTIVATION_BYTES_PER_TOKEN,
-        LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN,
-        LLAMA8_KV_BYTES_PER_TOKEN,
-        LLAMA8_LINEAR_PARAMS,
-        LLAMA8_NORM_BYTES,
-        UNIT,
-    )
+    import test_speed_roofline as roofline  # Llama-3.1-8B's hand figures, the H100's rates, the UNIT constants
 
     from calculator.speed.costs import forward_costs
     from calculator.speed.hardware import gpu_rates
@@ -199,7 +190,7 @@ def test_the_draft_models_cost_per_step_and_the_tokens_it_yields_by_hand():
     def one_request_step(scenario):
         result = estimate(scenario.replace(gpu="h100-sxm-80gb", speculative_acceptance_rate=0.7))
         costs = forward_costs(result)
-        return costs, step_time(costs, gpu_rates(result.gpu, result.quantization), UNIT, decode_tokens=1,
+        return costs, step_time(costs, gpu_rates(result.gpu, result.quantization), roofline.UNIT, decode_tokens=1,
                                 decode_context_tokens=context)
 
     k, context = 4, 1000
@@ -210,12 +201,14 @@ def test_the_draft_models_cost_per_step_and_the_tokens_it_yields_by_hand():
     draft_pass_flops = 2 * (16 * (2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048) + 128_256 * 2048)
     assert draft_pass_flops == 2_471_493_632
     costs, step = one_request_step(DRAFT)
-    target_bytes = (2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES + context * LLAMA8_KV_BYTES_PER_TOKEN
-                    + (k + 1) * LLAMA8_ACTIVATION_BYTES_PER_TOKEN)  # the target verifies k + 1 tokens in one pass
-    assert step.memory_s == pytest.approx((target_bytes + k * draft_pass_bytes) / H100_BYTES_S, rel=1e-12)
-    assert step.compute_s == pytest.approx(((k + 1) * (2 * LLAMA8_LINEAR_PARAMS
-                                                       + context * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN)
-                                            + k * draft_pass_flops) / H100_BF16, rel=1e-12)
+    linear = roofline.LLAMA8_LINEAR_PARAMS
+    # the target verifies k + 1 tokens in one pass
+    target_bytes = (2 * linear + roofline.LLAMA8_NORM_BYTES + context * roofline.LLAMA8_KV_BYTES_PER_TOKEN
+                    + (k + 1) * roofline.LLAMA8_ACTIVATION_BYTES_PER_TOKEN)
+    assert step.memory_s == pytest.approx((target_bytes + k * draft_pass_bytes) / roofline.H100_BYTES_S, rel=1e-12)
+    assert step.compute_s == pytest.approx(((k + 1) * (2 * linear + context
+                                                       * roofline.LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN)
+                                            + k * draft_pass_flops) / roofline.H100_BF16, rel=1e-12)
     # The draft's share of the step: k passes, 4 x 2,504,396,800 B / 3.35 TB/s = 2.990 ms on one H100; n-gram
     # proposals with the same k cost the step nothing on the GPU
     _, ngram = one_request_step(BASE.replace(speculative_method="ngram", num_speculative_tokens=k))
@@ -225,8 +218,8 @@ def test_the_draft_models_cost_per_step_and_the_tokens_it_yields_by_hand():
     assert costs.tokens_per_decode_step == pytest.approx(0.83193 / 0.3, rel=1e-12)
     one = Traffic(input_tokens=1000, output_tokens=200, concurrency=1)
     with_draft = estimate(DRAFT.replace(gpu="h100-sxm-80gb", speculative_acceptance_rate=0.7))
-    assert speed_estimate(with_draft, one, constants=UNIT).tpot_ms < speed_estimate(
-        estimate(BASE.replace(gpu="h100-sxm-80gb")), one, constants=UNIT).tpot_ms
+    assert speed_estimate(with_draft, one, constants=roofline.UNIT).tpot_ms < speed_estimate(
+        estimate(BASE.replace(gpu="h100-sxm-80gb")), one, constants=roofline.UNIT).tpot_ms
 
 
 def test_speculation_pays_at_low_concurrency_and_stops_paying_when_the_step_is_compute_bound():
