@@ -69,7 +69,8 @@ class Deployment(BaseModel):
 
     @property
     def layout(self) -> str:
-        """"TP 2", "TP 8 PP 2", "DP 4 EP": how the GPUs of one replica (one server under DP) are used."""
+        """"TP 2", "TP 8 PP 2", "DP 4 EP (allgather_reducescatter all-to-all)": how the GPUs of one replica (one
+        server under DP) are used, and how a DP x EP server dispatches."""
         if self.data_parallel_size > 1:
             return (f"TP {self.tensor_parallel_size} " if self.tensor_parallel_size > 1 else "") + \
                 f"DP {self.data_parallel_size}" + (" EP" if self.enable_expert_parallel else "") + \
