@@ -17,7 +17,8 @@ from pathlib import Path
 from calculator import Scenario, estimate, load_model_spec
 from calculator.engine.estimate import Estimate
 from calculator.speed.calibration import SpeedConstants
-from calculator.speed.bench import BenchLoad
+from calculator.speed.bands import engine_generation
+from calculator.speed.bench import BenchLoad, cached_test_prompt_tokens
 from calculator.speed.output_lengths import eos_output_lengths
 from calculator.speed.predict import _Replica, bench_prediction, speed_estimate
 from calculator.speed.queueing import burst_wait
@@ -41,6 +42,8 @@ class Run:
     mode: str  # closed | burst | rate_inf | rate
     settings: dict = field(default_factory=dict)
     longest_output_tokens: int | None = None  # bursts whose outputs may stop at EOS (capped here)
+    # vLLM's benchmark client (``vllm bench serve``, benchmark_serving.py) sends the first prompt once before the run.
+    test_prompt: bool = False
 
 
 def _config(name: str) -> str:
@@ -64,11 +67,11 @@ RUNS: dict[str, Run] = {
     "wmx-l4": Run(_config("Qwen__Qwen2.5-0.5B-Instruct"), "l4-24gb", "0.23.0", "burst",
                   {"gpu_memory_utilization": 0.6}),
     "musgrave-a100-40g": Run("meta-llama/Llama-3.1-8B-Instruct", "a100-sxm-40gb", "0.23.0", "closed",
-                             {"max_model_len": 8192}),
+                             {"max_model_len": 8192}, test_prompt=True),
     "qwen3-1536-a100-80g": Run("Qwen/Qwen3-14B-AWQ", "a100-sxm-80gb", "0.9.0", "closed",
                                {"max_num_seqs": 30, "enforce_eager": True}),
     "tt356-8xh100": Run(_config("DeepSeek-R1-0528-AWQ"), "h100-sxm-80gb", "0.9.0", "closed",
-                        {"tensor_parallel_size": 8, "max_model_len": 16384}),
+                        {"tensor_parallel_size": 8, "max_model_len": 16384}, test_prompt=True),
     # benchmark_throughput.py: 200 ShareGPT prompts to LLM.generate at once, max_num_seqs 256: one wave that lasts
     # as long as the longest ShareGPT output (sharegpt_longest_output), the batch shrinking as outputs end.
     "vllm-12315-4xa100": Run("meta-llama/Llama-3.3-70B-Instruct", "a100-sxm-80gb", "0.6.6", "burst",
@@ -113,15 +116,18 @@ RUNS: dict[str, Run] = {
                           1000),
     # Workload A asks for 128 tokens; the outputs stop at EOS (a mean of 100.5).
     "mushfiq-rtx4090": Run("mistralai/Mistral-7B-Instruct-v0.3", "rtx-4090", "0.11.0", "closed",
-                           {"max_model_len": 8192}, 128),
+                           {"max_model_len": 8192}, 128, test_prompt=True),
     # Fixed 1024 / 1024 lengths (random): lockstep waves of 32, as the fixed-length closed loops above.
     "recipes431-mi300x": Run("Qwen/Qwen3-8B", "mi300x-192gb", "0.19.0", "burst"),
     "vllm-43232-4xb200": Run("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "b200-180gb", "0.22.0", "closed",
                              {"tensor_parallel_size": 4, "kv_cache_dtype": "fp8", "max_model_len": 32768,
-                              "gpu_memory_utilization": 0.85, "enable_prefix_caching": True}),
-    "tt340-a100-qwen3-30b-a3b": Run("Qwen/Qwen3-30B-A3B", "a100-sxm-80gb", "0.9.2", "closed", {"max_model_len": 16384}),
-    "tt340-a100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.9.2", "closed", {"max_model_len": 16384}),
-    "tt340-a100-qwen3-1.7b": Run(_config("Qwen__Qwen3-1.7B"), "a100-sxm-80gb", "0.9.2", "closed", {"max_model_len": 16384}),
+                              "gpu_memory_utilization": 0.85, "enable_prefix_caching": True}, test_prompt=True),
+    "tt340-a100-qwen3-30b-a3b": Run("Qwen/Qwen3-30B-A3B", "a100-sxm-80gb", "0.9.2", "closed",
+                           {"max_model_len": 16384}, test_prompt=True),
+    "tt340-a100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.9.2", "closed",
+                       {"max_model_len": 16384}, test_prompt=True),
+    "tt340-a100-qwen3-1.7b": Run(_config("Qwen__Qwen3-1.7B"), "a100-sxm-80gb", "0.9.2", "closed",
+                                  {"max_model_len": 16384}, test_prompt=True),
     "kvcached-h100-qwen3-0.6b-rate-inf": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate_inf",
                                              {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
     "kvcached-h100-qwen3-0.6b-rate16": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate",
@@ -229,6 +235,8 @@ def predict(record: dict, constants: SpeedConstants | None = None, *, step_by_st
         return _simulated(record, result, constants, prompt, output)
     if run.mode == "closed":
         traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(concurrency))
+        if concurrency == 1 and record.get("num_prompts") and first_prompt_cached(record, result):
+            return _one_at_a_time_with_cached_first(record, result, constants, prompt, output)
     elif run.mode == "rate_inf":
         traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(record["num_prompts"]))
     else:
@@ -252,6 +260,33 @@ def predict(record: dict, constants: SpeedConstants | None = None, *, step_by_st
     return values
 
 
+def first_prompt_cached(record: dict, result: Estimate) -> bool:
+    """Whether the run's first prompt was in the server's prefix cache: vLLM's benchmark client sent it once before
+    the run (``Run.test_prompt``) and the server caches prefixes (V1's default, V0's off)."""
+    run = run_for(record)
+    return run.test_prompt and run.settings.get("enable_prefix_caching", engine_generation(result) != "V0")
+
+
+def _one_at_a_time_with_cached_first(record: dict, result: Estimate, constants: SpeedConstants | None, prompt: int,
+                                     output: int) -> dict[str, float]:
+    """A closed loop of one request whose first prompt finds its blocks cached (``cached_test_prompt_tokens``): the
+    means over the run's N requests take one prefill of the uncached tail and N - 1 full ones.
+
+    NOTE: the cached request is priced as a prompt of the uncached tail alone (its attention over the cached
+    blocks is left out; at one request that is a small share of the step)."""
+    count = int(record["num_prompts"])
+    full = speed_estimate(result, Traffic(input_tokens=prompt, output_tokens=output, concurrency=1),
+                          constants=constants, prices={})
+    tail = prompt - cached_test_prompt_tokens(prompt, result.layout.block_size)
+    cached = speed_estimate(result, Traffic(input_tokens=tail, output_tokens=output, concurrency=1),
+                            constants=constants, prices={})
+    saved_ms = (full.ttft_ms - cached.ttft_ms) / count
+    e2e_ms = full.e2e_ms - saved_ms
+    return {"ttft_ms": full.ttft_ms - saved_ms, "tpot_ms": full.tpot_ms, "e2e_ms": e2e_ms,
+            "output_tok_s": full.output_throughput_tok_s * full.e2e_ms / e2e_ms,
+            "request_per_s": full.request_throughput * full.e2e_ms / e2e_ms}
+
+
 def fixed_output_lengths(record: dict) -> bool:
     """Whether every request of the record generated the same count: ``--ignore-eos`` or a harness that fixes the
     lengths (otherwise outputs stop at EOS)."""
@@ -270,7 +305,7 @@ def bench_load(record: dict, result: Estimate, prompt: int, output: int) -> Benc
         limit = run_for(record).longest_output_tokens or result.settings.max_model_len - prompt
         outputs = eos_output_lengths(float(record["output_tokens"]), count, cap_tokens=limit)
     return BenchLoad(input_tokens=(prompt,) * count, output_tokens=outputs,
-                     max_concurrency=int(record["concurrency"]))
+                     max_concurrency=int(record["concurrency"]), first_prompt_cached=first_prompt_cached(record, result))
 
 
 def _simulated(record: dict, result: Estimate, constants: SpeedConstants | None, prompt: int,

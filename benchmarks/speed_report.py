@@ -109,7 +109,12 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "de-synchronise: the records give only the mean, so the lengths are exponential with that mean, capped by "
         "the request's max_tokens (`calculator/speed/output_lengths.py`). C = 1 or no prompt count: the steady state "
         "of C requests (`calculator/speed/scheduler.py`). The fit replays every closed loop as the steady state (a "
-        "simulated loss is ~20x dearer); the scored predictions, in sample and held out, simulate.",
+        "simulated loss is ~20x dearer); the scored predictions, in sample and held out, simulate. Runs of vLLM's "
+        "own client (`vllm bench serve`, benchmark_serving.py: musgrave, tt340, tt356, mushfiq, vLLM #43232) on a "
+        "server that caches prefixes (V1's default) send their first prompt once before the run (the \"initial "
+        "single prompt test run\"), so the run's first request finds all but the last token's block cached "
+        "(`calculator/speed/bench.py`, `cached_test_prompt_tokens`): at C = 1 the mean TTFT over N prompts takes one "
+        "prefill of that tail and N - 1 full ones.",
         "* **burst**: all requests submitted together and served as one batch: `benchmark_latency.py` (Oracle), "
         "N simultaneous non-streamed requests (ridgepoint c32), 50 requests at once (Database Mart A40, outputs "
         "capped at 600 with EOS allowed: the batch decodes until the longest while it shrinks), 200 ShareGPT prompts "
@@ -161,9 +166,11 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "MoE runs. The mechanism is still missing: the MXFP4 MoE path at small batch (its kernel count and what it "
         "streams), which the model prices as a generic MoE layer.",
         "* **One-request TTFT faster than the GPU can prefill** (`tt340-a100-*`): Qwen3-14B's 4096-token row "
-        "(217 ms) needs 558 TFLOPS on a 312 TFLOPS A100; likely prefix-cache hits from a client that repeats its "
-        "prompts (V1 caches prefixes by default). The model has no cache hits; these rows make the one-request TTFT "
-        "band wide. Qwen3-1.7B's 128-token row (11.4 ms) is below the model's 31 ms request overhead alone: the "
+        "(217 ms, a mean over 2 prompts) needs 558 TFLOPS on a 312 TFLOPS A100. Part of it is the benchmark's test "
+        "prompt (above): the 4,096- and 8,192-token rows ran 2 prompts, one of them cached, the shorter rows 4 or 8, "
+        "which is why the 4,096-token rows are faster than the 3,072-token ones. What is left (the 4,096-token row "
+        "still needs ~300 TFLOPS for its uncached prompt) suggests other cache hits from the harness. Qwen3-1.7B's "
+        "128-token row (11.4 ms) is below the model's 31 ms request overhead alone: the "
         "time from request to first token outside the GPU (HTTP, tokenizer, detokenizer, the client's own clock) "
         "differs by harness, and the model has one constant for it.",
         "* `kvcached-h100-qwen3-0.6b-rate-inf`: 500 prompts sent at once by one client; the measured 2.9 s mean TTFT "

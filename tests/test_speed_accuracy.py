@@ -18,7 +18,9 @@ import statistics
 import pytest
 
 from benchmarks import speed_accuracy, speed_peers, speed_replay
+from calculator.speed.bench import BenchLoad
 from calculator.speed.calibration import COVERAGE, constants_for
+from calculator.speed.predict import bench_prediction
 
 TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}  # issue 12, on the shared records
 ALL_TARGETS_PCT = {"tpot_ms": 12.0, "output_tok_s": 12.0}  # issue 19, on all records
@@ -120,3 +122,24 @@ def test_a_finite_closed_loop_is_sent_as_the_benchmark_sends_it() -> None:
     record = records["vllm-43232-4xb200-qwen3-235b-fp8-c64"]
     load = speed_replay.bench_load(record, speed_replay.deployment(record["id"]), 30000, 1000)
     assert load.output_tokens == (1000,) * 128 and load.max_concurrency == 64
+    assert load.first_prompt_cached  # vllm bench serve's test prompt, on a server caching prefixes
+
+
+def test_one_request_runs_of_vllms_client_have_their_first_prompt_cached() -> None:
+    # tt340's 4,096-token Qwen3-14B row: 2 prompts through benchmark_serving on a V1 server (prefix caching on by
+    # default). The one-request replay (the steady state of one prompt, plus one of the 15-token tail, 4095 // 16
+    # = 255 blocks cached) must agree with the step-by-step simulation of the same two prompts, an independent path.
+    record = next(r for r in speed_replay.load_records() if r["id"] == "tt340-a100-qwen3-14b-isl4096-osl128-c1")
+    result = speed_replay.deployment(record["id"])
+    assert speed_replay.first_prompt_cached(record, result)
+    cached = bench_prediction(result, BenchLoad(input_tokens=(4096, 4096), output_tokens=(128, 128),
+                                                max_concurrency=1, first_prompt_cached=True))
+    cold = bench_prediction(result, BenchLoad(input_tokens=(4096, 4096), output_tokens=(128, 128),
+                                              max_concurrency=1))
+    replayed = speed_replay.predict(record)["ttft_ms"]
+    assert replayed == pytest.approx(cached.mean_ttft_ms, rel=0.03)
+    # the cached prompt's TTFT is a small share: the mean is about half the cold one
+    assert 0.5 < cached.mean_ttft_ms / cold.mean_ttft_ms < 0.56
+    # gpu_conc's own harness sends no test prompt
+    gpuconc = next(r for r in speed_replay.load_records() if r["id"] == "gpuconc-h200-gptoss20b-c1")
+    assert not speed_replay.first_prompt_cached(gpuconc, speed_replay.deployment(gpuconc["id"]))

@@ -21,6 +21,7 @@ from calculator.speed.bench import (
     fit_measured_run,
     percentile,
     simulate,
+    cached_test_prompt_tokens,
 )
 from calculator.speed.bench_cli import BENCH_JSON_KEYS
 from calculator.speed.bench_command import parse_bench_command
@@ -274,3 +275,23 @@ def test_measured_step_times_replace_the_roofline_for_a_cpu_server(capsys) -> No
     code, _, err = _run(["bench", "--model", "tests/data/tiny-configs/tiny-llama.config.json", "--device", "cpu",
                          "--measured-step-ms", "-1", "--", "vllm", "bench", "serve"], capsys)
     assert code == 2 and "--measured-step-ms must be positive" in err
+
+
+@pytest.mark.parametrize(("prompt", "hit"), [(100, 96), (4096, 4080), (64, 48), (16, 0), (1, 0)])
+def test_the_test_prompt_leaves_its_full_blocks_but_the_last_token_cached(prompt, hit) -> None:
+    # V1's get_computed_blocks caps a hit at prompt - 1 tokens, whole 16-token blocks: 99 // 16 = 6 blocks = 96;
+    # 4095 // 16 = 255 blocks = 4080; a prompt of exactly 4 blocks recomputes its last one (63 // 16 = 3 blocks).
+    assert cached_test_prompt_tokens(prompt, 16) == hit
+
+
+def test_the_first_request_of_a_run_prefills_only_what_the_test_prompt_did_not_cache() -> None:
+    # vllm bench serve sends input_requests[0] once before the run; with prefix caching the run's first request
+    # computes 100 - 96 = 4 prompt tokens: its first step takes 10 ms + 4 x 0.1 ms = 10.4 ms, the second
+    # request's 10 ms + 100 x 0.1 ms = 20 ms (one at a time, nothing else in the step): mean (10.4 + 20) / 2 = 15.2.
+    limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=1000, kv_cache_tokens=10_000, block_size=16)
+    cost = LinearStepCost(fixed_s=0.010, per_token_s=1e-4)
+    cached = BenchLoad(input_tokens=(100, 100), output_tokens=(3, 3), max_concurrency=1, first_prompt_cached=True)
+    cold = cached.model_copy(update={"first_prompt_cached": False})
+    assert simulate(cached, limits, cost).mean_ttft_ms == pytest.approx(15.2)
+    assert simulate(cold, limits, cost).mean_ttft_ms == pytest.approx(20.0)
+    assert simulate(cached, limits, cost).total_input_tokens == 200  # the client still counts the whole prompts

@@ -72,6 +72,8 @@ class BenchLoad(BaseModel):
     burstiness: float = Field(1.0, gt=0)
     seed: int = 0
     special_tokens: int = Field(0, ge=0)  # of each prompt, added by the server's tokenizer (the client counts without)
+    # The server caches prefixes (V1's default) and ``vllm bench serve`` sent the first prompt once before the run.
+    first_prompt_cached: bool = False
 
     @property
     def num_prompts(self) -> int:
@@ -319,11 +321,23 @@ class _Client:
         return min(times) if times else None
 
 
+def cached_test_prompt_tokens(prompt_tokens: int, block_size: int) -> int:
+    """Prompt tokens of the run's first request that the engine finds in its prefix cache.
+
+    ``vllm bench serve`` sends ``input_requests[0]`` once before the run (its "initial single prompt test run",
+    vllm/benchmarks/serve.py), so with prefix caching on the run's first request finds that prompt's full blocks
+    cached; V1's ``KVCacheManager.get_computed_blocks`` caps a hit at ``prompt - 1`` tokens (the last token is
+    recomputed for its logits) and counts whole blocks only."""
+    return (prompt_tokens - 1) // block_size * block_size
+
+
 def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigures:
     """The printed result of ``load`` on an engine with ``limits`` whose steps take ``cost``; ``ValueError`` when a
     request can never fit in the KV cache."""
     requests = [_Request(index=i, prompt=p, output=o)
                 for i, (p, o) in enumerate(zip(load.input_tokens, load.output_tokens, strict=True))]
+    if load.first_prompt_cached:
+        requests[0].computed = cached_test_prompt_tokens(requests[0].prompt, limits.block_size)
     usable_blocks = limits.kv_cache_tokens // limits.block_size
     longest = max(r.prompt + r.output for r in requests)
     if -(-longest // limits.block_size) > usable_blocks:
