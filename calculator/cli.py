@@ -72,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     add_hf_overrides_flag(est)
     est.add_argument("--enable-extensible-kv-cache", action=argparse.BooleanOptionalAction, default=None)
     est.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
+    est.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                     help="default: vLLM's (on in V1, off in V0)")
     est.add_argument("--vllm-version", default=LATEST_VERSION)
     est.add_argument("--other-processes-memory-gib", type=float, default=0.0,
                      help="memory other processes already hold on each GPU")

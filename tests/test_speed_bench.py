@@ -295,3 +295,24 @@ def test_the_first_request_of_a_run_prefills_only_what_the_test_prompt_did_not_c
     assert simulate(cached, limits, cost).mean_ttft_ms == pytest.approx(15.2)
     assert simulate(cold, limits, cost).mean_ttft_ms == pytest.approx(20.0)
     assert simulate(cached, limits, cost).total_input_tokens == 200  # the client still counts the whole prompts
+
+
+@pytest.mark.parametrize(("server", "bench", "mean_ttft_ms"), [
+    ([], [], 40.0),  # vllm bench serve's defaults (0.14+, vllm#30975): no ready check, so nothing cached before the run
+    ([], ["--ready-check-timeout-sec", "600"], 27.2),  # the ready check sends the first prompt; V1 caches it
+    ([], ["--num-warmups", "1"], 27.2),  # a warm-up sends the same prompt
+    (["--no-enable-prefix-caching"], ["--ready-check-timeout-sec", "600"], 40.0),  # sent, but the server keeps nothing
+])
+def test_the_bench_cli_caches_the_test_prompt_where_the_server_caches_prefixes(capsys, server, bench,
+                                                                              mean_ttft_ms) -> None:
+    # Two 300-token prompts one at a time, 10 ms a step plus 0.1 ms a token, 128-token blocks (vLLM's CPU default).
+    # After a test prompt the first request finds (300 - 1) // 128 = 2 blocks = 256 tokens cached and computes 44:
+    # 10 + 4.4 = 14.4 ms; the second computes all 300: 10 + 30 = 40 ms; mean 27.2 ms. Else 40 ms each.
+    code, out, _ = _run(["bench", "--model", "tests/data/tiny-configs/tiny-llama.config.json", "--device", "cpu",
+                         "--vllm-version", "0.32.0", "--max-model-len", "1024", "--max-num-batched-tokens", "512",
+                         "--measured-step-ms", "10", "--measured-step-us-per-token", "100",
+                         "--prompt-special-tokens", "0", *server, "--json", "--", "vllm", "bench", "serve",
+                         "--random-input-len", "300", "--random-output-len", "2", "--num-prompts", "2",
+                         "--max-concurrency", "1", *bench], capsys)
+    assert code == 0
+    assert json.loads(out)["mean_ttft_ms"] == pytest.approx(mean_ttft_ms)

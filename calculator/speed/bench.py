@@ -72,7 +72,9 @@ class BenchLoad(BaseModel):
     burstiness: float = Field(1.0, gt=0)
     seed: int = 0
     special_tokens: int = Field(0, ge=0)  # of each prompt, added by the server's tokenizer (the client counts without)
-    # The server caches prefixes (V1's default) and ``vllm bench serve`` sent the first prompt once before the run.
+    # ``vllm bench serve`` sends the first prompt before the run (its ready check, and each --num-warmups request)
+    test_prompt: bool = False
+    # ... and the server caches prefixes (V1's default), so the run's first request finds that prompt's blocks
     first_prompt_cached: bool = False
 
     @property

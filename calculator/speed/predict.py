@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..engine.estimate import Estimate
-from ..engine.workload import Workload, workload_capacity
+from ..engine.workload import Workload, prefix_caching_enabled, workload_capacity
 from ..errors import InvalidInput
 from .bench import BenchFigures, BenchLoad, EngineLimits, StepBatch, StepCost, simulate
 from .calibration import BAND_FACTOR, SpeedConstants, constants_for
@@ -242,6 +242,8 @@ def bench_prediction(result: Estimate, load: BenchLoad, *, constants: SpeedConst
     if longest > result.settings.max_model_len:
         raise InvalidInput(f"requests of up to {longest:,} tokens exceed max_model_len "
                            f"{result.settings.max_model_len:,}: vLLM rejects them; raise --max-model-len")
+    if load.test_prompt and prefix_caching_enabled(result):
+        load = load.model_copy(update={"first_prompt_cached": True})
     block = result.layout.block_size
     limits = EngineLimits(max_num_seqs=result.settings.max_num_seqs,
                           max_num_batched_tokens=result.settings.max_num_batched_tokens,
