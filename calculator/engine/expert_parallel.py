@@ -38,6 +38,8 @@ def default_all2all_backend(version: VllmVersion) -> All2AllBackend:
     ``VLLM_ALL2ALL_BACKEND`` default is "naive" in the 0.9.2, 0.10.1 and 0.10.2 wheels and "allgather_reducescatter"
     in 0.11.0's; ``ParallelConfig.all2all_backend`` defaults to "allgather_reducescatter" in the 0.28-0.32 builds."""
     return DEFAULT_ALL2ALL_BACKEND if version.at_least(11) else "naive"
+
+
 DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
 # NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing this planner cannot reproduce, so each keeps
 # a warning that says why, no number:
