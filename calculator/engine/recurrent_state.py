@@ -14,7 +14,7 @@ from .kv_cache import KvCacheLayout
 from .vllm_versions import Device, VersionRules
 
 # NOTE: vllm/config/compilation.py (_check_and_update_cudagraph_mode), raised since PR #38270 (first in 0.20.0 per
-# the wheels: absent in 0.19.0, present in 0.20.0 - 0.32.0, unchanged). Before, vLLM capped the cudagraph sizes
+# the wheels: absent in 0.19.0, present in 0.20.0 - 0.34.0, unchanged). Before, vLLM capped the cudagraph sizes
 # silently (adjust_cudagraph_sizes_for_mamba_cache) and started.
 MAMBA_SLOTS_ERROR = ("max_num_seqs ({max_num_seqs}) exceeds available Mamba cache blocks ({num_blocks}). Each decode "
                      "sequence requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower "
