@@ -36,7 +36,8 @@ DEFAULT_ALL2ALL_BACKEND: All2AllBackend = "allgather_reducescatter"
 def default_all2all_backend(version: VllmVersion) -> All2AllBackend:
     """What vLLM dispatches with when neither ``--all2all-backend`` nor ``VLLM_ALL2ALL_BACKEND`` is given: envs.py's
     ``VLLM_ALL2ALL_BACKEND`` default is "naive" in the 0.9.2, 0.10.1 and 0.10.2 wheels and "allgather_reducescatter"
-    in 0.11.0's; ``ParallelConfig.all2all_backend`` defaults to "allgather_reducescatter" in the 0.28-0.32 builds."""
+    in 0.11.0's; ``ParallelConfig.all2all_backend`` defaults to "allgather_reducescatter" in the 0.28-0.32 builds and
+    the 0.34.0 wheel."""
     return DEFAULT_ALL2ALL_BACKEND if version.at_least(11) else "naive"
 
 
