@@ -326,8 +326,8 @@ class _Client:
 def cached_test_prompt_tokens(prompt_tokens: int, block_size: int) -> int:
     """Prompt tokens of the run's first request that the engine finds in its prefix cache.
 
-    ``vllm bench serve`` sends ``input_requests[0]`` once before the run (its "initial single prompt test run",
-    vllm/benchmarks/serve.py), so with prefix caching on the run's first request finds that prompt's full blocks
+    When ``vllm bench serve`` sends ``input_requests[0]`` before the run (its "initial single prompt test run",
+    vllm/benchmarks/serve.py), with prefix caching on the run's first request finds that prompt's full blocks
     cached; V1's ``KVCacheManager.get_computed_blocks`` caps a hit at ``prompt - 1`` tokens (the last token is
     recomputed for its logits) and counts whole blocks only."""
     return (prompt_tokens - 1) // block_size * block_size

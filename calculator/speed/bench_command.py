@@ -163,7 +163,7 @@ def parse_bench_command(line: str | list[str], *, special_tokens: int = 1) -> Be
     # NOTE: vllm/benchmarks/serve.py sends input_requests[0] once as its ready check when --ready-check-timeout-sec
     # is above 0 (0 by default since vllm#30975, Dec 2025; the old benchmark_serving.py always sent it), and again as
     # each of --num-warmups requests, all before the run.
-    test_prompt = (_int(values, "ready_check_timeout_sec", 600, allow_negative=True) > 0
+    test_prompt = (_int(values, "ready_check_timeout_sec", 0, allow_negative=True) > 0
                    or _int(values, "num_warmups", 0, allow_negative=True) > 0)
     load = BenchLoad(input_tokens=tuple(p + special_tokens for p in prompts), output_tokens=tuple(outputs),
                      max_concurrency=concurrency, request_rate=None if math.isinf(rate) else rate,
