@@ -6,9 +6,14 @@ The real-vLLM ones (``tests/support/``, recipe in shared/research/vllm-on-cpu.md
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# NOTE: before calculator is imported: production skips re-validating the result models the engine builds
+# (calculator/computed.py); the suite validates every one of them, so a wrong type fails a test.
+os.environ["CALCULATOR_VALIDATE_COMPUTED"] = "1"
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from ..computed import computed
 from ..errors import InvalidInput
 from ..gpus import GpuSpec, Interconnect, custom_gpu, find_gpu
 from ..model.hf_overrides import with_hf_overrides
@@ -243,9 +244,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     if cpu_note := cpu_state_dtype_warning(rules, layout, device=settings.device, dtype_bytes=settings.dtype_bytes):
         warnings.append(cpu_note)
     warnings += fixed.closing_warnings
-    return Estimate(scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings, budget=budgets[busiest],
-                    budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity, fits=error is None,
-                    error=error, refusal=refusal, max_fitting_model_len=max_fitting,
+    return computed(Estimate, scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings,
+                    budget=budgets[busiest], budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity,
+                    fits=error is None, error=error, refusal=refusal, max_fitting_model_len=max_fitting,
                     weights_by_role=fixed.weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings), lora=lora,
                     proposer=deployment.drafter, state_slots=slots)
 

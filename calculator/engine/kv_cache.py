@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from ..computed import computed
 from ..errors import InvalidInput
 from ..model.spec import LayerAttention, ModelSpec
 from .vllm_versions import VersionRules
@@ -327,8 +328,8 @@ def capacity_figures(layout: KvCacheLayout, rules: VersionRules, *, num_gpu_bloc
         tokens = num_gpu_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
     else:
         tokens = num_gpu_blocks * layout.block_size
-    return CapacityFigures(num_gpu_blocks=num_gpu_blocks, blocks_per_request=per_request,
-                           max_concurrency=concurrency, kv_cache_tokens=tokens)
+    return computed(CapacityFigures, num_gpu_blocks=num_gpu_blocks, blocks_per_request=per_request,
+                    max_concurrency=concurrency, kv_cache_tokens=tokens)
 
 
 @lru_cache(maxsize=4096)

@@ -9,6 +9,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from ..computed import computed
 from ..units import GIB
 from .vllm_versions import MemoryFormula, VllmVersion
 
@@ -174,7 +175,8 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
             # no constant stands for it beyond the era's non-torch term.
             non_kv += other_processes_bytes
         kv = requested - non_kv - (cudagraph_bytes if subtracts_cudagraph else 0) - adjustment_bytes
-    return MemoryBudget(
+    return computed(
+        MemoryBudget,
         formula=formula, total_bytes=total_bytes, requested_bytes=requested,
         gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
         context_bytes=context_bytes, weights_bytes=weights_bytes, lora_bytes=lora_bytes,

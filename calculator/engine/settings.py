@@ -7,6 +7,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from ..computed import computed
 from ..errors import InvalidInput
 from ..gpus import GpuSpec, Interconnect
 from ..model.spec import ModelSpec
@@ -260,7 +261,8 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         "v1_free_drop" if rules.memory_formula == "v1_extensible" else rules.memory_formula)
     if device != "cpu" and gpu_memory_bytes < GIB // 4:
         raise InvalidInput("GPU memory must be at least 0.25 GiB")
-    return ResolvedSettings(
+    return computed(
+        ResolvedSettings,
         device=device, gpu_memory_bytes=gpu_memory_bytes, tensor_parallel_size=tp, pipeline_parallel_size=pp,
         interconnect=interconnect, dtype=dtype, dtype_bytes=DTYPE_BYTES[dtype], kv_cache_dtype=kv_dtype,
         quantization=quantization,
