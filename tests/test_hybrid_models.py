@@ -798,6 +798,48 @@ class TestGranite4HMicroBasePreset:
                                 block_size=16 * math.ceil(1_074_688 / (16 * 2048)), bytes_per_block=4 * 528 * 2048)
 
 
+class TestGranite4HNanoPresets:
+    """ibm-granite/granite-4.0-h-1b and -h-350m (the Granite 4.0 Nano hybrids), their config.json verbatim as raw Hub
+    snapshots (hlky/dinoml_v2 at commit 6b8c0acb3a19f77188401b57db6e403aa92534f3, agents/plans/transformers/
+    granitemoehybrid/_sources/ibm-granite__granite-4.0-h-1b.config.json and ...-h-350m.config.json; git blobs
+    83f6f9f7 and 35e00a1a, the same as the presets'). Dense like h-micro (num_local_experts 0), NoPE, LM head tied.
+    h-1b: 40 layers, 36 Mamba2 (48 heads x 64, 1 group, state 128), attention (12 query, 4 KV heads x 128) at 5, 15,
+    25, 35, shared MLP 4,096. h-350m: 32 layers, 28 Mamba2 (48 heads x 32), attention (12 query, 4 KV heads x 64) at
+    10, 13, 17, 27, shared MLP 2,048."""
+
+    @staticmethod
+    def total(h: int, head_dim: int, mlp: int, layers: int, mamba_layers: int, kv_head_dim: int) -> int:
+        heads, inner = 48, 48 * head_dim
+        conv = inner + 2 * 1 * 128
+        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner + inner * h  # in_proj .. out_proj
+        attention = 12 * kv_head_dim * h + 2 * (4 * kv_head_dim * h) + h * 12 * kv_head_dim  # q, k, v, o
+        return (100352 * h + h + layers * (2 * h + 3 * mlp * h) + mamba_layers * mamba
+                + (layers - mamba_layers) * attention)
+
+    def test_weights_match_the_model_cards(self):
+        total_1b = self.total(1536, 64, 4096, 40, 36, 128)
+        spec = build_model_spec(preset("ibm-granite__granite-4.0-h-1b"), "ibm-granite/granite-4.0-h-1b")
+        assert spec.known_architecture and spec.moe is None and spec.num_params == total_1b == 1_461_538_368
+        total_350m = self.total(768, 32, 2048, 32, 28, 64)
+        spec = build_model_spec(preset("ibm-granite__granite-4.0-h-350m"), "ibm-granite/granite-4.0-h-350m")
+        assert spec.known_architecture and spec.moe is None and spec.num_params == total_350m == 340_332_224
+        # The Granite 4.0 Nano model cards' architecture tables: H 1B "1.5B", H 350M "340M" parameters. The Hub's
+        # file list of granite-4.0-h-1b-base (same shapes) gives model.safetensors as 2.92 GB: 2 B x 1.46 billion.
+        assert (round(total_1b / 1e9, 1), round(total_350m / 1e6, -1)) == (1.5, 340)
+
+    def test_kv_and_per_request_state(self):
+        # h-1b: conv (3,072 + 2 x 128) x 3 taps x 2 B = 19,968; temporal 48 x 64 x 128 x 2 B = 786,432 (bf16, no
+        # mamba_ssm_dtype): 806,400 B per Mamba layer; 4 x 2 x 4 x 128 x 2 = 8,192 B of KV per token.
+        spec = build_model_spec(preset("ibm-granite__granite-4.0-h-1b"), "ibm-granite/granite-4.0-h-1b")
+        assert_recurrent_layout(spec, layers=36, state=806_400, kv_bytes_per_token=4 * 2 * 4 * 128 * 2,
+                                block_size=16 * math.ceil(806_400 / (16 * 2048)), bytes_per_block=4 * 400 * 2048)
+        # h-350m: conv (1,536 + 2 x 128) x 3 x 2 B = 10,752; temporal 48 x 32 x 128 x 2 B = 393,216: 403,968 B per
+        # Mamba layer; 4 x 2 x 4 x 64 x 2 = 4,096 B of KV per token.
+        spec = build_model_spec(preset("ibm-granite__granite-4.0-h-350m"), "ibm-granite/granite-4.0-h-350m")
+        assert_recurrent_layout(spec, layers=28, state=403_968, kv_bytes_per_token=4 * 2 * 4 * 64 * 2,
+                                block_size=16 * math.ceil(403_968 / (16 * 1024)), bytes_per_block=4 * 400 * 1024)
+
+
 class TestLfm2_8BA1BPreset:
     """LiquidAI/LFM2-8B-A1B, its config.json verbatim as a raw Hub snapshot (the config.json of
     huggingface.co/LiquidAI/LFM2-8B-A1B, saved in hlky/dinoml_v2 at commit 6b8c0acb3a19f77188401b57db6e403aa92534f3,
@@ -898,6 +940,12 @@ def test_lfm2_moe_weights_dense_then_routed():
     # granite-4.0-h-small: 4 attention + 36 Mamba2 -> groups of 4 (9 recurrent); state 3 x (2 x 4096 + 2 x 128) x 2 B
     # + 128 x 64 x 128 x 2 B = 2,147,840 B; 4,096 B per token -> 525 tokens, 528 aligned.
     ("ibm-granite/granite-4.0-h-small", 4 * GIB, 4 * 528 * 4096, 496, 9),
+    # granite-4.0-h-1b: 4 attention + 36 Mamba2 -> groups of 4 (9 recurrent); state 3 x (3072 + 2 x 128) x 2 B
+    # + 48 x 64 x 128 x 2 B = 806,400 B; 2,048 B per token -> 393.75 tokens, 400 aligned.
+    ("ibm-granite/granite-4.0-h-1b", 4 * GIB, 4 * 400 * 2048, 1310, 9),
+    # granite-4.0-h-350m: 4 attention + 28 Mamba2 -> groups of 4 (7 recurrent); state 3 x (1536 + 2 x 128) x 2 B
+    # + 48 x 32 x 128 x 2 B = 403,968 B; 1,024 B per token -> 394.5 tokens, 400 aligned.
+    ("ibm-granite/granite-4.0-h-350m", 4 * GIB, 4 * 400 * 1024, 2621, 7),
 ])
 def test_state_slots_of_each_hybrid_family_by_hand(model, pool, bytes_per_block, blocks, state_groups):
     """Issue 27 item 2 audit: sequence slots = pool blocks // (recurrent groups x state blocks per request), and
