@@ -108,7 +108,12 @@ ROCM_EXTRA_NON_TORCH_BYTES = int(0.40 * GIB)
 # 262K vocabulary at an H100's default 1,024. Counted apart (the set-ups then give 0.49, 0.55 and 0.23: median 0.49),
 # they move file-4070laptop-qwen25-1.5b-util080-4k-v0300 from +0.5 % to -7.2 % (a WSL2 laptop whose total is
 # nvidia-smi's) and issue 13's in-sample p90 from 4.1 % to 6.6 %, so they stay inside this constant until the records
-# can separate them.
+# can separate them. That record cannot: it ran Model Runner V2 (its "[model_runner.py:428] Model loading took" is
+# 0.30's vllm/v1/worker/gpu/model_runner.py; V1 logs from gpu_model_runner.py:5416) at 256 seqs, but the same set-up
+# with --enforce-eager printed 3.01 GiB (112,704 tokens; statecraft-serving results/phase1-1.5b/20261003T001956Z/eager/
+# env.json) where we predict 2.12: vLLM held 0.41 GiB beside the weights, we hold 1.40. Its +0.5 % is two errors of
+# about 1 GiB cancelling (graphs and compile on, off), not a measure of these tensors. Nor do the constant's records
+# follow max_num_seqs: the 8-seq run needs the most (0.49), the 256-seq runs 0.23-0.55 once the tensors are taken off.
 FREE_DROP_PERSISTENT_BYTES = int(0.49 * GIB)
 
 # --- Integrated GPUs (one memory pool with the host: GB10 / DGX Spark), ``GpuSpec.unified_memory`` ---------------
