@@ -63,6 +63,8 @@ class GpuSpec(BaseModel):
     platform: Literal["cuda", "rocm"]
     family: GpuFamily | None  # None for a custom GPU
     compute_capability: tuple[int, int] | None  # CUDA (major, minor); None on ROCm and for a custom GPU
+    # streaming multiprocessors (cudaDevAttrMultiProcessorCount); None on ROCm, for a custom GPU and where unknown
+    sm_count: int | None = Field(None, ge=1)
     marketed_memory_gb: int | None = Field(ge=1)  # the number on the box, e.g. 80
     memory_gib: float = Field(gt=0, lt=MAX_GPU_MEMORY_GIB)  # usable: torch.cuda.mem_get_info() total
     memory_bandwidth_gb_s: float | None = Field(gt=0)  # None when unknown (custom GPU)

@@ -198,6 +198,32 @@ def test_flashinfer_one_sided_workspace_spans_the_ep_group_and_the_batch_budget(
     assert any("payload of fp8 activations is sized as bf16" in w for w in fp8.warnings)
 
 
+@pytest.mark.parametrize("backend", ["flashinfer_nvlink_two_sided", "flashinfer_all2allv"])
+def test_flashinfer_two_sided_workspace_is_sized_by_the_ep_group_and_the_gpus_sm_count(backend):
+    # FlashInfer getMoeCommWorkspaceSize and getMoePrepareWorkspaceSize, each rounded up to the 2 MiB MNNVL
+    # allocation granularity. DeepSeek-V3 EP 8 on an H200 (132 SMs): a channel takes 2 x ceil(8 / 8) = 2 blocks,
+    # channels = 132 / 2 / 2 = 33; comm = (8 x 262,144 + 256) x 8 x 33 = 2,097,408 x 264 = 553,715,712 B, which is
+    # 264.03 x 2 MiB -> 265 x 2,097,152 = 555,745,280 B; prepare = (1,048,576 + 256) x 8 = 8,390,656 B -> 5 x 2 MiB
+    # = 10,485,760 B. The model does not enter it.
+    two_sided = _deepseek_v3_ep8(all2all_backend=backend)
+    assert estimate_summary(two_sided)["all2all_buffer_bytes"] == 555_745_280 + 10_485_760
+    assert not any("all2all" in w for w in two_sided.warnings)
+    # Qwen3-30B-A3B at TP 2 x DP 8 on an H100 SXM (132 SMs): EP 16, 2 x ceil(16 / 8) = 4 blocks a channel,
+    # channels = 132 / 2 / 4 = 16 (16.5 rounded down); comm = 2,097,408 x 16 x 16 = 536,936,448 B -> 257 x 2 MiB
+    # = 538,968,064 B; prepare = 1,048,832 x 16 = 16,781,312 B -> 9 x 2 MiB = 18,874,368 B
+    ep16 = _moe(tensor_parallel_size=2, data_parallel_size=8, enable_expert_parallel=True, all2all_backend=backend)
+    assert estimate_summary(ep16)["all2all_buffer_bytes"] == 538_968_064 + 18_874_368
+
+
+@pytest.mark.parametrize("gpu", [{"gpu": None, "gpu_memory_gib": 80}, {"gpu": "b300-288gb"}])  # custom; B300 unknown
+def test_flashinfer_two_sided_on_a_gpu_without_an_sm_count_keeps_the_warning(gpu):
+    result = estimate(Scenario(model=MOE, vllm_version="0.32.0", data_parallel_size=4, enable_expert_parallel=True,
+                               all2all_backend="flashinfer_nvlink_two_sided", **gpu))
+    assert estimate_summary(result)["all2all_buffer_bytes"] == 0
+    assert any("FlashInfer's MNNVL workspace (FIFOs per peer and per channel, the channels set by the GPU's SM "
+               "count) is not modelled: this GPU has no SM count in the catalog" in w for w in result.warnings)
+
+
 def test_dense_models_ignore_expert_parallel():
     dense = Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.32.0")
     assert estimate(dense.replace(data_parallel_size=2, enable_expert_parallel=True)).budget == estimate(dense).budget

@@ -28,7 +28,7 @@ from .engine_support import (
     kernel_refusal,
     sliding_window_block_size,
 )
-from .expert_parallel import all2all_buffer_bytes, all2all_pre_snapshot_bytes, all2all_warning
+from .expert_parallel import TWO_SIDED_BACKENDS, all2all_buffer_bytes, all2all_pre_snapshot_bytes, all2all_warning
 from .flag_checks import oversized_kv_pool_error
 from .interconnect import has_nvls
 from .free_memory import free_memory_reading, host_pool_free_bytes, host_use_counts, unified_memory_warning
@@ -99,7 +99,15 @@ def all2all_bytes(scenario: Scenario, spec: ModelSpec, rules: VersionRules, sett
                                 enable_expert_parallel=scenario.enable_expert_parallel,
                                 tensor_parallel_size=settings.tensor_parallel_size,
                                 max_num_batched_tokens=settings.max_num_batched_tokens,
-                                quantization=applied_quantization(scenario, spec))
+                                quantization=applied_quantization(scenario, spec), sm_count=_sm_count(scenario))
+
+
+def _sm_count(scenario: Scenario) -> int | None:
+    """The GPU's SM count, which FlashInfer's two-sided all-to-all sizes its channels by (None: unknown)."""
+    if scenario.all2all_backend not in TWO_SIDED_BACKENDS:
+        return None  # NOTE: no GPU lookup on the path every estimate takes
+    gpu = resolve_gpu(scenario)
+    return gpu.sm_count if gpu is not None else None
 
 
 class Estimate(BaseModel):
@@ -355,7 +363,8 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
                                 unified_memory=host_counts, interconnect=interconnect, nvls=has_nvls(interconnect, gpu))
     closing = [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
     if a2a_note := all2all_warning(all2all_backend, spec, data_parallel_size=data_parallel_size,
-                                   enable_expert_parallel=enable_expert_parallel, quantization=quantization):
+                                   enable_expert_parallel=enable_expert_parallel, quantization=quantization,
+                                   sm_count=gpu.sm_count if gpu is not None else None):
         closing.append(a2a_note)
     if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
         closing.append(memory_note)

@@ -47,17 +47,9 @@ DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
 # * DeepEP v2's ElasticBuffer: DeepEP's C++ calculate_ep_buffer_size asks NCCL for the topology at run time.
 # * MoonEP: vLLM's MoonEPBufferPool builds a moonep.Buffer per power-of-two token capacity a step needs (128 up to
 #   the batch budget), lazily, sized inside MoonshotAI/MoonEP, whose source no reachable copy holds.
-# * FlashInfer two-sided (flashinfer_all2allv is its old name): get_moe_commworkspace_size_per_rank is
-#   (8 x 256 KiB FIFO + 256 B) x ep x channels, channels = max(SMs / 2 / (2 ceil(ep / 8)), 1) (FlashInfer
-#   include/flashinfer/comm/trtllm_alltoall.cuh): it needs the GPU's SM count, which the GPU table lacks, and the
-#   prepare workspace and the MNNVL allocation granularity are sized in C++ this planner could not read.
-_TWO_SIDED = ("FlashInfer's MNNVL workspace (MnnvlMoe.get_moe_workspaces: FIFOs per peer and per channel, the "
-              "channels set by the GPU's SM count)")
 _UNSIZED = {
     "deepep_v2": "DeepEP v2's ElasticBuffer (sized by DeepEP's C++ calculate_ep_buffer_size from the NCCL topology)",
     "moonep": "MoonEP's buffer pool (one buffer per power-of-two batch size, sized inside the MoonEP library)",
-    "flashinfer_all2allv": _TWO_SIDED,
-    "flashinfer_nvlink_two_sided": _TWO_SIDED,
     "flashinfer_nvlink_one_sided": "FlashInfer's small auxiliary region (moe_a2a_get_aux_data_size, in C++)",
 }
 
@@ -125,6 +117,45 @@ def flashinfer_one_sided_workspace_bytes(ep_size: int, max_num_tokens: int, hidd
     return pad(ep_size * max_num_tokens * dispatch) + pad(ep_size * max_num_tokens * hidden * 2)
 
 
+TWO_SIDED_BACKENDS = frozenset({"flashinfer_nvlink_two_sided", "flashinfer_all2allv"})  # the old name
+_TWO_SIDED_FIFO_BYTES = 8 * 256 * 1024  # RECV_FIFO_DEPTH x RECV_FIFO_ENTRY_BYTES
+_TWO_SIDED_PREPARE_FIFO_BYTES = 1024 * 1024  # moe_prepare FIFO_SIZE_IN_U64 x 8
+_FIFO_CONN_INFO_BYTES = 256  # sizeof(MoeCommFifoConnInfo): two or three uint64 counters, alignas(256)
+_GROUPS_PER_BLOCK = 8  # AllToAllChannelCommunicatorBase::GROUP_COUNT_PER_BLOCK
+# NOTE: MnnvlMemory rounds each allocation up to cuMemGetAllocationGranularity(RECOMMENDED) for pinned device
+# memory, which is 2 MiB on the NVIDIA data-centre GPUs this backend runs on (not measured here: no GPU at hand).
+MNNVL_ALLOCATION_GRANULARITY = 2 * MIB
+
+
+def flashinfer_two_sided_workspace_bytes(ep_size: int, sm_count: int) -> int:
+    """The two MNNVL allocations FlashInfer's two-sided all-to-all keeps on each rank, made at the first dispatch
+    (inside vLLM's profiling run, so non-torch memory) and shared by every MoE layer of the process.
+
+    vLLM 0.32 ``FlashInferNVLinkTwoSidedManager.initialize`` (all2all.py) calls ``MnnvlMoe.get_moe_workspaces`` and
+    ``get_moe_prepare_workspace`` with ``Mapping(tp_size=ep world size)``; vLLM 0.34 ``get_communication`` builds
+    ``flashinfer.moe_ep.NVLinkTwoSidedAlltoAll``, whose ``_acquire_workspaces`` (one pair per process) makes the same
+    two ``MnnvlMemory`` allocations. Sizes from FlashInfer 0.7.4 (vLLM 0.34 pins 0.7.3, not downloadable here)
+    ``data/csrc/nvlink_two_sided_alltoall.cuh`` ``getMoeCommWorkspaceSize`` and ``nvlink_two_sided_prepare.cu``
+    ``getMoePrepareWorkspaceSize``, the same constants as the 0.6.18 tree's ``include/flashinfer/comm/
+    trtllm_alltoall.cuh`` / ``csrc/trtllm_alltoall_prepare.cu`` that vLLM 0.32's ``flashinfer.comm.trtllm_alltoall``
+    imports:
+
+    * comm: (8 x 256 KiB FIFO + 256 B connection info) x ep x channels, with ``computeMoeCommChannelCount``'s
+      channels = max(SMs / 2 / (2 x ceil(ep / 8)), 1) (half the SMs, a send and a receive block per 8 peers);
+    * prepare: (1 MiB FIFO + 256 B) x ep;
+
+    each rounded up by ``MnnvlMemory.open_mnnvl_memory`` to the allocation granularity. A rank creates only its own
+    segment; the peers' are mapped, not allocated again."""
+    blocks_per_channel = 2 * -(-ep_size // _GROUPS_PER_BLOCK)
+    channels = max(sm_count // 2 // blocks_per_channel, 1)
+    comm = (_TWO_SIDED_FIFO_BYTES + _FIFO_CONN_INFO_BYTES) * ep_size * channels
+    prepare = (_TWO_SIDED_PREPARE_FIFO_BYTES + _FIFO_CONN_INFO_BYTES) * ep_size
+
+    def granular(n: int) -> int:
+        return -(-n // MNNVL_ALLOCATION_GRANULARITY) * MNNVL_ALLOCATION_GRANULARITY
+    return granular(comm) + granular(prepare)
+
+
 def uses_all2all(spec: ModelSpec, *, data_parallel_size: int, enable_expert_parallel: bool) -> bool:
     """vLLM's ``use_all2all_kernels``: an MoE model with expert parallelism over more than one DP rank."""
     return spec.moe is not None and enable_expert_parallel and data_parallel_size > 1
@@ -159,9 +190,10 @@ def moe_token_factor(spec: ModelSpec, *, data_parallel_size: int) -> int:
 
 def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, version: VllmVersion,
                          data_parallel_size: int, enable_expert_parallel: bool, tensor_parallel_size: int,
-                         max_num_batched_tokens: int, quantization: QuantizationSpec | None) -> int:
+                         max_num_batched_tokens: int, quantization: QuantizationSpec | None,
+                         sm_count: int | None = None) -> int:
     """The all-to-all backend's persistent buffers on one rank (non-torch memory, made during profiling); the EP
-    group is tp x dp ranks."""
+    group is tp x dp ranks. ``sm_count`` is the GPU's (the FlashInfer two-sided size needs it; 0 without it)."""
     if spec.moe is None or not uses_all2all(spec, data_parallel_size=data_parallel_size,
                                             enable_expert_parallel=enable_expert_parallel):
         return 0
@@ -186,11 +218,14 @@ def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, ver
         return flashinfer_one_sided_workspace_bytes(
             tensor_parallel_size * data_parallel_size, max_num_batched_tokens, spec.hidden_size,
             spec.moe.experts_per_token, one_sided_token_bytes(spec.hidden_size, quantization) or spec.hidden_size * 2)
+    if backend in TWO_SIDED_BACKENDS and sm_count is not None:
+        return flashinfer_two_sided_workspace_bytes(tensor_parallel_size * data_parallel_size, sm_count)
     return 0
 
 
 def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
-                    enable_expert_parallel: bool, quantization: QuantizationSpec | None = None) -> str | None:
+                    enable_expert_parallel: bool, quantization: QuantizationSpec | None = None,
+                    sm_count: int | None = None) -> str | None:
     """A sentence where the chosen backend keeps buffers this planner does not size, or is never used."""
     if backend is None:
         return None
@@ -201,6 +236,10 @@ def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_par
         return (f"--all2all-backend {backend}: the dispatch payload of {quantization.method if quantization else ''} "
                 "activations is sized as bf16 (the largest), and FlashInfer's small auxiliary region is not "
                 "modelled")
+    if backend in TWO_SIDED_BACKENDS and sm_count is None:
+        return (f"--all2all-backend {backend}: FlashInfer's MNNVL workspace (FIFOs per peer and per channel, the "
+                "channels set by the GPU's SM count) is not modelled: this GPU has no SM count in the catalog; the KV "
+                "cache may be smaller than shown")
     if unsized := _UNSIZED.get(backend):
         return (f"--all2all-backend {backend}: {unsized} is not modelled; the KV cache may be smaller than shown")
     return None
