@@ -28,7 +28,13 @@ from .engine_support import (
     kernel_refusal,
     sliding_window_block_size,
 )
-from .expert_parallel import TWO_SIDED_BACKENDS, all2all_buffer_bytes, all2all_pre_snapshot_bytes, all2all_warning
+from .expert_parallel import (
+    DEFAULT_GPUS_PER_NODE,
+    TWO_SIDED_BACKENDS,
+    all2all_buffer_bytes,
+    all2all_pre_snapshot_bytes,
+    all2all_warning,
+)
 from .flag_checks import oversized_kv_pool_error
 from .interconnect import has_nvls
 from .free_memory import free_memory_reading, host_pool_free_bytes, host_use_counts, unified_memory_warning
@@ -99,7 +105,14 @@ def all2all_bytes(scenario: Scenario, spec: ModelSpec, rules: VersionRules, sett
                                 enable_expert_parallel=scenario.enable_expert_parallel,
                                 tensor_parallel_size=settings.tensor_parallel_size,
                                 max_num_batched_tokens=settings.max_num_batched_tokens,
-                                quantization=applied_quantization(scenario, spec), sm_count=_sm_count(scenario))
+                                quantization=applied_quantization(scenario, spec), sm_count=_sm_count(scenario),
+                                gpus_per_node=_gpus_per_node(scenario))
+
+
+def _gpus_per_node(scenario: Scenario) -> int:
+    """The GPUs on one node's NVLink, which DeepEP v2 sizes its scale-up domain by (the catalog's 8 unknown)."""
+    gpu = resolve_gpu(scenario) if scenario.all2all_backend == "deepep_v2" else None  # NOTE: no lookup otherwise
+    return gpu.gpus_per_node if gpu is not None else DEFAULT_GPUS_PER_NODE
 
 
 def _sm_count(scenario: Scenario) -> int | None:
@@ -364,7 +377,8 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
     closing = [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
     if a2a_note := all2all_warning(all2all_backend, spec, data_parallel_size=data_parallel_size,
                                    enable_expert_parallel=enable_expert_parallel, quantization=quantization,
-                                   sm_count=gpu.sm_count if gpu is not None else None):
+                                   sm_count=gpu.sm_count if gpu is not None else None, tensor_parallel_size=tp,
+                                   gpus_per_node=gpu.gpus_per_node if gpu is not None else DEFAULT_GPUS_PER_NODE):
         closing.append(a2a_note)
     if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
         closing.append(memory_note)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ..gpus import GpuSpec
 from ..model.spec import ModelSpec, QuantizationSpec
 from ..units import GIB, MIB
 from .vllm_versions import VllmVersion
@@ -44,11 +45,9 @@ def default_all2all_backend(version: VllmVersion) -> All2AllBackend:
 DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
 # NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing this planner cannot reproduce, so each keeps
 # a warning that says why, no number:
-# * DeepEP v2's ElasticBuffer: DeepEP's C++ calculate_ep_buffer_size asks NCCL for the topology at run time.
 # * MoonEP: vLLM's MoonEPBufferPool builds a moonep.Buffer per power-of-two token capacity a step needs (128 up to
 #   the batch budget), lazily, sized inside MoonshotAI/MoonEP, whose source no reachable copy holds.
 _UNSIZED = {
-    "deepep_v2": "DeepEP v2's ElasticBuffer (sized by DeepEP's C++ calculate_ep_buffer_size from the NCCL topology)",
     "moonep": "MoonEP's buffer pool (one buffer per power-of-two batch size, sized inside the MoonEP library)",
     "flashinfer_nvlink_one_sided": "FlashInfer's small auxiliary region (moe_a2a_get_aux_data_size, in C++)",
 }
@@ -87,6 +86,54 @@ def deepep_low_latency_rdma_bytes(max_dispatch_tokens_per_rank: int, hidden: int
     signaling = -(-num_experts * 4 // 128) * 128
     total = 2 * (send + recv + signaling)
     return (total + 128) // 128 * 128  # NUM_BUFFER_ALIGNMENT_BYTES (kernels/configs.cuh)
+
+
+# DeepEP v2 (deepseek-ai/DeepEP main dd758ca, 2026-07-14; the same layouts as its epv2-release branch 018f21e, which
+# did not yet round the buffer to 2 MiB): csrc/elastic/buffer.hpp, deep_ep/include/deep_ep/common/layout.cuh.
+DEEPEP_V2_ALIGNMENT_BYTES = 2 * MIB  # csrc/kernels/backend/symmetric.hpp kNumAlignmentBytes
+DEEPEP_V2_MAX_CHANNELS = 8 * 160  # ElasticBuffer::kNumMaxChannels = kNumMaxChannelsPerSM x kNumMaxSMs
+_DEEPEP_V2_TMA_ALIGN = 32  # ptx.cuh kNumTMAAlignBytes
+DEFAULT_GPUS_PER_NODE: int = GpuSpec.model_fields["gpus_per_node"].default  # a GPU the catalog does not hold
+
+
+def _deepep_v2_workspace_bytes() -> int:
+    """``WorkspaceLayout::get_num_bytes`` (fixed limits: 1,024 ranks, 2,048 experts, 1,024 channels, 32 in-flight
+    AGRS), aligned to 2 MiB as the ``ElasticBuffer`` constructor puts it in front of the buffer."""
+    ranks, experts, channels = 1024, 2048, 1024
+    num_bytes = (16 + (ranks + experts) * 8 + ranks * 8 * 2 + experts * 8 * 2 + ranks * 4 + ranks * 4 * 2
+                 + experts * 4 * 2 + ranks * channels * 8 + ranks * channels * 4 + 2 * 2 * 8 + 33 * ranks * 4)
+    return -(-num_bytes // DEEPEP_V2_ALIGNMENT_BYTES) * DEEPEP_V2_ALIGNMENT_BYTES
+
+
+def _deepep_v2_token_bytes(hidden_bytes: int, sf_bytes: int, num_topk: int, with_metadata: bool) -> int:
+    """``TokenLayout::get_num_bytes<false>``: hidden, scale factors and metadata (top-k ids and weights, plus the
+    source index and a slot per top-k when ``with_metadata``), each rounded up to 32 bytes."""
+    def pad(n: int) -> int:
+        return -(-n // _DEEPEP_V2_TMA_ALIGN) * _DEEPEP_V2_TMA_ALIGN
+    metadata = num_topk * 8 + ((1 + num_topk) * 4 if with_metadata else 0)
+    return pad(hidden_bytes) + pad(sf_bytes) + pad(metadata)
+
+
+def deepep_v2_buffer_bytes(num_max_tokens_per_rank: int, hidden: int, num_topk: int, *, use_fp8_dispatch: bool,
+                           num_scaleout_ranks: int, num_scaleup_ranks: int) -> int:
+    """The GPU memory of one rank's DeepEP v2 ``ElasticBuffer`` (NCCL symmetric memory, outside torch's allocator):
+    ``ElasticBuffer::calculate_buffer_size`` (the larger of the dispatch and combine layouts, aligned to 2 MiB) plus
+    the 2 MiB-aligned workspace, with what vLLM 0.32's ``DeepEPV2All2AllManager`` passes: ``allow_hybrid_mode``
+    (VLLM_DEEPEP_V2_ALLOW_HYBRID_MODE, on) and no ``allow_multiple_reduction`` (off). With hybrid mode the scale-up
+    domain is the NVLink (NCCL LSA) team and the scale-out ranks are the nodes; the scale-up domain is NVLink, so
+    the direct layouts keep no send buffer."""
+    elem, sf_packs = (1, -(-hidden // 32)) if use_fp8_dispatch else (2, 0)
+    dispatch_token = _deepep_v2_token_bytes(hidden * elem, sf_packs * 4, num_topk, with_metadata=True)
+    combine_token = _deepep_v2_token_bytes(hidden * 2, 0, num_topk, with_metadata=False)
+    tokens, out, up = num_max_tokens_per_rank, num_scaleout_ranks, num_scaleup_ranks
+    if out == 1:
+        dispatch = dispatch_token * up * tokens  # receive buffer: every peer's tokens
+        combine = combine_token * num_topk * tokens  # receive buffer: a slot per top-k (no multiple reduction)
+    else:
+        dispatch = dispatch_token * (up * out * tokens + tokens + out * (tokens + DEEPEP_V2_MAX_CHANNELS))
+        combine = combine_token * num_topk * (out * tokens + tokens + out * (tokens + DEEPEP_V2_MAX_CHANNELS))
+    buffer = -(-max(dispatch, combine) // DEEPEP_V2_ALIGNMENT_BYTES) * DEEPEP_V2_ALIGNMENT_BYTES
+    return buffer + _deepep_v2_workspace_bytes()
 
 
 # NOTE: weight-only methods leave the activations in bf16, so the one-sided dispatch moves bf16 tokens.
@@ -156,6 +203,11 @@ def flashinfer_two_sided_workspace_bytes(ep_size: int, sm_count: int) -> int:
     return granular(comm) + granular(prepare)
 
 
+def _blockwise_fp8(quantization: QuantizationSpec | None) -> bool:
+    """vLLM's ``use_fp8_dispatch`` for DeepEP v2: FP8 activations quantized in blocks."""
+    return quantization is not None and quantization.method == "fp8" and quantization.weight_block_size is not None
+
+
 def uses_all2all(spec: ModelSpec, *, data_parallel_size: int, enable_expert_parallel: bool) -> bool:
     """vLLM's ``use_all2all_kernels``: an MoE model with expert parallelism over more than one DP rank."""
     return spec.moe is not None and enable_expert_parallel and data_parallel_size > 1
@@ -188,10 +240,19 @@ def moe_token_factor(spec: ModelSpec, *, data_parallel_size: int) -> int:
     return data_parallel_size if spec.moe is not None else 1
 
 
+def deepep_v2_domains(ep_size: int, gpus_per_node: int) -> tuple[int, int] | None:
+    """(scale-out, scale-up) ranks of DeepEP v2's hybrid mode: the nodes, and the GPUs of one node on NVLink; None
+    where the EP group does not fill whole nodes (NCCL's LSA teams would differ in size, which DeepEP asserts
+    against)."""
+    if ep_size <= gpus_per_node:
+        return 1, ep_size
+    return (ep_size // gpus_per_node, gpus_per_node) if ep_size % gpus_per_node == 0 else None
+
+
 def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, version: VllmVersion,
                          data_parallel_size: int, enable_expert_parallel: bool, tensor_parallel_size: int,
                          max_num_batched_tokens: int, quantization: QuantizationSpec | None,
-                         sm_count: int | None = None) -> int:
+                         sm_count: int | None = None, gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> int:
     """The all-to-all backend's persistent buffers on one rank (non-torch memory, made during profiling); the EP
     group is tp x dp ranks. ``sm_count`` is the GPU's (the FlashInfer two-sided size needs it; 0 without it)."""
     if spec.moe is None or not uses_all2all(spec, data_parallel_size=data_parallel_size,
@@ -205,6 +266,16 @@ def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, ver
         # DeepEPLLAll2AllManager._make_all2all_kwargs: the NVL buffer plus the low-latency RDMA buffer
         return DEEPEP_BUFFER_BYTES + deepep_low_latency_rdma_bytes(
             moe_max_num_tokens(version, max_num_batched_tokens), spec.hidden_size, spec.moe.num_experts)
+    if backend == "deepep_v2":
+        # all2all_utils.py maybe_make_prepare_finalize: max_num_tokens, the hidden size rounded up to 512 bytes of
+        # bf16 (maybe_roundup_layer_hidden_size), top-k, FP8 dispatch for blockwise FP8; one buffer for all layers
+        domains = deepep_v2_domains(tensor_parallel_size * data_parallel_size, gpus_per_node)
+        if domains is None:
+            return 0
+        return deepep_v2_buffer_bytes(
+            moe_max_num_tokens(version, max_num_batched_tokens), -(-spec.hidden_size // 256) * 256,
+            spec.moe.experts_per_token, use_fp8_dispatch=_blockwise_fp8(quantization),
+            num_scaleout_ranks=domains[0], num_scaleup_ranks=domains[1])
     if backend == "nixl_ep":
         # NixlEPAll2AllManager._init_buffer: Buffer.get_rdma_size_hint for ep ranks x their local experts (no
         # elastic EP); NIXL's examples/device/ep/csrc/config.hpp EPLayout is DeepEP's LowLatencyLayout verbatim.
@@ -225,7 +296,8 @@ def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, ver
 
 def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
                     enable_expert_parallel: bool, quantization: QuantizationSpec | None = None,
-                    sm_count: int | None = None) -> str | None:
+                    sm_count: int | None = None, tensor_parallel_size: int = 1,
+                    gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> str | None:
     """A sentence where the chosen backend keeps buffers this planner does not size, or is never used."""
     if backend is None:
         return None
@@ -240,6 +312,10 @@ def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_par
         return (f"--all2all-backend {backend}: FlashInfer's MNNVL workspace (FIFOs per peer and per channel, the "
                 "channels set by the GPU's SM count) is not modelled: this GPU has no SM count in the catalog; the KV "
                 "cache may be smaller than shown")
+    if backend == "deepep_v2" and deepep_v2_domains(tensor_parallel_size * data_parallel_size, gpus_per_node) is None:
+        return (f"--all2all-backend deepep_v2: {tensor_parallel_size * data_parallel_size} EP ranks do not fill whole "
+                f"nodes of {gpus_per_node} GPUs, so DeepEP v2's ElasticBuffer (sized by the NVLink team NCCL finds "
+                "on each node) is not modelled; the KV cache may be smaller than shown")
     if unsized := _UNSIZED.get(backend):
         return (f"--all2all-backend {backend}: {unsized} is not modelled; the KV cache may be smaller than shown")
     return None
