@@ -175,8 +175,10 @@ MNNVL_ALLOCATION_GRANULARITY = 2 * MIB
 
 
 def flashinfer_two_sided_workspace_bytes(ep_size: int, sm_count: int) -> int:
-    """The two MNNVL allocations FlashInfer's two-sided all-to-all keeps on each rank, made at the first dispatch
-    (inside vLLM's profiling run, so non-torch memory) and shared by every MoE layer of the process.
+    """The two MNNVL allocations FlashInfer's two-sided all-to-all keeps on each rank, shared by every MoE layer of
+    the process: vLLM 0.32 makes them at the first dispatch (in the profiling run), vLLM 0.34 when the layers'
+    ``FlashInferNVLinkTwoSidedPrepareAndFinalize`` is built at model load; both after the start-up snapshot and
+    outside torch's allocator (cuMemCreate), so vLLM counts them as non-torch memory.
 
     vLLM 0.32 ``FlashInferNVLinkTwoSidedManager.initialize`` (all2all.py) calls ``MnnvlMoe.get_moe_workspaces`` and
     ``get_moe_prepare_workspace`` with ``Mapping(tp_size=ep world size)``; vLLM 0.34 ``get_communication`` builds
