@@ -114,15 +114,50 @@ def test_deepep_keeps_a_1_gib_buffer_only_where_vllm_dispatches_with_it():
     # the CLI's JSON names the term inside non_torch_bytes (issue 23 item 4: each new memory term is shown)
     assert estimate_summary(deepep)["all2all_buffer_bytes"] == 1024 * MIB
     assert estimate_summary(base)["all2all_buffer_bytes"] == estimate_summary(unused)["all2all_buffer_bytes"] == 0
-    # DeepEP v2's ElasticBuffer takes no VLLM_DEEPEP_BUFFER_SIZE_MB: its size comes from NCCL's topology at run time
-    v2 = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="deepep_v2")
-    assert v2.budget.non_torch_bytes == base.budget.non_torch_bytes
-    assert any("DeepEP v2's ElasticBuffer (sized by DeepEP's C++ calculate_ep_buffer_size" in w for w in v2.warnings)
+
+
+def test_deepep_v2_elastic_buffer_follows_deepeps_layouts_per_nvlink_domain():
+    # DeepEP main dd758ca ElasticBuffer::calculate_buffer_size with vLLM 0.32's hybrid mode on, no multiple
+    # reduction; a token slot rounds each part to 32 B; the buffer and the workspace round to 2 MiB.
+    # Workspace: 16 + 3,072 x 8 + 1,024 x 16 + 2,048 x 16 + 1,024 x 4 + 1,024 x 8 + 2,048 x 8 + 1,024 x 1,024 x 12
+    # + 32 + 33 x 1,024 x 4 = 12,820,528 B -> 14 MiB.
+    # Qwen3-30B-A3B in bf16 (hidden 2,048, top-8), EP 4 on one node, 8,192 tokens: dispatch slot 4,096 + 8 x 8 +
+    # 9 x 4 = 100 -> 128 = 4,224 B, x 4 ranks x 8,192 = 138,412,032; combine slot 4,096 + 64 = 4,160 B, x 8 top-k x
+    # 8,192 = 272,629,760 = 130 x 2 MiB; so 260 + 14 MiB.
+    qwen = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="deepep_v2",
+                max_num_batched_tokens=8192)
+    assert estimate_summary(qwen)["all2all_buffer_bytes"] == 274 * MIB
+    assert not any("all2all" in w for w in qwen.warnings)
+    # DeepSeek-V3 (hidden 7,168, top-8, blockwise FP8: FP8 dispatch), EP 8 on one H200 node: dispatch slot 7,168 +
+    # 224 float32 scale packs x 4 = 896 + 100 -> 128 = 8,192 B, x 8 x 8,192 = 536,870,912; combine slot 14,336 + 64
+    # = 14,400 B, x 8 x 8,192 = 943,718,400 = 450 x 2 MiB; so 900 + 14 MiB.
+    one_node = _deepseek_v3_ep8(all2all_backend="deepep_v2", max_num_batched_tokens=8192)
+    assert estimate_summary(one_node)["all2all_buffer_bytes"] == 914 * MIB
+    # EP 16 = two nodes of 8: hybrid layouts, with 1,280 channel slots per scale-out peer. Dispatch 8,192 x (8 x 2
+    # x 8,192 + 8,192 + 2 x (8,192 + 1,280)) = 1,296,039,936; combine 14,400 x 8 x (2 x 8,192 + 8,192 + 2 x 9,472)
+    # = 5,013,504,000 -> 2,391 x 2 MiB = 5,014,290,432; plus the 14 MiB workspace.
+    two_nodes = _deepseek_v3_ep8(all2all_backend="deepep_v2", max_num_batched_tokens=8192, data_parallel_size=16)
+    assert estimate_summary(two_nodes)["all2all_buffer_bytes"] == 5_014_290_432 + 14 * MIB
+    # 12 ranks leave a node part-filled: NCCL's NVLink teams would differ, which DeepEP refuses; no number, a warning
+    part = _deepseek_v3_ep8(all2all_backend="deepep_v2", max_num_batched_tokens=8192, data_parallel_size=12)
+    assert estimate_summary(part)["all2all_buffer_bytes"] == 0
+    assert any("12 EP ranks do not fill whole nodes of 8 GPUs" in w for w in part.warnings)
+
+
+def test_moonep_says_which_memory_it_leaves_out():
+    # vLLM 0.32 MoonEP: a moonep.Buffer per power-of-two capacity, padded to driver-reported VMM and multicast
+    # granularities, and gather_moonep_weight_layout's all-gathered [E + 4] expert layout on every rank
+    moonep = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="moonep")
+    base = _moe(data_parallel_size=4, enable_expert_parallel=True)
+    assert moonep.budget.non_torch_bytes == base.budget.non_torch_bytes
+    assert any(w.startswith("--all2all-backend moonep: the memory of vLLM's MoonEP proof of concept")
+               and "every rank holds all experts plus 4 prefetch slots per MoE layer" in w for w in moonep.warnings)
 
 
 def _deepseek_v3_ep8(vllm_version="0.32.0", **fields):
+    fields = {"data_parallel_size": 8, **fields}
     return estimate(Scenario(model="deepseek-ai/DeepSeek-V3", gpu="h200", vllm_version=vllm_version,
-                             data_parallel_size=8, enable_expert_parallel=True, **fields))
+                             enable_expert_parallel=True, **fields))
 
 
 @pytest.mark.parametrize("backend", ["mori_high_throughput", "mori_low_latency"])

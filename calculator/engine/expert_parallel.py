@@ -45,10 +45,19 @@ def default_all2all_backend(version: VllmVersion) -> All2AllBackend:
 DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
 # NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing this planner cannot reproduce, so each keeps
 # a warning that says why, no number:
-# * MoonEP: vLLM's MoonEPBufferPool builds a moonep.Buffer per power-of-two token capacity a step needs (128 up to
-#   the batch budget), lazily, sized inside MoonshotAI/MoonEP, whose source no reachable copy holds.
+# * MoonEP (vLLM 0.32 / 0.34 prepare_finalize/moonep.py, MoonEP api.py _create_context as the zhumakhan/MoonEP
+#   mirror holds it, csrc/nvl_shared_buffer.cuh): MoonEPBufferPool builds a moonep.Buffer per power-of-two token
+#   capacity a step needs (128 up to max_num_tokens), lazily; the profiling run's full batch makes the largest. Each
+#   holds a bf16 [NvS_padded, H] chunk, NvS = S x K + 127 x 2 x E / R, padded to the driver's recommended VMM
+#   granularity, and an int32 metadata chunk padded to the larger of that and cuMulticastGetGranularity(R GPUs),
+#   values the driver reports that no record here holds. And vLLM's MoonEP is a proof of concept whose
+#   gather_moonep_weight_layout all-gathers every rank's experts: each rank holds all E experts plus 4 prefetch
+#   slots of every MoE layer, a weight term placement.py does not model either. Smaller pool buffers made by later
+#   steps land after the KV cache is sized.
 _UNSIZED = {
-    "moonep": "MoonEP's buffer pool (one buffer per power-of-two batch size, sized inside the MoonEP library)",
+    "moonep": ("the memory of vLLM's MoonEP proof of concept, its buffer pool (one buffer per power-of-two batch "
+               "size, padded to granularities the GPU driver reports) and its replicated expert layout (every rank "
+               "holds all experts plus 4 prefetch slots per MoE layer),"),
     "flashinfer_nvlink_one_sided": "FlashInfer's small auxiliary region (moe_a2a_get_aux_data_size, in C++)",
 }
 
