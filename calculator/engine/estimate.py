@@ -110,7 +110,7 @@ def all2all_bytes(scenario: Scenario, spec: ModelSpec, rules: VersionRules, sett
 
 
 def _gpus_per_node(scenario: Scenario) -> int:
-    """The GPUs on one node's NVLink, which DeepEP v2 sizes its scale-up domain by (the catalog's 8 unknown)."""
+    """The GPUs on one node's NVLink, which DeepEP v2 sizes its scale-up domain by (8 for a GPU not in the catalog)."""
     gpu = resolve_gpu(scenario) if scenario.all2all_backend == "deepep_v2" else None  # NOTE: no lookup otherwise
     return gpu.gpus_per_node if gpu is not None else DEFAULT_GPUS_PER_NODE
 
