@@ -146,12 +146,12 @@ def test_deepep_v2_elastic_buffer_follows_deepeps_layouts_per_nvlink_domain():
 
 def test_moonep_says_which_memory_it_leaves_out():
     # vLLM 0.32 MoonEP: a moonep.Buffer per power-of-two capacity, padded to driver-reported VMM and multicast
-    # granularities, and gather_moonep_weight_layout's all-gathered [E + 4] expert layout on every rank
+    # granularities (its all-gathered [E + 4] expert layout is in the weights: the test below)
     moonep = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="moonep")
     base = _moe(data_parallel_size=4, enable_expert_parallel=True)
     assert moonep.budget.non_torch_bytes == base.budget.non_torch_bytes
-    assert any(w.startswith("--all2all-backend moonep: the memory of vLLM's MoonEP proof of concept")
-               and "every rank holds all experts plus 4 prefetch slots per MoE layer" in w for w in moonep.warnings)
+    assert any(w.startswith("--all2all-backend moonep: MoonEP's buffer pool") and "is not modelled" in w
+               for w in moonep.warnings)
 
 
 def _deepseek_v3_ep8(vllm_version="0.32.0", **fields):
@@ -341,3 +341,30 @@ def test_the_recommender_charges_the_buffers_of_the_backend_it_is_given():
     # a TP-only layout dispatches with no all-to-all at all
     (plain, _), = candidates(spec, h100, (None,), ("auto",), False, None, "0.32.0")[:1]
     assert (plain.layout, plain.all2all_backend) == ("TP 1", None)
+
+
+def test_moonep_replicates_every_expert_plus_four_prefetch_slots_on_every_rank():
+    # vLLM 0.32 gather_moonep_weight_layout: each of the 8 ranks ends with [128 + 4] experts per projection per layer,
+    # against 128 / 8 = 16 under the default backend: 48 x (132 - 16) x 9,437,184 B = 52,546,240,512 B more per GPU.
+    fields = {"data_parallel_size": 8, "enable_expert_parallel": True}
+    default, moonep = _moe(**fields), _moe(all2all_backend="moonep", **fields)
+    assert moonep.weights_by_role["expert"] == 48 * 132 * EXPERT_BYTES == 59_793_997_824
+    assert moonep.budget.weights_bytes - default.budget.weights_bytes == 52_546_240_512
+    # NOTE: eager-only: vLLM sets cudagraph_mode NONE where MoonEP dispatches, and says so.
+    assert moonep.settings.enforce_eager and moonep.budget.cudagraph_bytes == 0
+    assert "MoonEP: Disabling CUDA Graphs since the MoonEP integration is currently eager-only." in moonep.warnings
+    assert not default.settings.enforce_eager and default.budget.cudagraph_bytes > 0
+    # Without DP the all-to-all kernels do not run: experts placed as usual, graphs kept.
+    single = _moe(all2all_backend="moonep", tensor_parallel_size=8, enable_expert_parallel=True)
+    assert single.weights_by_role["expert"] == 48 * 16 * EXPERT_BYTES and not single.settings.enforce_eager
+
+
+@pytest.mark.parametrize(("fields", "error"), [
+    ({"quantization": "fp8"}, "The moonep all2all backend currently supports unquantized BF16 models only; got "
+                              "quantization='fp8'. Use a different --all2all-backend for quantized models."),
+    ({"dtype": "float16"}, "The moonep all2all backend currently supports BF16 models only; got dtype=torch.float16. "
+                           "Use a different --all2all-backend or --dtype bfloat16."),
+])
+def test_moonep_refuses_what_vllm_refuses(fields, error):
+    result = _moe(all2all_backend="moonep", data_parallel_size=8, enable_expert_parallel=True, **fields)
+    assert not result.fits and error in result.error

@@ -281,7 +281,8 @@ def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
     # intermediate_size_per_partition: the same placement as the experts' weights.
     placed = experts_placed(spec, tensor_parallel_size=settings.tensor_parallel_size,
                             data_parallel_size=scenario.data_parallel_size,
-                            enable_expert_parallel=scenario.enable_expert_parallel)
+                            enable_expert_parallel=scenario.enable_expert_parallel,
+                            all2all_backend=scenario.all2all_backend)
     return lora_slots(placed, rules.version, max_loras=scenario.max_loras, max_lora_rank=scenario.max_lora_rank,
                       dtype_bytes=lora_dtype_bytes(scenario.lora_dtype, settings.dtype_bytes),
                       tensor_parallel_size=settings.tensor_parallel_size,
@@ -350,7 +351,7 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
                       enable_expert_parallel: bool, cpu_offload_gb: float, all2all_backend: str | None,
                       ) -> _DeploymentTerms:
     placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=data_parallel_size,
-                            enable_expert_parallel=enable_expert_parallel)
+                            enable_expert_parallel=enable_expert_parallel, all2all_backend=all2all_backend)
     storage = expert_storage(quantization, rules, gpu, device)
     held_as = resident_quantization(quantization, gpu, device, dtype_bytes)
     weights = _cached_weights(placed, dtype_bytes, tp, pp, held_as, storage)

@@ -43,6 +43,7 @@ def default_all2all_backend(version: VllmVersion) -> All2AllBackend:
 
 
 DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
+MOONEP_PREFETCH_SLOTS = 4  # prepare_finalize/moonep.py MOONEP_DEFAULT_NUM_PREFETCH_SLOTS (0.32, 0.34)
 # NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing this planner cannot reproduce, so each keeps
 # a warning that says why, no number:
 # * MoonEP (vLLM 0.32 / 0.34 prepare_finalize/moonep.py, MoonEP api.py _create_context as the zhumakhan/MoonEP
@@ -50,16 +51,40 @@ DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
 #   capacity a step needs (128 up to max_num_tokens), lazily; the profiling run's full batch makes the largest. Each
 #   holds a bf16 [NvS_padded, H] chunk, NvS = S x K + 127 x 2 x E / R, padded to the driver's recommended VMM
 #   granularity, and an int32 metadata chunk padded to the larger of that and cuMulticastGetGranularity(R GPUs),
-#   values the driver reports that no record here holds. And vLLM's MoonEP is a proof of concept whose
-#   gather_moonep_weight_layout all-gathers every rank's experts: each rank holds all E experts plus 4 prefetch
-#   slots of every MoE layer, a weight term placement.py does not model either. Smaller pool buffers made by later
-#   steps land after the KV cache is sized.
+#   values the driver reports that no record here holds. (vLLM's MoonEP is a proof of concept whose
+#   gather_moonep_weight_layout all-gathers every rank's experts: placement.py gives each rank all E experts plus 4
+#   prefetch slots.) Smaller pool buffers made by later steps land after the KV cache is sized.
 _UNSIZED = {
-    "moonep": ("the memory of vLLM's MoonEP proof of concept, its buffer pool (one buffer per power-of-two batch "
-               "size, padded to granularities the GPU driver reports) and its replicated expert layout (every rank "
-               "holds all experts plus 4 prefetch slots per MoE layer),"),
+    "moonep": ("MoonEP's buffer pool (one buffer per power-of-two batch size, padded to granularities the GPU "
+               "driver reports; its replicated experts, all of them plus 4 prefetch slots per MoE layer on every "
+               "rank, are in the weights)"),
     "flashinfer_nvlink_one_sided": "FlashInfer's small auxiliary region (moe_a2a_get_aux_data_size, in C++)",
 }
+
+
+# vLLM 0.32 config/vllm.py ``VllmConfig.__post_init__`` (the same in 0.34.0), for --all2all-backend moonep whatever
+# the parallelism: the refusals, and the CUDA graphs it turns off where the all-to-all kernels run.
+MOONEP_QUANTIZED_ERROR = ("The moonep all2all backend currently supports unquantized BF16 models only; got "
+                          "quantization={quantization!r}. Use a different --all2all-backend for quantized models.")
+MOONEP_DTYPE_ERROR = ("The moonep all2all backend currently supports BF16 models only; got dtype=torch.{dtype}. Use "
+                      "a different --all2all-backend or --dtype bfloat16.")
+MOONEP_EAGER_NOTE = "MoonEP: Disabling CUDA Graphs since the MoonEP integration is currently eager-only."
+
+
+def moonep_config_error(backend: str | None, *, quantization: str | None, dtype: str) -> str | None:
+    """vLLM's error when MoonEP is asked for a model it does not serve (quantized, or not bfloat16); else None."""
+    if backend != "moonep":
+        return None
+    if quantization is not None:
+        return MOONEP_QUANTIZED_ERROR.format(quantization=quantization)
+    return MOONEP_DTYPE_ERROR.format(dtype=dtype) if dtype != "bfloat16" else None
+
+
+def moonep_runs_eager(backend: str | None, spec: ModelSpec, *, data_parallel_size: int,
+                      enable_expert_parallel: bool) -> bool:
+    """Whether MoonEP sets ``cudagraph_mode`` to NONE: where its dispatch runs (``parallel_config.use_all2all``)."""
+    return backend == "moonep" and uses_all2all(spec, data_parallel_size=data_parallel_size,
+                                                enable_expert_parallel=enable_expert_parallel)
 
 
 # NOTE: MoRI (ROCm/mori src/shmem/init.cpp MemoryStatesInit) allocates one static symmetric heap at shmem init and

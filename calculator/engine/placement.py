@@ -10,6 +10,11 @@ Read from vLLM 0.32's source:
 * ``UVAOffloader._maybe_offload_to_cpu`` (model_executor/offloader/uva.py): ``--cpu-offload-gb`` moves
   decoder-layer parameters to pinned CPU memory one parameter at a time, from the first layer on, until the
   offloaded total reaches the limit (the last parameter may overshoot it). Embeddings and the LM head stay.
+* ``--all2all-backend moonep`` (0.32 and 0.34 ``fused_moe/oracle/unquantized.py``
+  ``convert_to_unquantized_kernel_format`` -> ``prepare_finalize/moonep.py`` ``gather_moonep_weight_layout``): vLLM's
+  MoonEP proof of concept all-gathers every rank's experts at load time into one ``[E + 4, ...]`` bf16 layout per
+  projection (gate, up, down; 4 = ``MOONEP_DEFAULT_NUM_PREFETCH_SLOTS``, zeroed), which replaces the layer's own
+  weights: every rank holds all experts plus 4 slots, where the all-to-all kernels run (EP, DP > 1).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from functools import lru_cache
 from ..model.quantization import QuantizationSpec
 from ..model.spec import ModelSpec, WeightTensor
 from ..model.weights import _tensor_cost
+from .expert_parallel import MOONEP_PREFETCH_SLOTS, uses_all2all
 from .kv_cache import pp_layer_ranges
 
 
@@ -28,17 +34,22 @@ def _cdiv(a: int, b: int) -> int:
 
 @lru_cache(maxsize=256)
 def experts_placed(spec: ModelSpec, *, tensor_parallel_size: int, data_parallel_size: int,
-                   enable_expert_parallel: bool) -> ModelSpec:
+                   enable_expert_parallel: bool, all2all_backend: str | None = None) -> ModelSpec:
     """``spec`` with its expert tensors reshaped so that the TP split of ``weights.py`` gives each rank
     what vLLM places there under DP/EP (unchanged for dense models or a single engine without EP)."""
     tp, dp = tensor_parallel_size, data_parallel_size
     expert_parallel = enable_expert_parallel and tp * dp > 1
     if spec.moe is None or (dp == 1 and not expert_parallel):
         return spec
+    replicated = all2all_backend == "moonep" and uses_all2all(spec, data_parallel_size=dp,
+                                                              enable_expert_parallel=enable_expert_parallel)
     placed: list[WeightTensor] = []
     for tensor in spec.weights:
         if tensor.role != "expert":
             placed.append(tensor)
+        elif replicated:
+            placed.append(tensor.model_copy(update={"count": tensor.count + MOONEP_PREFETCH_SLOTS,
+                                                    "tp": "replicated"}))
         elif expert_parallel:
             # NOTE: whole experts; the busiest rank holds ceil(E / ep_size) of them, none TP-split.
             placed.append(tensor.model_copy(update={"count": _cdiv(tensor.count, tp * dp), "tp": "replicated"}))

@@ -14,7 +14,13 @@ from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GIB
 from .engine_support import PRE_AMPERE_FAMILIES, EngineSupport, engine_support
-from .expert_parallel import BATCHED_DP_MOE_BATCHED_TOKENS, batched_dp_moe
+from .expert_parallel import (
+    BATCHED_DP_MOE_BATCHED_TOKENS,
+    MOONEP_EAGER_NOTE,
+    batched_dp_moe,
+    moonep_config_error,
+    moonep_runs_eager,
+)
 from .flag_checks import flag_problems
 from .interconnect import interconnect_warning, resolve_interconnect
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
@@ -254,6 +260,14 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
                                               max_num_batched_tokens=max_num_batched_tokens,
                                               max_model_len=max_model_len)
     error, warnings = error or flag_error, [*warnings, *flag_warnings]
+    error = error or moonep_config_error(scenario.all2all_backend, quantization=quantization, dtype=dtype)
+    enforce_eager = scenario.enforce_eager
+    if not enforce_eager and moonep_runs_eager(scenario.all2all_backend, spec,
+                                               data_parallel_size=scenario.data_parallel_size,
+                                               enable_expert_parallel=scenario.enable_expert_parallel):
+        # NOTE: vLLM sets cudagraph_mode NONE, not --enforce-eager; for memory and speed the effect is the same.
+        enforce_eager = True
+        warnings.append(MOONEP_EAGER_NOTE)
     async_scheduling = scenario.async_scheduling
     if async_scheduling is None:
         async_scheduling = rules.async_scheduling_default and device != "cpu"
@@ -268,7 +282,7 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         quantization=quantization,
         block_size=block_size, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=util, extensible_kv_cache=extensible,
-        memory_formula=formula, async_scheduling=async_scheduling, enforce_eager=scenario.enforce_eager,
+        memory_formula=formula, async_scheduling=async_scheduling, enforce_eager=enforce_eager,
         engine=support.engine, engine_fallback=support.fallback, error=error, refusal=support.refusal,
         refusal_context=support.refusal_context,
         warnings=tuple(warnings))
