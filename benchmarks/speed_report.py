@@ -159,6 +159,16 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "outputs stopping at EOS where the run allowed it. What is left: `vllm-43232` (128 prompts of 30,000 tokens "
         "at C = 64, `--ignore-eos`; mean TTFT 15.7 s, median 4.2 s) is still predicted about half as slow, and "
         "mushfiq's C = 32 and 48 still below the measured TTFT (the 4090's prefill of many 256-token prompts).",
+        "* **What a harness times as the first token** (`gpuconc-*`): gpu_conc's `concurrency.py` stops its TTFT "
+        "clock at the first chunk whose `delta.content` or `delta.reasoning_content` is non-empty (reasoning counts), "
+        "but gpt-oss opens every reply with the harmony header `<|channel|>analysis<|message|>`, three tokens that "
+        "vLLM 0.10 streams as empty reasoning deltas: its TTFT is the server's first token plus three decode steps, "
+        "which the replay adds (`Run.first_token`). `vllm bench serve` 0.10-0.32 times the first chunk with choices, "
+        "the role chunk vLLM sends with the prefill's token, so the header is not in its TTFT; 0.34's client skips "
+        "that chunk and its server sends none for the header, so there a gpt-oss TTFT includes it. Held out, "
+        "gpu_conc's TTFT at C = 4-16 went from 6-55 % low (median 34 %) to 34 % low to 30 % high (median 20 %). "
+        "What is left is a tail in the CUDA runs' means (p99 0.3-2.1 s against medians of 54-103 ms at C = 4-16, "
+        "which the same harness on MI300X does not show); against the medians the held-out TTFT is within 5-33 %.",
         "* **gpt-oss-20b's decode step at one request is not set by memory traffic** "
         "(`gpuconc-{h100pcie,h200,b200}-*-c1`): the measured step is 4.5 ms on both H200 and B200, whose HBM differs "
         "1.7x. In sample the fitted step terms now land the TPOT within 10 % (table below); held out by source it is "
