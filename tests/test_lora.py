@@ -210,3 +210,46 @@ def test_what_vllm_refuses_for_lora_under_expert_parallelism():
     assert estimate(old).error is None
     assert estimate(old.replace(vllm_version="0.21.0")).error.startswith("Fused MoE LoRA does not support")
     assert estimate(base.replace(vllm_version="0.21.0", all2all_backend="deepep_high_throughput")).error is None
+
+
+def test_vllm_0_7_3_slots_with_the_extra_vocabulary_and_its_punica_buffers():
+    # vLLM 0.7.3 lora/layers.py: the decoder's linear slots as in 0.32 (81,920 x 64 x 4 slots x 2 B x 32 layers =
+    # 1,342,177,280 B); embed_tokens A (128,256 + 256) x 64 = 8,224,768, B 4,096 x 64 = 262,144, extra embeddings
+    # 256 x 4,096 = 1,048,576; LM head A 64 x 4,096 = 262,144, B 128,256 x 64 = 8,208,384 (128,256 = 501 x 256),
+    # extra 1,048,576: 19,054,592 elements per slot x 4 slots x 2 B = 152,436,736 B.
+    # punica_base.py 0.7.3: six int64 arrays of 8,192 tokens (token_lora, sampler, sampler_padded, embeddings x 2,
+    # long_lora) and three of 256 sequences, no kernel metadata: (6 x 8,192 + 3 x 256) x 8 = 399,360 B.
+    slots = _slots("0.7.3")
+    assert slots.linear_bytes_per_stage == (1_342_177_280,)
+    assert slots.vocab_bytes_per_stage == (152_436_736,)
+    assert slots.punica_bytes == 399_360
+    assert slots.bytes_per_stage == (1_342_177_280 + 152_436_736 + 399_360,) == (1_495_013_376,)
+    assert slots.shrink_buffer_bytes == 3 * 8192 * 64 * 4  # punica_gpu.py 0.7.3 add_lora_linear: fp32 buffer
+
+
+@pytest.mark.parametrize(("version", "in_budget"), [("0.6.4", True), ("0.6.5", False), ("0.6.6", False),
+                                                   ("0.7.3", False), ("0.8.0", True)])
+def test_v0_0_6_5_to_0_7_leaves_the_slots_out_of_the_kv_budget(version, in_budget):
+    # 0.6.5-0.7.x: memory_profiling(weights_memory=model_memory_usage) with the LoRA manager created after the
+    # weights' DeviceMemoryProfiler (worker/model_runner.py load_model), and the profile's torch peak counted from
+    # where it began: only the profiling run's shrink buffer (3 x tokens x 64 x 4 B) comes out of the KV cache.
+    # 0.6.4 counted the absolute torch peak after the profile, slots included; V1 (0.8+) counts them with the weights.
+    base = Scenario(model=LLAMA_8B, vllm_version=version, max_model_len=8192)
+    plain, with_lora = estimate(base), estimate(base.replace(enable_lora=True, max_loras=4, max_lora_rank=64))
+    shrink = (3 if version != "0.6.4" else 1) * with_lora.settings.max_num_batched_tokens * 64 * 4
+    lora = with_lora.budget.lora_bytes
+    assert plain.budget.kv_cache_bytes - with_lora.budget.kv_cache_bytes == shrink + (lora if in_budget else 0)
+    segment = next(s for s in with_lora.budget.segments() if s.key == "lora")
+    assert segment.inside_budget is in_budget
+    outside = [w for w in with_lora.warnings if "LoRA slots" in w]
+    assert outside == ([] if in_budget else [
+        f"vLLM {version}'s V0 worker measures the weights before it creates the LoRA slots: their "
+        f"{lora / 2**30:.2f} GiB are not taken out of the KV cache's budget and must fit in the "
+        "(1 - gpu_memory_utilization) headroom"])
+
+
+def test_up_to_0_6_4_the_shrink_runs_one_slice_at_a_time():
+    # vLLM 0.6.3/0.6.4 lora/punica.py add_lora_packed_nslice: each slice's add_lora makes its own fp32 (tokens, rank)
+    # buffer, so the peak holds one: 8,192 x 64 x 4 B = 2,097,152 B; its punica arrays are 0.7.3's (399,360 B).
+    slots = _slots("0.6.4")
+    assert slots.shrink_buffer_bytes == 8192 * 64 * 4 == 2_097_152 and slots.punica_bytes == 399_360

@@ -264,6 +264,10 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
         warnings.append(slots_note)
     if cpu_note := cpu_state_dtype_warning(rules, layout, device=settings.device, dtype_bytes=settings.dtype_bytes):
         warnings.append(cpu_note)
+    if lora and not lora.in_kv_budget:
+        warnings.append(f"vLLM {rules.version}'s V0 worker measures the weights before it creates the LoRA slots: "
+                        f"their {max(lora.bytes_per_stage) / GIB:.2f} GiB are not taken out of the KV cache's budget "
+                        "and must fit in the (1 - gpu_memory_utilization) headroom")
     warnings += fixed.closing_warnings
     return computed(Estimate, scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings,
                     budget=budgets[busiest], budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity,
@@ -509,6 +513,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             draft_weights_bytes=drafter.weights_bytes if drafter and stage == pp - 1 else 0,
             charges_other_processes=rules.non_torch_counts_other_processes,
             draft_profiled=not v0_drafter,
+            lora_profiled=lora.in_kv_budget if lora else True,
         ))
     return budgets
 

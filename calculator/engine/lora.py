@@ -26,6 +26,13 @@ releases accept and wrap differs, ``vllm_versions.lora_limits``):
   ``maybe_dummy_run_with_lora``), built in CPU memory and copied into the slots, so they add nothing; each wrapped
   layer's shrink writes an fp32 buffer of ``(slices, tokens, max_lora_rank)`` (punica_gpu.py ``add_lora_linear``),
   the widest of which (merged QKV: 3 slices) adds to the activation peak.
+
+Before 0.8 (vllm/lora/layers.py, punica.py or punica_wrapper/, models.py, worker/ read in 0.5.5, 0.6.3, 0.6.4,
+0.6.5, 0.6.6 and 0.7.3): the same slot shapes (with the extra vocabulary), ``lora_dtype`` None meaning the model's
+dtype, dummy adapters built on the CPU (models.py ``create_dummy_lora``: ``"cpu"``); the punica wrapper holds six
+int64 arrays of ``max_num_batched_tokens`` and three of ``max_num_seqs``, with no kernel metadata; up to 0.6.4 the
+shrink runs one slice at a time (one ``(tokens, rank)`` fp32 buffer at the peak); and 0.6.5-0.7.x leave the slots
+out of the KV budget (``lora_limits.slots_in_kv_budget``). The long-context path (``long_lora_scaling_factors``) is not modelled.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ class LoraSlots(BaseModel):
     shrink_buffer_bytes: int  # the widest layer's fp32 shrink output at max_num_batched_tokens (activation peak)
     linear_rank_features_per_token: float  # sum over linear slices of (A's rank x in + out x B's rank), busiest stage
     modules_per_layer: int  # wrapped modules per decoder layer (each runs a shrink and an expand kernel)
+    in_kv_budget: bool = True  # False where the version's profile misses the slots (vllm_versions.lora_limits)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -156,7 +164,8 @@ def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lor
     vocab_bytes[0] += embedding
     vocab_bytes[-1] += lm_head
     tokens, seqs = max_num_batched_tokens, max_num_seqs
-    punica = (4 * tokens + 3 * seqs) * 8 + 2 * (2 * tokens * 4 + (3 * max_loras + 4) * 4)
+    kernel_meta = 2 * (2 * tokens * 4 + (3 * max_loras + 4) * 4) if limits.punica_kernel_meta else 0
+    punica = (limits.punica_token_arrays * tokens + 3 * seqs) * 8 + kernel_meta
     busiest = max(range(len(stages)), key=lambda s: linear[s] + vocab_bytes[s])
     rows = sum(1 for t in spec.weights if _is_lora_linear(t) and t.tp == "row" and t.role != "expert")
     # NOTE: each row-parallel layer (o_proj, down_proj) follows one merged column-parallel module (qkv, gate_up):
@@ -165,9 +174,11 @@ def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lor
     names = {t.name.rsplit(".", 2)[-2] for t in spec.weights if _is_lora_linear(t)}
     # NOTE: vLLM merges q, k and v (QKVParallelLinear) and gate and up (MergedColumnParallelLinear) into one module.
     slices = 3 if {"q_proj", "k_proj", "v_proj"} <= names else 2 if {"gate_proj", "up_proj"} <= names else 1
+    if not limits.shrink_slices_together:
+        slices = 1  # NOTE: lora/punica.py (up to 0.6.4) shrinks one slice at a time, each into its own buffer
     a_rank = rank // tp if fully_sharded else rank
     return LoraSlots(max_loras=max_loras, max_lora_rank=rank, dtype_bytes=dtype_bytes,
                      shrink_buffer_bytes=slices * max_num_batched_tokens * a_rank * 4,
                      linear_bytes_per_stage=tuple(linear), vocab_bytes_per_stage=tuple(vocab_bytes),
                      punica_bytes=punica, linear_rank_features_per_token=features[busiest],
-                     modules_per_layer=modules)
+                     modules_per_layer=modules, in_kv_budget=limits.slots_in_kv_budget)

@@ -61,6 +61,7 @@ class MemoryBudget(BaseModel):
     context_bytes: int
     weights_bytes: int
     lora_bytes: int = 0  # --enable-lora: adapter slots and punica buffers, allocated with the weights
+    lora_in_budget: bool = True  # False where the version's profile misses them (V0 0.6.5-0.7.x)
     draft_weights_bytes: int = 0  # speculative decoding: the draft model's or heads' weights
     draft_in_budget: bool = True  # False under V0, which profiles the target alone (the draft is outside)
     activation_bytes: int
@@ -92,7 +93,8 @@ class MemoryBudget(BaseModel):
         kv = max(self.kv_cache_bytes, 0)
         parts = [
             MemorySegment(key="weights", label="Weights", bytes=self.weights_bytes, inside_budget=True),
-            MemorySegment(key="lora", label="LoRA adapter slots", bytes=self.lora_bytes, inside_budget=True),
+            MemorySegment(key="lora", label="LoRA adapter slots", bytes=self.lora_bytes,
+                          inside_budget=self.lora_in_budget),
             MemorySegment(key="draft", label="Speculative proposer weights", bytes=self.draft_weights_bytes,
                           inside_budget=self.draft_in_budget),
             MemorySegment(key="activation", label="Activation peak", bytes=self.activation_bytes, inside_budget=True),
@@ -133,15 +135,17 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
                   adjustment_bytes: int = 0, device_label: str = "cuda:0", cudagraph_note: str = "",
                   free_pool_bytes: int | None = None, lora_bytes: int = 0,
                   draft_weights_bytes: int = 0, charges_other_processes: bool = False,
-                  draft_profiled: bool = True) -> MemoryBudget:
+                  draft_profiled: bool = True, lora_profiled: bool = True) -> MemoryBudget:
     """The KV-cache budget of one GPU under the version's formula (§1.2-1.9).
 
     ``free_pool_bytes``: the host pool vLLM reads free memory from (``calculator.engine.free_memory``), else total.
     ``lora_bytes`` and ``draft_weights_bytes`` are allocated while the model loads, so they count as weights do;
     ``draft_profiled=False`` (V0): the profile's weights are the target's alone, so the draft's are not subtracted.
+    ``lora_profiled=False`` (V0 0.6.5-0.7.x): the slots are allocated after the weights were measured, so they
+    are not subtracted.
     ``charges_other_processes``: the version's non-torch figure includes other processes' memory (0.6.4.x).
     """
-    loaded = weights_bytes + lora_bytes + (draft_weights_bytes if draft_profiled else 0)
+    loaded = weights_bytes + (lora_bytes if lora_profiled else 0) + (draft_weights_bytes if draft_profiled else 0)
     requested = requested_bytes(total_bytes, gpu_memory_utilization)
     free_at_start_bytes = free_at_start(total_bytes, free_pool_bytes, other_processes_bytes, context_bytes)
     startup_error = None
@@ -180,6 +184,7 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
         formula=formula, total_bytes=total_bytes, requested_bytes=requested,
         gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
         context_bytes=context_bytes, weights_bytes=weights_bytes, lora_bytes=lora_bytes,
+        lora_in_budget=lora_profiled,
         draft_weights_bytes=draft_weights_bytes, draft_in_budget=draft_profiled, activation_bytes=activation_bytes,
         non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, cudagraph_in_budget=cudagraph_in_budget,
         cudagraph_note=cudagraph_note,

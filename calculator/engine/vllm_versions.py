@@ -240,6 +240,24 @@ class LoraLimits(BaseModel):
     # (0.21.0:162), and only the allgather_reducescatter all2all backend (0.22.0:177).
     moe_ep_refuses_fully_sharded: bool
     moe_ep_needs_allgather: bool
+    # The punica wrapper's int64 index arrays of max_num_batched_tokens (punica_base.py; lora/punica.py up to
+    # 0.6.4): before 0.8 six (token_lora, sampler, sampler_padded, two embeddings rows, long_lora; read in 0.5.5,
+    # 0.6.3, 0.6.6 and 0.7.3), later four, plus
+    # the two LoRAKernelMeta of the V1 kernels (punica_gpu.py, lora_kernel_metadata.py; none before 0.8).
+    punica_token_arrays: int
+    punica_kernel_meta: bool
+    # The profiling run's shrink output: from 0.6.5 one fp32 buffer per slice, all alive together
+    # (punica_wrapper/punica_gpu.py add_lora_linear); up to 0.6.4 lora/punica.py add_lora_packed_nslice ran the
+    # slices one after another, each with its own (tokens, rank) buffer.
+    shrink_slices_together: bool
+    # The V0 worker of 0.6.5-0.7.x sizes the KV cache from memory_profiling(weights_memory=model_memory_usage,
+    # vllm/utils.py), and model_runner.load_model creates the LoRA manager after the DeviceMemoryProfiler that
+    # measured the weights (worker/model_runner.py 0.6.5:1093-1126, 0.6.6:1095-1128, 0.7.3:1110-1144); the profile's torch peak
+    # counts only the increase over what was allocated when it began. So the slots and punica buffers are in use
+    # but never subtracted: the KV cache takes their room and the GPU ends above total x util by their size.
+    # Up to 0.6.4 the worker counted all memory in use (0.6.4: the absolute torch peak) after the profile, slots
+    # included (worker/worker.py determine_num_available_blocks).
+    slots_in_kv_budget: bool
 
 
 @lru_cache(maxsize=64)  # NOTE: asked by every LoRA estimate; a handful of releases, immutable values
@@ -253,6 +271,7 @@ def lora_limits(version: VllmVersion) -> LoraLimits:
       0.10.2): 33,024 in 0.4.0, 128,512 in 0.4.1 - 0.5.4, 257,024 in 0.5.5 - 0.16, 258,048 from 0.17.
     * MoE: FusedMoE layers are wrapped from 0.12 (lora/utils.py 0.12.0:231; before, the experts got no slots); the
       expert-parallel asserts from 0.21 and 0.22.
+    * before 0.8 (read in 0.5.5, 0.6.3 - 0.6.6 and 0.7.3): the punica buffers and where the slots land in the KV budget (fields).
     """
     v = version
     ranks = ((1, 8, 16, 32, 64, 128, 256, 320, 512) if v.at_least(12) else (8, 16, 32, 64, 128, 256, 320, 512)
@@ -268,6 +287,10 @@ def lora_limits(version: VllmVersion) -> LoraLimits:
         wraps_fused_moe=v.at_least(12),
         moe_ep_refuses_fully_sharded=v.at_least(21),
         moe_ep_needs_allgather=v.at_least(22),
+        punica_token_arrays=4 if v.at_least(8) else 6,
+        punica_kernel_meta=v.at_least(8),
+        shrink_slices_together=v.at_least(6, 5),
+        slots_in_kv_budget=v.at_least(8) or not v.at_least(6, 5),
     )
 
 
