@@ -253,3 +253,14 @@ def test_up_to_0_6_4_the_shrink_runs_one_slice_at_a_time():
     # buffer, so the peak holds one: 8,192 x 64 x 4 B = 2,097,152 B; its punica arrays are 0.7.3's (399,360 B).
     slots = _slots("0.6.4")
     assert slots.shrink_buffer_bytes == 8192 * 64 * 4 == 2_097_152 and slots.punica_bytes == 399_360
+
+
+def test_up_to_0_5_3_the_lora_manager_held_the_index_arrays_alone():
+    # vLLM 0.5.3 lora/models.py LoRAModelManager: six int64 arrays of max_num_batched_tokens rounded up to 8
+    # (8,195 -> 8,200), no per-sequence arrays: 6 x 8,200 x 8 B = 393,600 B. 0.5.4's PunicaWrapper takes 8,195
+    # as given and adds three of 256 sequences: (6 x 8,195 + 3 x 256) x 8 = 399,504 B.
+    def punica(version: str) -> int:
+        return lora_slots(load_model_spec(LLAMA_8B), VllmVersion.parse(version), max_loras=4, max_lora_rank=64,
+                          dtype_bytes=2, tensor_parallel_size=1, pipeline_parallel_size=1, fully_sharded=False,
+                          max_num_batched_tokens=8195, max_num_seqs=256).punica_bytes
+    assert (punica("0.5.3"), punica("0.5.4")) == (393_600, 399_504)

@@ -27,12 +27,13 @@ releases accept and wrap differs, ``vllm_versions.lora_limits``):
   layer's shrink writes an fp32 buffer of ``(slices, tokens, max_lora_rank)`` (punica_gpu.py ``add_lora_linear``),
   the widest of which (merged QKV: 3 slices) adds to the activation peak.
 
-Before 0.8 (vllm/lora/layers.py, punica.py or punica_wrapper/, models.py, worker/ read in 0.5.5, 0.6.3, 0.6.4,
-0.6.5, 0.6.6 and 0.7.3): the same slot shapes (with the extra vocabulary), ``lora_dtype`` None meaning the model's
-dtype, dummy adapters built on the CPU (models.py ``create_dummy_lora``: ``"cpu"``); the punica wrapper holds six
-int64 arrays of ``max_num_batched_tokens`` and three of ``max_num_seqs``, with no kernel metadata; up to 0.6.4 the
-shrink runs one slice at a time (one ``(tokens, rank)`` fp32 buffer at the peak); and 0.6.5-0.7.x leave the slots
-out of the KV budget (``lora_limits.slots_in_kv_budget``). The long-context path (``long_lora_scaling_factors``) is not modelled.
+Before 0.8 (lora/models.py, punica.py or punica_wrapper/ and worker/ read in 0.4.3, 0.5.1, 0.5.3-0.5.5,
+0.6.3-0.6.6 and 0.7.3; lora/layers.py and config.py in 0.7.3): the same slot shapes with the extra vocabulary,
+``lora_dtype`` None meaning the model's dtype, and dummy adapters built on the CPU (``create_dummy_lora``). What
+differs (``vllm_versions.lora_limits``): the punica index arrays (six int64 of ``max_num_batched_tokens`` and three
+of ``max_num_seqs``, no kernel metadata; up to 0.5.3 the six alone, of the tokens rounded up to 8), the shrink (one
+slice at a time up to 0.6.4), and 0.6.5-0.7.x leave the slots out of the KV budget. The long-context path
+(``--long-lora-scaling-factors``) is not modelled.
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ def lora_slots(spec: ModelSpec, version: VllmVersion, *, max_loras: int, max_lor
     vocab_bytes[-1] += lm_head
     tokens, seqs = max_num_batched_tokens, max_num_seqs
     kernel_meta = 2 * (2 * tokens * 4 + (3 * max_loras + 4) * 4) if limits.punica_kernel_meta else 0
+    if not limits.punica_wrapper:
+        tokens, seqs = math.ceil(tokens / 8) * 8, 0  # NOTE: LoRAModelManager's own arrays up to 0.5.3
     punica = (limits.punica_token_arrays * tokens + 3 * seqs) * 8 + kernel_meta
     busiest = max(range(len(stages)), key=lambda s: linear[s] + vocab_bytes[s])
     rows = sum(1 for t in spec.weights if _is_lora_linear(t) and t.tp == "row" and t.role != "expert")

@@ -241,11 +241,15 @@ class LoraLimits(BaseModel):
     moe_ep_refuses_fully_sharded: bool
     moe_ep_needs_allgather: bool
     # The punica wrapper's int64 index arrays of max_num_batched_tokens (punica_base.py; lora/punica.py up to
-    # 0.6.4): before 0.8 six (token_lora, sampler, sampler_padded, two embeddings rows, long_lora; read in 0.5.5,
-    # 0.6.3, 0.6.6 and 0.7.3), later four, plus
+    # 0.6.4): before 0.8 six (token_lora, sampler, sampler_padded, two embeddings rows, long_lora; read in 0.4.3,
+    # 0.5.1, 0.5.3, 0.5.4, 0.5.5, 0.6.3, 0.6.6 and 0.7.3), later four, plus
     # the two LoRAKernelMeta of the V1 kernels (punica_gpu.py, lora_kernel_metadata.py; none before 0.8).
     punica_token_arrays: int
     punica_kernel_meta: bool
+    # PunicaWrapper (0.5.4+) also holds three int64 arrays of max_num_seqs and sizes the token arrays by
+    # max_num_batched_tokens itself; up to 0.5.3 LoRAModelManager held the six arrays alone, of max_num_batched_tokens
+    # rounded up to 8 (lora/models.py 0.4.3:384-405, 0.5.3:419-440).
+    punica_wrapper: bool
     # The profiling run's shrink output: from 0.6.5 one fp32 buffer per slice, all alive together
     # (punica_wrapper/punica_gpu.py add_lora_linear); up to 0.6.4 lora/punica.py add_lora_packed_nslice ran the
     # slices one after another, each with its own (tokens, rank) buffer.
@@ -271,7 +275,8 @@ def lora_limits(version: VllmVersion) -> LoraLimits:
       0.10.2): 33,024 in 0.4.0, 128,512 in 0.4.1 - 0.5.4, 257,024 in 0.5.5 - 0.16, 258,048 from 0.17.
     * MoE: FusedMoE layers are wrapped from 0.12 (lora/utils.py 0.12.0:231; before, the experts got no slots); the
       expert-parallel asserts from 0.21 and 0.22.
-    * before 0.8 (read in 0.5.5, 0.6.3 - 0.6.6 and 0.7.3): the punica buffers and where the slots land in the KV budget (fields).
+    * before 0.8 (read in 0.4.3, 0.5.1, 0.5.3 - 0.5.5, 0.6.3 - 0.6.6 and 0.7.3): the punica buffers, the shrink
+      buffers and where the slots land in the KV budget (the fields' comments).
     """
     v = version
     ranks = ((1, 8, 16, 32, 64, 128, 256, 320, 512) if v.at_least(12) else (8, 16, 32, 64, 128, 256, 320, 512)
@@ -289,6 +294,7 @@ def lora_limits(version: VllmVersion) -> LoraLimits:
         moe_ep_needs_allgather=v.at_least(22),
         punica_token_arrays=4 if v.at_least(8) else 6,
         punica_kernel_meta=v.at_least(8),
+        punica_wrapper=v.at_least(5, 4),
         shrink_slices_together=v.at_least(6, 5),
         slots_in_kv_budget=v.at_least(8) or not v.at_least(6, 5),
     )
