@@ -264,3 +264,13 @@ def test_up_to_0_5_3_the_lora_manager_held_the_index_arrays_alone():
                           dtype_bytes=2, tensor_parallel_size=1, pipeline_parallel_size=1, fully_sharded=False,
                           max_num_batched_tokens=8195, max_num_seqs=256).punica_bytes
     assert (punica("0.5.3"), punica("0.5.4")) == (393_600, 399_504)
+
+
+@pytest.mark.parametrize(("version", "punica_bytes"), [("0.8.0", 530_560), ("0.9.0", 530_560), ("0.10.0", 465_024),
+                                                       ("0.28.0", 465_024), ("0.29.0", 399_488)])
+def test_the_punica_index_arrays_per_release(version, punica_bytes):
+    # punica_base.py: int64 arrays of 8,192 tokens (six to 0.9 with long_lora; five from 0.10 when it went; four from
+    # 0.29, whose embeddings indices are one row) and three of 256 sequences, plus 0.8+'s two LoRAKernelMeta
+    # (131,200 B, see above): (6 x 8,192 + 768) x 8 = 399,360; (5 x 8,192 + 768) x 8 = 333,824;
+    # (4 x 8,192 + 768) x 8 = 268,288; each + 131,200.
+    assert _slots(version).punica_bytes == punica_bytes

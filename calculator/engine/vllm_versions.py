@@ -241,8 +241,9 @@ class LoraLimits(BaseModel):
     moe_ep_refuses_fully_sharded: bool
     moe_ep_needs_allgather: bool
     # The punica wrapper's int64 index arrays of max_num_batched_tokens (punica_base.py; lora/punica.py up to
-    # 0.6.4): before 0.8 six (token_lora, sampler, sampler_padded, two embeddings rows, long_lora; read in 0.4.3,
-    # 0.5.1, 0.5.3, 0.5.4, 0.5.5, 0.6.3, 0.6.6 and 0.7.3), later four, plus
+    # 0.6.4): six up to 0.9 (token_lora, sampler, sampler_padded, two embeddings rows, long_lora; read in 0.4.3,
+    # 0.5.1, 0.5.3 - 0.5.5, 0.6.3, 0.6.6, 0.7.3, 0.8.0 and 0.9.0), five once long_lora went (0.10.0 - 0.28.0: read
+    # in 0.10 - 0.13, 0.15, 0.18, 0.22, 0.24, 0.26, 0.28), four with one embeddings row from 0.29 (0.29, 0.30, 0.32), plus
     # the two LoRAKernelMeta of the V1 kernels (punica_gpu.py, lora_kernel_metadata.py; none before 0.8).
     punica_token_arrays: int
     punica_kernel_meta: bool
@@ -292,7 +293,7 @@ def lora_limits(version: VllmVersion) -> LoraLimits:
         wraps_fused_moe=v.at_least(12),
         moe_ep_refuses_fully_sharded=v.at_least(21),
         moe_ep_needs_allgather=v.at_least(22),
-        punica_token_arrays=4 if v.at_least(8) else 6,
+        punica_token_arrays=4 if v.at_least(29) else 5 if v.at_least(10) else 6,
         punica_kernel_meta=v.at_least(8),
         punica_wrapper=v.at_least(5, 4),
         shrink_slices_together=v.at_least(6, 5),
