@@ -260,6 +260,8 @@ class LoraLimits(BaseModel):
     # measured the weights (worker/model_runner.py 0.6.5:1093-1126, 0.6.6:1095-1128, 0.7.3:1110-1144); the profile's torch peak
     # counts only the increase over what was allocated when it began. So the slots and punica buffers are in use
     # but never subtracted: the KV cache takes their room and the GPU ends above total x util by their size.
+    # 0.8.0's V0 model runner (the fallback engine) creates the manager inside that profiler (model_runner.py
+    # 0.8.0:1111-1145, 0.9.0:1171-1201), so the slots count there as V1's do.
     # Up to 0.6.4 the worker counted all memory in use (0.6.4: the absolute torch peak) after the profile, slots
     # included (worker/worker.py determine_num_available_blocks).
     slots_in_kv_budget: bool
