@@ -19,9 +19,9 @@ releases accept and wrap differs, ``vllm_versions.lora_limits``):
   (``lora_extra_vocab_size``): the embedding's A had ``vocab + 256`` rows, the LM head's B the vocabulary padded to
   256, and both kept ``(max_loras, 256, hidden)`` of extra embeddings.
 * The punica wrapper's index buffers: four int64 of ``max_num_batched_tokens`` (five in 0.28, more before:
-  ``lora_limits``) and three of ``max_num_seqs`` (punica_base.py), and two ``LoRAKernelMeta`` of two int32 per token and three int32 per-slot arrays of
-  ``max_loras + 1``, ``max_loras + 1`` and ``max_loras + 2`` on the device (punica_gpu.py,
-  lora_kernel_metadata.py; its other three tensors are on the CPU).
+  ``lora_limits``) and three of ``max_num_seqs`` (punica_base.py), and two ``LoRAKernelMeta`` of two int32 per
+  token and three int32 per-slot arrays of ``max_loras + 1``, ``max_loras + 1`` and ``max_loras + 2`` on the
+  device (punica_gpu.py, lora_kernel_metadata.py; its other three tensors are on the CPU).
 * The profiling run activates ``max_loras`` dummy adapters (lora_model_runner_mixin.py
   ``maybe_dummy_run_with_lora``), built in CPU memory and copied into the slots, so they add nothing; each wrapped
   layer's shrink writes an fp32 buffer of ``(slices, tokens, max_lora_rank)`` (punica_gpu.py ``add_lora_linear``),

@@ -243,8 +243,8 @@ class LoraLimits(BaseModel):
     # The punica wrapper's int64 index arrays of max_num_batched_tokens (punica_base.py; lora/punica.py up to
     # 0.6.4): six up to 0.9 (token_lora, sampler, sampler_padded, two embeddings rows, long_lora; read in 0.4.3,
     # 0.5.1, 0.5.3 - 0.5.5, 0.6.3, 0.6.6, 0.7.3, 0.8.0 and 0.9.0), five once long_lora went (0.10.0 - 0.28.0: read
-    # in 0.10 - 0.13, 0.15, 0.18, 0.22, 0.24, 0.26, 0.28), four with one embeddings row from 0.29 (0.29, 0.30, 0.32), plus
-    # the two LoRAKernelMeta of the V1 kernels (punica_gpu.py, lora_kernel_metadata.py; none before 0.8).
+    # in 0.10 - 0.13, 0.15, 0.18, 0.22, 0.24, 0.26, 0.28), four with one embeddings row from 0.29 (0.29, 0.30,
+    # 0.32), plus the two LoRAKernelMeta of the V1 kernels (punica_gpu.py, lora_kernel_metadata.py; none before 0.8).
     punica_token_arrays: int
     punica_kernel_meta: bool
     # PunicaWrapper (0.5.4+) also holds three int64 arrays of max_num_seqs and sizes the token arrays by
@@ -257,11 +257,11 @@ class LoraLimits(BaseModel):
     shrink_slices_together: bool
     # The V0 worker of 0.6.5-0.7.x sizes the KV cache from memory_profiling(weights_memory=model_memory_usage,
     # vllm/utils.py), and model_runner.load_model creates the LoRA manager after the DeviceMemoryProfiler that
-    # measured the weights (worker/model_runner.py 0.6.5:1093-1126, 0.6.6:1095-1128, 0.7.3:1110-1144); the profile's torch peak
-    # counts only the increase over what was allocated when it began. So the slots and punica buffers are in use
-    # but never subtracted: the KV cache takes their room and the GPU ends above total x util by their size.
-    # 0.8.0's V0 model runner (the fallback engine) creates the manager inside that profiler (model_runner.py
-    # 0.8.0:1111-1145, 0.9.0:1171-1201), so the slots count there as V1's do.
+    # measured the weights (worker/model_runner.py 0.6.5:1093-1126, 0.6.6:1095-1128, 0.7.3:1110-1144); the
+    # profile's torch peak counts only the increase over what was allocated when it began. So the slots and punica
+    # buffers are in use but never subtracted: the KV cache takes their room and the GPU ends above total x util
+    # by their size. 0.8.0's V0 model runner (the fallback engine) creates the manager inside that profiler
+    # (model_runner.py 0.8.0:1111-1145, 0.9.0:1171-1201), so the slots count there as V1's do.
     # Up to 0.6.4 the worker counted all memory in use (0.6.4: the absolute torch peak) after the profile, slots
     # included (worker/worker.py determine_num_available_blocks).
     slots_in_kv_budget: bool
