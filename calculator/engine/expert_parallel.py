@@ -124,6 +124,10 @@ def deepep_low_latency_rdma_bytes(max_dispatch_tokens_per_rank: int, hidden: int
 
 # DeepEP v2 (deepseek-ai/DeepEP main dd758ca, 2026-07-14; the same layouts as its epv2-release branch 018f21e, which
 # did not yet round the buffer to 2 MiB): csrc/elastic/buffer.hpp, deep_ep/include/deep_ep/common/layout.cuh.
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
 DEEPEP_V2_ALIGNMENT_BYTES = 2 * MIB  # csrc/kernels/backend/symmetric.hpp kNumAlignmentBytes
 DEEPEP_V2_MAX_CHANNELS = 8 * 160  # ElasticBuffer::kNumMaxChannels = kNumMaxChannelsPerSM x kNumMaxSMs
 _DEEPEP_V2_TMA_ALIGN = 32  # ptx.cuh kNumTMAAlignBytes
@@ -136,16 +140,14 @@ def _deepep_v2_workspace_bytes() -> int:
     ranks, experts, channels = 1024, 2048, 1024
     num_bytes = (16 + (ranks + experts) * 8 + ranks * 8 * 2 + experts * 8 * 2 + ranks * 4 + ranks * 4 * 2
                  + experts * 4 * 2 + ranks * channels * 8 + ranks * channels * 4 + 2 * 2 * 8 + 33 * ranks * 4)
-    return -(-num_bytes // DEEPEP_V2_ALIGNMENT_BYTES) * DEEPEP_V2_ALIGNMENT_BYTES
+    return _round_up(num_bytes, DEEPEP_V2_ALIGNMENT_BYTES)
 
 
 def _deepep_v2_token_bytes(hidden_bytes: int, sf_bytes: int, num_topk: int, with_metadata: bool) -> int:
     """``TokenLayout::get_num_bytes<false>``: hidden, scale factors and metadata (top-k ids and weights, plus the
     source index and a slot per top-k when ``with_metadata``), each rounded up to 32 bytes."""
-    def pad(n: int) -> int:
-        return -(-n // _DEEPEP_V2_TMA_ALIGN) * _DEEPEP_V2_TMA_ALIGN
     metadata = num_topk * 8 + ((1 + num_topk) * 4 if with_metadata else 0)
-    return pad(hidden_bytes) + pad(sf_bytes) + pad(metadata)
+    return sum(_round_up(part, _DEEPEP_V2_TMA_ALIGN) for part in (hidden_bytes, sf_bytes, metadata))
 
 
 def deepep_v2_buffer_bytes(num_max_tokens_per_rank: int, hidden: int, num_topk: int, *, use_fp8_dispatch: bool,
@@ -166,7 +168,7 @@ def deepep_v2_buffer_bytes(num_max_tokens_per_rank: int, hidden: int, num_topk: 
     else:
         dispatch = dispatch_token * (up * out * tokens + tokens + out * (tokens + DEEPEP_V2_MAX_CHANNELS))
         combine = combine_token * num_topk * (out * tokens + tokens + out * (tokens + DEEPEP_V2_MAX_CHANNELS))
-    buffer = -(-max(dispatch, combine) // DEEPEP_V2_ALIGNMENT_BYTES) * DEEPEP_V2_ALIGNMENT_BYTES
+    buffer = _round_up(max(dispatch, combine), DEEPEP_V2_ALIGNMENT_BYTES)
     return buffer + _deepep_v2_workspace_bytes()
 
 
@@ -233,10 +235,7 @@ def flashinfer_two_sided_workspace_bytes(ep_size: int, sm_count: int) -> int:
     channels = max(sm_count // 2 // blocks_per_channel, 1)
     comm = (_TWO_SIDED_FIFO_BYTES + _FIFO_CONN_INFO_BYTES) * ep_size * channels
     prepare = (_TWO_SIDED_PREPARE_FIFO_BYTES + _FIFO_CONN_INFO_BYTES) * ep_size
-
-    def granular(n: int) -> int:
-        return -(-n // MNNVL_ALLOCATION_GRANULARITY) * MNNVL_ALLOCATION_GRANULARITY
-    return granular(comm) + granular(prepare)
+    return _round_up(comm, MNNVL_ALLOCATION_GRANULARITY) + _round_up(prepare, MNNVL_ALLOCATION_GRANULARITY)
 
 
 def _blockwise_fp8(quantization: QuantizationSpec | None) -> bool:
