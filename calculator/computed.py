@@ -28,14 +28,14 @@ _VALIDATE = os.environ.get(VALIDATE_ENV) == "1"
 
 
 @cache
-def _template(cls: type[BaseModel]) -> tuple[dict[str, Any], set[str]]:
+def _template(cls: type[BaseModel]) -> tuple[dict[str, Any], set[str], tuple[str, ...]]:
     """Every field in declaration order (what validation's ``__dict__`` keeps, and so model_dump_json's order), with
-    its default, or None where the caller must give it; and the set of every field's name."""
+    its default, or None where the caller must give it; the set of every field's name; and their order."""
     fields = cls.model_fields
     if factory := next((name for name, field in fields.items() if field.default_factory is not None), None):
         raise TypeError(f"{cls.__name__}.{factory} has a default factory; computed() fills plain defaults only")
     return ({name: None if field.default is PydanticUndefined else field.default for name, field in fields.items()},
-            set(fields))
+            set(fields), tuple(fields))
 
 
 def computed(cls: type[Model], **values: Any) -> Model:
@@ -43,10 +43,12 @@ def computed(cls: type[Model], **values: Any) -> Model:
     the test suite, see the module's docstring). Every required field must be given."""
     if _VALIDATE:
         return cls(**values)
-    template, names = _template(cls)
+    template, names, order = _template(cls)
     model = cls.__new__(cls)
     assign = object.__setattr__
-    assign(model, "__dict__", {**template, **values})
+    every_field_in_order = len(values) == len(names) and tuple(values) == order
+    # NOTE: given every field in declaration order, the keyword dict is already what validation would keep.
+    assign(model, "__dict__", values if every_field_in_order else {**template, **values})
     # NOTE: the fields given, as validation records them; given them all, one shared set per class (a frozen model
     # never adds to it; model_copy copies it first).
     assign(model, "__pydantic_fields_set__", names if len(values) == len(names) else set(values))

@@ -65,3 +65,14 @@ def test_the_fields_set_are_the_fields_given(fast_path):
                   cudagraph_bytes=1, cudagraph_in_budget=True, kv_cache_bytes=52)
     assert computed(MemoryBudget, **values) == MemoryBudget(**values)
     assert computed(MemoryBudget, **values).model_fields_set == set(values)
+
+
+def test_every_field_given_out_of_order_still_dumps_in_declaration_order(fast_path):
+    # NOTE: given every field in declaration order, computed() keeps the keyword dict as the instance's __dict__;
+    # in any other order it must still rebuild the declaration order, which model_dump_json follows.
+    given = dict(key="kv_cache", label="KV cache", bytes=1024, inside_budget=True)
+    reordered = dict(reversed(list(given.items())))
+    in_order, out_of_order = computed(MemorySegment, **given), computed(MemorySegment, **reordered)
+    expected = '{"key":"kv_cache","label":"KV cache","bytes":1024,"inside_budget":true}'
+    assert in_order.model_dump_json() == out_of_order.model_dump_json() == expected
+    assert list(out_of_order.__dict__) == ["key", "label", "bytes", "inside_budget"]
