@@ -44,7 +44,7 @@ def test_an_estimate_built_without_validation_equals_the_validated_one(scenario,
 
 
 def test_computed_fills_the_defaults_and_stays_frozen(fast_path):
-    segment = computed(MemorySegment, key="kv_cache", label="KV cache", bytes=1024, inside_budget=True)
+    segment = computed(MemorySegment, {"key": "kv_cache", "label": "KV cache", "bytes": 1024, "inside_budget": True})
     assert segment == MemorySegment(key="kv_cache", label="KV cache", bytes=1024, inside_budget=True)
     with pytest.raises(pydantic.ValidationError):
         segment.bytes = 0  # type: ignore[misc]
@@ -56,23 +56,33 @@ def test_the_suite_validates_what_the_engine_builds():
     # NOTE: a wrong type from the engine must fail the tests: under the suite, computed() is cls(**values).
     assert computed_module._VALIDATE
     with pytest.raises(pydantic.ValidationError):
-        computed(MemorySegment, key="kv_cache", label="KV cache", bytes="a lot", inside_budget=True)
+        computed(MemorySegment, {"key": "kv_cache", "label": "KV cache", "bytes": "a lot", "inside_budget": True})
 
 
 def test_the_fields_set_are_the_fields_given(fast_path):
     values = dict(formula="v1_free_drop", total_bytes=80, requested_bytes=72, gpu_memory_utilization=0.9,
                   other_processes_bytes=0, context_bytes=1, weights_bytes=16, activation_bytes=2, non_torch_bytes=1,
                   cudagraph_bytes=1, cudagraph_in_budget=True, kv_cache_bytes=52)
-    assert computed(MemoryBudget, **values) == MemoryBudget(**values)
-    assert computed(MemoryBudget, **values).model_fields_set == set(values)
+    assert computed(MemoryBudget, dict(values)) == MemoryBudget(**values)
+    assert computed(MemoryBudget, dict(values)).model_fields_set == set(values)
 
 
-def test_every_field_given_out_of_order_still_dumps_in_declaration_order(fast_path):
-    # NOTE: given every field in declaration order, computed() keeps the keyword dict as the instance's __dict__;
-    # in any other order it must still rebuild the declaration order, which model_dump_json follows.
-    given = dict(key="kv_cache", label="KV cache", bytes=1024, inside_budget=True)
-    reordered = dict(reversed(list(given.items())))
-    in_order, out_of_order = computed(MemorySegment, **given), computed(MemorySegment, **reordered)
+def test_every_field_given_must_come_in_declaration_order(fast_path, monkeypatch):
+    # NOTE: given every field, computed() keeps the dict as the instance's __dict__, whose order model_dump_json
+    # follows; the suite's validating mode refuses any other order, so no call site can ship one.
+    given = {"key": "kv_cache", "label": "KV cache", "bytes": 1024, "inside_budget": True}
     expected = '{"key":"kv_cache","label":"KV cache","bytes":1024,"inside_budget":true}'
-    assert in_order.model_dump_json() == out_of_order.model_dump_json() == expected
-    assert list(out_of_order.__dict__) == ["key", "label", "bytes", "inside_budget"]
+    assert computed(MemorySegment, dict(given)).model_dump_json() == expected
+    monkeypatch.setattr(computed_module, "_VALIDATE", True)
+    with pytest.raises(ValueError, match="not in declaration order"):
+        computed(MemorySegment, dict(reversed(list(given.items()))))
+    assert computed(MemorySegment, dict(given)).model_dump_json() == expected
+
+
+def test_some_fields_given_take_the_defaults_in_declaration_order(fast_path):
+    partial = {"kv_cache_bytes": 52, "formula": "v1_free_drop", "total_bytes": 80, "requested_bytes": 72,
+               "gpu_memory_utilization": 0.9, "other_processes_bytes": 0, "context_bytes": 1, "weights_bytes": 16,
+               "activation_bytes": 2, "non_torch_bytes": 1, "cudagraph_bytes": 1, "cudagraph_in_budget": True}
+    built = computed(MemoryBudget, dict(partial))
+    assert list(built.__dict__) == list(MemoryBudget.model_fields)
+    assert built.model_dump_json() == MemoryBudget(**partial).model_dump_json()

@@ -269,11 +269,13 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                         f"their {max(lora.bytes_per_stage) / GIB:.2f} GiB are not taken out of the KV cache's budget "
                         "and must fit in the (1 - gpu_memory_utilization) headroom")
     warnings += fixed.closing_warnings
-    return computed(Estimate, scenario=scenario, model=spec, gpu=gpu, rules=rules, settings=settings,
-                    budget=budgets[busiest], budgets_per_stage=tuple(budgets), layout=layout, capacity=capacity,
-                    fits=error is None, error=error, refusal=refusal, max_fitting_model_len=max_fitting,
-                    weights_by_role=fixed.weights.per_stage_bytes_by_role[busiest], warnings=tuple(warnings), lora=lora,
-                    proposer=deployment.drafter, state_slots=slots)
+    return computed(Estimate, {"scenario": scenario, "model": spec, "gpu": gpu, "rules": rules, "settings": settings,
+                               "budget": budgets[busiest], "budgets_per_stage": tuple(budgets), "layout": layout,
+                               "capacity": capacity, "fits": error is None, "error": error, "refusal": refusal,
+                               "max_fitting_model_len": max_fitting,
+                               "weights_by_role": fixed.weights.per_stage_bytes_by_role[busiest],
+                               "warnings": tuple(warnings), "lora": lora, "proposer": deployment.drafter,
+                               "state_slots": slots})
 
 
 def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,

@@ -328,8 +328,8 @@ def capacity_figures(layout: KvCacheLayout, rules: VersionRules, *, num_gpu_bloc
         tokens = num_gpu_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
     else:
         tokens = num_gpu_blocks * layout.block_size
-    return computed(CapacityFigures, num_gpu_blocks=num_gpu_blocks, blocks_per_request=per_request,
-                    max_concurrency=concurrency, kv_cache_tokens=tokens)
+    return computed(CapacityFigures, {"num_gpu_blocks": num_gpu_blocks, "blocks_per_request": per_request,
+                                      "max_concurrency": concurrency, "kv_cache_tokens": tokens})
 
 
 @lru_cache(maxsize=4096)

@@ -179,16 +179,16 @@ def memory_budget(*, formula: MemoryFormula, total_bytes: int, gpu_memory_utiliz
             # no constant stands for it beyond the era's non-torch term.
             non_kv += other_processes_bytes
         kv = requested - non_kv - (cudagraph_bytes if subtracts_cudagraph else 0) - adjustment_bytes
-    return computed(
-        MemoryBudget,
-        formula=formula, total_bytes=total_bytes, requested_bytes=requested,
-        gpu_memory_utilization=gpu_memory_utilization, other_processes_bytes=other_processes_bytes,
-        context_bytes=context_bytes, weights_bytes=weights_bytes, lora_bytes=lora_bytes,
-        lora_in_budget=lora_profiled,
-        draft_weights_bytes=draft_weights_bytes, draft_in_budget=draft_profiled, activation_bytes=activation_bytes,
-        non_torch_bytes=non_torch_bytes, cudagraph_bytes=cudagraph_bytes, cudagraph_in_budget=cudagraph_in_budget,
-        cudagraph_note=cudagraph_note,
-        extensible_reserve_bytes=reserve, adjustment_bytes=adjustment_bytes if kv_cache_memory_bytes is None else 0,
-        kv_cache_bytes=kv,
-        kv_cache_memory_bytes_given=kv_cache_memory_bytes is not None, startup_error=startup_error,
-        free_pool_bytes=free_pool_bytes)
+    return computed(MemoryBudget, {"formula": formula, "total_bytes": total_bytes, "requested_bytes": requested,
+                                   "gpu_memory_utilization": gpu_memory_utilization,
+                                   "other_processes_bytes": other_processes_bytes, "context_bytes": context_bytes,
+                                   "weights_bytes": weights_bytes, "lora_bytes": lora_bytes,
+                                   "lora_in_budget": lora_profiled, "draft_weights_bytes": draft_weights_bytes,
+                                   "draft_in_budget": draft_profiled, "activation_bytes": activation_bytes,
+                                   "non_torch_bytes": non_torch_bytes, "cudagraph_bytes": cudagraph_bytes,
+                                   "cudagraph_in_budget": cudagraph_in_budget, "cudagraph_note": cudagraph_note,
+                                   "extensible_reserve_bytes": reserve,
+                                   "adjustment_bytes": adjustment_bytes if kv_cache_memory_bytes is None else 0,
+                                   "kv_cache_bytes": kv,
+                                   "kv_cache_memory_bytes_given": kv_cache_memory_bytes is not None,
+                                   "startup_error": startup_error, "free_pool_bytes": free_pool_bytes})

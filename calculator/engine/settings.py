@@ -275,14 +275,14 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         "v1_free_drop" if rules.memory_formula == "v1_extensible" else rules.memory_formula)
     if device != "cpu" and gpu_memory_bytes < GIB // 4:
         raise InvalidInput("GPU memory must be at least 0.25 GiB")
-    return computed(
-        ResolvedSettings,
-        device=device, gpu_memory_bytes=gpu_memory_bytes, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-        interconnect=interconnect, dtype=dtype, dtype_bytes=DTYPE_BYTES[dtype], kv_cache_dtype=kv_dtype,
-        quantization=quantization,
-        block_size=block_size, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=util, extensible_kv_cache=extensible,
-        memory_formula=formula, async_scheduling=async_scheduling, enforce_eager=enforce_eager,
-        engine=support.engine, engine_fallback=support.fallback, error=error, refusal=support.refusal,
-        refusal_context=support.refusal_context,
-        warnings=tuple(warnings))
+    return computed(ResolvedSettings, {"device": device, "gpu_memory_bytes": gpu_memory_bytes,
+                                       "tensor_parallel_size": tp, "pipeline_parallel_size": pp,
+                                       "interconnect": interconnect, "dtype": dtype, "dtype_bytes": DTYPE_BYTES[dtype],
+                                       "kv_cache_dtype": kv_dtype, "quantization": quantization,
+                                       "block_size": block_size, "max_model_len": max_model_len,
+                                       "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                                       "gpu_memory_utilization": util, "extensible_kv_cache": extensible,
+                                       "memory_formula": formula, "async_scheduling": async_scheduling,
+                                       "enforce_eager": enforce_eager, "engine": support.engine, "error": error,
+                                       "engine_fallback": support.fallback, "refusal": support.refusal,
+                                       "refusal_context": support.refusal_context, "warnings": tuple(warnings)})
