@@ -100,6 +100,8 @@ def applied_quantization(scenario: Scenario, spec: ModelSpec) -> QuantizationSpe
 
 def all2all_bytes(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings) -> int:
     """The all-to-all backend's buffers on one rank for this deployment (part of its non-torch memory)."""
+    if spec.moe is None:
+        return 0  # NOTE: no experts, no all-to-all: a dense model's estimate skips the call and its lookups
     return all2all_buffer_bytes(scenario.all2all_backend, spec, version=rules.version,
                                 data_parallel_size=scenario.data_parallel_size,
                                 enable_expert_parallel=scenario.enable_expert_parallel,
