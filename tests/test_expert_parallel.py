@@ -144,14 +144,40 @@ def test_deepep_v2_elastic_buffer_follows_deepeps_layouts_per_nvlink_domain():
     assert any("12 EP ranks do not fill whole nodes of 8 GPUs" in w for w in part.warnings)
 
 
-def test_moonep_says_which_memory_it_leaves_out():
-    # vLLM 0.32 MoonEP: a moonep.Buffer per power-of-two capacity, padded to driver-reported VMM and multicast
-    # granularities (its all-gathered [E + 4] expert layout is in the weights: the test below)
-    moonep = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="moonep")
-    base = _moe(data_parallel_size=4, enable_expert_parallel=True)
-    assert moonep.budget.non_torch_bytes == base.budget.non_torch_bytes
-    assert any(w.startswith("--all2all-backend moonep: MoonEP's buffer pool") and "is not modelled" in w
-               for w in moonep.warnings)
+def test_moonep_holds_the_pool_buffer_of_the_profiling_runs_full_batch():
+    # vLLM 0.32 MoonEPAll2AllManager._make_buffer_kwargs -> moonep.Buffer(S=8,192, H=2,048, K=8, E=128, R=8, B=4,
+    # token_padding=128); MoonEP api.py _create_context, granularities 2 MiB:
+    # hidden chunk: NvS = 8,192 x 8 + 127 x 2 x 128 / 8 = 65,536 + 4,064 = 69,600 rows of 2,048 bf16 = 285,081,600 B
+    #   -> 136 x 2 MiB = 285,212,672 B (69,632 rows);
+    # meta chunk: TPE_OFF 69,600, PLAN_OFF 69,600 + 8 x 128 = 70,624, planning outputs 3 x 128 x 8 + 3 x 8 x 132
+    #   + 4 x 8 + 2 x 8 = 6,288 -> 76,912, three 65,536-slot scratches -> 273,520, 3 barrier slots, 69,600 src info
+    #   = 343,123 int32 = 1,372,492 B -> 2,097,152 B;
+    # local scratch (int32): 128 x 8 + 8 + 64 + 128 x 32 + 1 + 2 x 8 x 8,192 + 8 x 8,192 x 8 + 1 = 660,554 x 4
+    #   = 2,642,216 B.
+    fields = {"data_parallel_size": 8, "enable_expert_parallel": True, "max_num_batched_tokens": 8192}
+    moonep, base = _moe(all2all_backend="moonep", **fields), _moe(**fields)
+    assert estimate_summary(moonep)["all2all_buffer_bytes"] == 285_212_672 + 2_097_152 + 2_642_216
+    assert moonep.budget.non_torch_bytes - base.budget.non_torch_bytes == 289_952_040
+    assert not any("is not modelled" in w for w in moonep.warnings)
+    # vLLM 0.34.0's moonep.py and MoonEPAll2AllManager are 0.32's line for line
+    newer = estimate(Scenario(model=MOE, gpu="h100-sxm-80gb", vllm_version="0.34.0", all2all_backend="moonep",
+                              **fields))
+    assert estimate_summary(newer)["all2all_buffer_bytes"] == 289_952_040
+    # The buffers later steps make (S = 128 ... 4,096: NvS = 8 S + 4,064, hidden = (8 S + 4,064) x 4,096 B rounded
+    # up to 2 MiB = 10, 12, 16, 24, 40 and 72 x 2 MiB; each meta chunk 2 MiB; local 4 x (1,098 + 128 x
+    # ceil(S / 256) + 80 S) = 45,864 + 86,824 + 169,256 + 334,120 + 663,848 + 1,323,304 B) land after the KV cache:
+    # 174 x 2 MiB + 6 x 2 MiB + 2,623,216 = 380,110,576 B = 0.35 GiB.
+    assert ("--all2all-backend moonep: MoonEP makes one more buffer for each smaller power-of-two step size (128 to "
+            "4096 tokens) the first time a step of that size runs, after vLLM has sized the KV cache: up to 0.35 GiB "
+            "more per GPU, outside the gpu_memory_utilization budget") in moonep.warnings
+
+
+def test_moonep_with_experts_that_do_not_divide_over_the_ranks_says_vllm_refuses():
+    # 128 experts over 3 ranks: gather_moonep_weight_layout raises NotImplementedError; no buffer is made
+    result = _moe(all2all_backend="moonep", data_parallel_size=3, enable_expert_parallel=True)
+    assert estimate_summary(result)["all2all_buffer_bytes"] == 0
+    assert ("MoonEP PoC requires num_experts to be evenly divisible across EP ranks: 128 experts, 3 ranks"
+            in result.warnings)
 
 
 def _deepseek_v3_ep8(vllm_version="0.32.0", **fields):
@@ -215,22 +241,30 @@ def test_deepep_low_latency_adds_its_rdma_buffer_for_vllms_default_256_dispatch_
 
 
 def test_flashinfer_one_sided_workspace_spans_the_ep_group_and_the_batch_budget():
-    # vLLM 0.32 FlashInferNVLinkOneSidedManager.initialize -> FlashInfer moe_a2a_get_workspace_size_per_rank.
-    # DeepSeek-V3's blockwise FP8 dispatches 7,168 E4M3 bytes + 56 float32 scales = 7,392 B a token, plus 8 top-k
-    # int32 ids and 8 float32 weights = 7,456 B: 8 ranks x 8,192 tokens x 7,456 = 488,636,416 B; the bf16 combine
-    # payload 8 x 8,192 x 7,168 x 2 = 939,524,096 B (both multiples of 128 already).
+    # vLLM 0.32 FlashInferNVLinkOneSidedManager.initialize -> FlashInfer moe_a2a_get_workspace_size_per_rank, one
+    # MnnvlMemory rounded up to 2 MiB. DeepSeek-V3's blockwise FP8 dispatches 7,168 E4M3 bytes + 56 float32 scales
+    # = 7,392 B a token, plus 8 top-k int32 ids and 8 float32 weights = 7,456 B: 8 ranks x 8,192 tokens x 7,456
+    # = 488,636,416 B; the bf16 combine payload 8 x 8,192 x 7,168 x 2 = 939,524,096 B (both multiples of 128).
+    # Auxiliary region (calculateOffsets): flag + counter + 2 x 8 counters = 72 -> 128; + 8 dispatch flags -> 256;
+    # + 8 combine flags -> 384; + 8,192 x 22 x 4 target ranks = 721,280; + as many send indices = 1,442,176 B.
+    # 1,442,176 + 488,636,416 + 939,524,096 = 1,429,602,688 B = 681.7 x 2 MiB -> 682 x 2,097,152 = 1,430,257,664 B.
     one_sided = _deepseek_v3_ep8(all2all_backend="flashinfer_nvlink_one_sided", max_num_batched_tokens=8192)
-    assert estimate_summary(one_sided)["all2all_buffer_bytes"] == 488_636_416 + 939_524_096
-    assert any("auxiliary region" in w for w in one_sided.warnings)
-    # Qwen3-30B-A3B in bf16 at DP 4: 4 x 8,192 x (2,048 x 2 + 64) + 4 x 8,192 x 2,048 x 2
+    assert estimate_summary(one_sided)["all2all_buffer_bytes"] == 1_430_257_664
+    assert not any("all2all" in w for w in one_sided.warnings)
+    # Qwen3-30B-A3B in bf16 at DP 4: 4 x 8,192 x (2,048 x 2 + 64) + 4 x 8,192 x 2,048 x 2 + the same 1,442,176 B
+    # auxiliary region (4 ranks' counters also fit the first 384 B) = 271,974,784 B -> 130 x 2 MiB
     qwen = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="flashinfer_nvlink_one_sided",
                 max_num_batched_tokens=8192)
-    assert estimate_summary(qwen)["all2all_buffer_bytes"] == 136_314_880 + 134_217_728
+    assert estimate_summary(qwen)["all2all_buffer_bytes"] == 130 * 2 * MIB == 272_629_760
     # per-tensor FP8 activations are a format the planner does not map: sized as bf16, and it says so
     fp8 = _moe(data_parallel_size=4, enable_expert_parallel=True, all2all_backend="flashinfer_nvlink_one_sided",
                max_num_batched_tokens=8192, quantization="fp8")
-    assert estimate_summary(fp8)["all2all_buffer_bytes"] == 136_314_880 + 134_217_728
-    assert any("payload of fp8 activations is sized as bf16" in w for w in fp8.warnings)
+    assert estimate_summary(fp8)["all2all_buffer_bytes"] == 272_629_760
+    assert any("payload of fp8 activations is sized as bf16 (the largest)" in w for w in fp8.warnings)
+    # vLLM 0.34 builds flashinfer.moe_ep's NVLinkOneSidedAlltoAll instead, a layout this planner has not read
+    newer = _deepseek_v3_ep8("0.34.0", all2all_backend="flashinfer_nvlink_one_sided", max_num_batched_tokens=8192)
+    assert ("--all2all-backend flashinfer_nvlink_one_sided: vLLM 0.34.0 lays FlashInfer's one-sided workspace out "
+            "anew (with Lamport regions sized at start-up); it is sized here with vLLM 0.32's layout") in newer.warnings
 
 
 @pytest.mark.parametrize("backend", ["flashinfer_nvlink_two_sided", "flashinfer_all2allv"])

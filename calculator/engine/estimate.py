@@ -34,6 +34,7 @@ from .expert_parallel import (
     all2all_buffer_bytes,
     all2all_pre_snapshot_bytes,
     all2all_warning,
+    moonep_later_buffers_warning,
 )
 from .flag_checks import oversized_kv_pool_error
 from .interconnect import has_nvls
@@ -271,6 +272,11 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                         f"their {max(lora.bytes_per_stage) / GIB:.2f} GiB are not taken out of the KV cache's budget "
                         "and must fit in the (1 - gpu_memory_utilization) headroom")
     warnings += fixed.closing_warnings
+    if scenario.all2all_backend == "moonep" and (later := moonep_later_buffers_warning(
+            "moonep", spec, version=rules.version, data_parallel_size=scenario.data_parallel_size,
+            enable_expert_parallel=scenario.enable_expert_parallel, tensor_parallel_size=tp,
+            max_num_batched_tokens=settings.max_num_batched_tokens)):
+        warnings.append(later)
     return computed(Estimate, {"scenario": scenario, "model": spec, "gpu": gpu, "rules": rules, "settings": settings,
                                "budget": budgets[busiest], "budgets_per_stage": tuple(budgets), "layout": layout,
                                "capacity": capacity, "fits": error is None, "error": error, "refusal": refusal,
@@ -387,7 +393,8 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
     if a2a_note := all2all_warning(all2all_backend, spec, data_parallel_size=data_parallel_size,
                                    enable_expert_parallel=enable_expert_parallel, quantization=quantization,
                                    sm_count=gpu.sm_count if gpu is not None else None, tensor_parallel_size=tp,
-                                   gpus_per_node=gpu.gpus_per_node if gpu is not None else DEFAULT_GPUS_PER_NODE):
+                                   gpus_per_node=gpu.gpus_per_node if gpu is not None else DEFAULT_GPUS_PER_NODE,
+                                   version=rules.version):
         closing.append(a2a_note)
     if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
         closing.append(memory_note)

@@ -44,24 +44,6 @@ def default_all2all_backend(version: VllmVersion) -> All2AllBackend:
 
 DEEPEP_BUFFER_BYTES = 1024 * MIB  # envs.VLLM_DEEPEP_BUFFER_SIZE_MB
 MOONEP_PREFETCH_SLOTS = 4  # prepare_finalize/moonep.py MOONEP_DEFAULT_NUM_PREFETCH_SLOTS (0.32, 0.34)
-# NOTE: what vLLM 0.32 sizes these with lives in libraries whose sizing this planner cannot reproduce, so each keeps
-# a warning that says why, no number:
-# * MoonEP (vLLM 0.32 / 0.34 prepare_finalize/moonep.py, MoonEP api.py _create_context as the zhumakhan/MoonEP
-#   mirror holds it, csrc/nvl_shared_buffer.cuh): MoonEPBufferPool builds a moonep.Buffer per power-of-two token
-#   capacity a step needs (128 up to max_num_tokens), lazily; the profiling run's full batch makes the largest. Each
-#   holds a bf16 [NvS_padded, H] chunk, NvS = S x K + 127 x 2 x E / R, padded to the driver's recommended VMM
-#   granularity, and an int32 metadata chunk padded to the larger of that and cuMulticastGetGranularity(R GPUs),
-#   values the driver reports that no record here holds. (vLLM's MoonEP is a proof of concept whose
-#   gather_moonep_weight_layout all-gathers every rank's experts: placement.py gives each rank all E experts plus 4
-#   prefetch slots.) Smaller pool buffers made by later steps land after the KV cache is sized.
-_UNSIZED = {
-    "moonep": ("MoonEP's buffer pool (one buffer per power-of-two batch size, padded to granularities the GPU "
-               "driver reports; its replicated experts, all of them plus 4 prefetch slots per MoE layer on every "
-               "rank, are in the weights)"),
-    "flashinfer_nvlink_one_sided": "FlashInfer's small auxiliary region (moe_a2a_get_aux_data_size, in C++)",
-}
-
-
 # vLLM 0.32 config/vllm.py ``VllmConfig.__post_init__`` (the same in 0.34.0), for --all2all-backend moonep whatever
 # the parallelism: the refusals, and the CUDA graphs it turns off where the all-to-all kernels run.
 MOONEP_QUANTIZED_ERROR = ("The moonep all2all backend currently supports unquantized BF16 models only; got "
@@ -128,6 +110,13 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+# NOTE: FlashInfer's MnnvlMemory and MoonEP round each cuMemCreate allocation up to
+# cuMemGetAllocationGranularity(RECOMMENDED) for pinned device memory, 2 MiB on the NVIDIA data-centre GPUs these
+# backends run on; MoonEP pads its multicast-bound chunk to cuMulticastGetGranularity(RECOMMENDED) as well, which
+# NCCL's documentation shows as 2 MiB for an 8-GPU NVLS group ("ucgran 2097152 ... mcgran 2097152" in its NVLS log
+# example; NCCL asks for the same RECOMMENDED value). Neither is measured here: no GPU at hand.
+VMM_GRANULARITY = 2 * MIB
+MULTICAST_GRANULARITY = 2 * MIB
 DEEPEP_V2_ALIGNMENT_BYTES = 2 * MIB  # csrc/kernels/backend/symmetric.hpp kNumAlignmentBytes
 DEEPEP_V2_MAX_CHANNELS = 8 * 160  # ElasticBuffer::kNumMaxChannels = kNumMaxChannelsPerSM x kNumMaxSMs
 _DEEPEP_V2_TMA_ALIGN = 32  # ptx.cuh kNumTMAAlignBytes
@@ -188,16 +177,76 @@ def one_sided_token_bytes(hidden: int, quantization: QuantizationSpec | None) ->
     return None
 
 
+_ONE_SIDED_MAX_TOP_K = 22  # moeAlltoAllKernels.h kMaxTopK
+_CACHELINE_BYTES = 128  # kCachelineAlignment
+
+
+def _one_sided_aux_bytes(ep_size: int, max_num_tokens: int) -> int:
+    """FlashInfer ``getMoeA2AAuxDataSize`` (``calculateOffsets``' payload offset; vLLM 0.32 passes no EPLB
+    statistics, so that region is empty): a flag and a local token counter, send and receive counters per peer,
+    dispatch and combine completion flags per peer, and the top-k target ranks and send indices of every token for
+    kMaxTopK = 22 slots, all int32, each region from the third on aligned to 128 bytes."""
+    offset = _round_up(4 + 4 + ep_size * 4 + ep_size * 4, _CACHELINE_BYTES)
+    offset = _round_up(offset + ep_size * 4, _CACHELINE_BYTES)  # dispatch completion flags
+    offset = _round_up(offset + ep_size * 4, _CACHELINE_BYTES)  # combine completion flags
+    for _ in ("target ranks", "send indices"):
+        offset = _round_up(offset + max_num_tokens * _ONE_SIDED_MAX_TOP_K * 4, _CACHELINE_BYTES)
+    return offset
+
+
 def flashinfer_one_sided_workspace_bytes(ep_size: int, max_num_tokens: int, hidden: int, top_k: int,
                                          token_bytes: int) -> int:
-    """FlashInfer's ``moe_a2a_get_workspace_size_per_rank`` (flashinfer/comm/trtllm_moe_alltoall.py) with what
-    vLLM 0.32's ``FlashInferNVLinkOneSidedManager.initialize`` passes: a dispatch payload of the token and its
-    scales, int32 top-k ids and float32 top-k weights, a bf16 combine payload, each for ``ep_size x
-    max_num_tokens`` tokens padded to 128 bytes; the auxiliary counters region is left out (see ``_UNSIZED``)."""
-    def pad(n: int) -> int:
-        return -(-n // 128) * 128
+    """The MNNVL workspace of FlashInfer's one-sided all-to-all on one rank, as vLLM 0.32's
+    ``FlashInferNVLinkOneSidedManager.initialize`` asks for it: ``moe_a2a_get_workspace_size_per_rank``
+    (flashinfer/comm/trtllm_moe_alltoall.py) of the auxiliary region, a dispatch payload of the token and its
+    scales, int32 top-k ids and float32 top-k weights, and a bf16 combine payload, each for ``ep_size x
+    max_num_tokens`` tokens padded to 128 bytes; ``MoeAlltoAll`` allocates it as one ``MnnvlMemory``, rounded up to
+    the allocation granularity. Read in FlashInfer's 0.6.18 tree (csrc/trtllm_moe_alltoall.cu ``calculateOffsets``);
+    the 0.7.4 wheel's data/csrc/cake_moe_alltoall.cu has the same layout."""
     dispatch = token_bytes + top_k * 4 + top_k * 4
-    return pad(ep_size * max_num_tokens * dispatch) + pad(ep_size * max_num_tokens * hidden * 2)
+    workspace = (_one_sided_aux_bytes(ep_size, max_num_tokens)
+                 + _round_up(ep_size * max_num_tokens * dispatch, _CACHELINE_BYTES)
+                 + _round_up(ep_size * max_num_tokens * hidden * 2, _CACHELINE_BYTES))
+    return _round_up(workspace, VMM_GRANULARITY)
+
+
+MOONEP_TOKEN_PADDING = 128  # prepare_finalize/moonep.py MOONEP_DEFAULT_TOKEN_PADDING (0.32, 0.34)
+MOONEP_MIN_DISPATCH_TOKENS = 128  # prepare_finalize/moonep.py, the pool's smallest buffer
+_MOONEP_PLANNING_BLOCK = 2048  # api.py BLOCK_SIZE_P2
+
+
+def moonep_buffer_bytes(tokens_per_rank: int, hidden: int, top_k: int, num_experts: int, ep_size: int) -> int:
+    """One ``moonep.Buffer`` on one rank, summed the way MoonEP's own ``_log_context_buffer_size`` logs its
+    total: the rank's bf16 hidden chunk and int32 metadata chunk of the NVLink-shared buffers (cuMemCreate memory,
+    outside torch's allocator) and the local scratch tensors. MoonEP (MoonshotAI) api.py ``_create_context`` and
+    buffer.py ``pad_dim0_for_alignment``, read in the feliang-git/MoonEP (931911d) and zhumakhan/MoonEP (4818969)
+    mirrors, which agree; the arguments are vLLM 0.32's and 0.34's ``MoonEPAll2AllManager._make_buffer_kwargs``
+    (S = tokens per DP rank, B = 4 prefetch slots, token padding 128)."""
+    S, H, K, E, R, B = tokens_per_rank, hidden, top_k, num_experts, ep_size, MOONEP_PREFETCH_SLOTS
+    N = S * K
+    # NOTE: every non-empty expert segment (E / R local and E / R remote at most) is padded to 128 token slots
+    nvs = N + (MOONEP_TOKEN_PADDING - 1) * 2 * (E // R)
+    row = H * 2
+    rows = _round_up(nvs * row, VMM_GRANULARITY) // row
+    while rows * row % VMM_GRANULARITY:
+        rows += 1
+    planning_out = 3 * E * R + 3 * R * (E + B) + B * R + 2 * R
+    plan_off = _round_up(_round_up(nvs, 4) + R * E, 4)
+    # weights | tokens-per-expert gather | planning outputs | three N-slot scratches | 3 barrier slots | src info
+    meta_elems = _round_up(plan_off + planning_out, 4) + 3 * _round_up(N, 4) + 3 + nvs
+    meta = _round_up(meta_elems * 4, max(VMM_GRANULARITY, MULTICAST_GRANULARITY))
+    local = 4 * (E * R + R + R * R + E * -(-N // _MOONEP_PLANNING_BLOCK) + 1 + 2 * R * S + R * S * K + 1)
+    return rows * row + meta + local
+
+
+def moonep_pool_capacities(tokens_per_rank: int) -> list[int]:
+    """``MoonEPBufferPool.capacity_for`` over every step size: a power of two from 128 up, capped at the tokens
+    per rank (the profiling run's full batch makes the largest)."""
+    capacities, capacity = [], MOONEP_MIN_DISPATCH_TOKENS
+    while capacity < tokens_per_rank:
+        capacities.append(capacity)
+        capacity *= 2
+    return [*capacities, tokens_per_rank]
 
 
 TWO_SIDED_BACKENDS = frozenset({"flashinfer_nvlink_two_sided", "flashinfer_all2allv"})  # the old name
@@ -205,9 +254,6 @@ _TWO_SIDED_FIFO_BYTES = 8 * 256 * 1024  # RECV_FIFO_DEPTH x RECV_FIFO_ENTRY_BYTE
 _TWO_SIDED_PREPARE_FIFO_BYTES = 1024 * 1024  # moe_prepare FIFO_SIZE_IN_U64 x 8
 _FIFO_CONN_INFO_BYTES = 256  # sizeof(MoeCommFifoConnInfo): two or three uint64 counters, alignas(256)
 _GROUPS_PER_BLOCK = 8  # AllToAllChannelCommunicatorBase::GROUP_COUNT_PER_BLOCK
-# NOTE: MnnvlMemory rounds each allocation up to cuMemGetAllocationGranularity(RECOMMENDED) for pinned device
-# memory, which is 2 MiB on the NVIDIA data-centre GPUs this backend runs on (not measured here: no GPU at hand).
-MNNVL_ALLOCATION_GRANULARITY = 2 * MIB
 
 
 def flashinfer_two_sided_workspace_bytes(ep_size: int, sm_count: int) -> int:
@@ -235,7 +281,7 @@ def flashinfer_two_sided_workspace_bytes(ep_size: int, sm_count: int) -> int:
     channels = max(sm_count // 2 // blocks_per_channel, 1)
     comm = (_TWO_SIDED_FIFO_BYTES + _FIFO_CONN_INFO_BYTES) * ep_size * channels
     prepare = (_TWO_SIDED_PREPARE_FIFO_BYTES + _FIFO_CONN_INFO_BYTES) * ep_size
-    return _round_up(comm, MNNVL_ALLOCATION_GRANULARITY) + _round_up(prepare, MNNVL_ALLOCATION_GRANULARITY)
+    return _round_up(comm, VMM_GRANULARITY) + _round_up(prepare, VMM_GRANULARITY)
 
 
 def _blockwise_fp8(quantization: QuantizationSpec | None) -> bool:
@@ -326,23 +372,58 @@ def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, ver
             spec.moe.experts_per_token, one_sided_token_bytes(spec.hidden_size, quantization) or spec.hidden_size * 2)
     if backend in TWO_SIDED_BACKENDS and sm_count is not None:
         return flashinfer_two_sided_workspace_bytes(tensor_parallel_size * data_parallel_size, sm_count)
+    if backend == "moonep":
+        # MoonEPAll2AllManager.get_handle: one MoonEPBufferPool for every MoE layer; the profiling run's full batch
+        # makes its largest buffer (max_num_tokens per DP rank) before vLLM sizes the KV cache
+        ep_size = tensor_parallel_size * data_parallel_size
+        if spec.moe.num_experts % ep_size:
+            return 0  # vLLM refuses it at load; all2all_warning says so
+        return moonep_buffer_bytes(moe_max_num_tokens(version, max_num_batched_tokens), spec.hidden_size,
+                                   spec.moe.experts_per_token, spec.moe.num_experts, ep_size)
     return 0
+
+
+def moonep_later_buffers_warning(backend: All2AllBackend | None, spec: ModelSpec, *, version: VllmVersion,
+                                 data_parallel_size: int, enable_expert_parallel: bool, tensor_parallel_size: int,
+                                 max_num_batched_tokens: int) -> str | None:
+    """The MoonEP pool's smaller buffers (one per power-of-two step size below the batch budget, made lazily by
+    the first step of each size, after vLLM has sized the KV cache), which come out of the memory vLLM leaves
+    outside its budget; None where MoonEP does not dispatch or none is made."""
+    ep_size = tensor_parallel_size * data_parallel_size
+    if (backend != "moonep" or spec.moe is None or spec.moe.num_experts % ep_size
+            or not uses_all2all(spec, data_parallel_size=data_parallel_size,
+                                enable_expert_parallel=enable_expert_parallel)):
+        return None
+    tokens = moe_max_num_tokens(version, max_num_batched_tokens)
+    smaller = moonep_pool_capacities(tokens)[:-1]
+    if not smaller:
+        return None
+    later = sum(moonep_buffer_bytes(capacity, spec.hidden_size, spec.moe.experts_per_token, spec.moe.num_experts,
+                                    ep_size) for capacity in smaller)
+    return (f"--all2all-backend moonep: MoonEP makes one more buffer for each smaller power-of-two step size "
+            f"({smaller[0]} to {smaller[-1]} tokens) the first time a step of that size runs, after vLLM has sized "
+            f"the KV cache: up to {later / GIB:.2f} GiB more per GPU, outside the gpu_memory_utilization budget")
 
 
 def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
                     enable_expert_parallel: bool, quantization: QuantizationSpec | None = None,
                     sm_count: int | None = None, tensor_parallel_size: int = 1,
-                    gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> str | None:
+                    gpus_per_node: int = DEFAULT_GPUS_PER_NODE, version: VllmVersion | None = None) -> str | None:
     """A sentence where the chosen backend keeps buffers this planner does not size, or is never used."""
     if backend is None:
         return None
     if not uses_all2all(spec, data_parallel_size=data_parallel_size, enable_expert_parallel=enable_expert_parallel):
         return (f"--all2all-backend {backend} is unused here: vLLM dispatches MoE tokens with it only under "
                 "--enable-expert-parallel with --data-parallel-size > 1")
+    if backend == "flashinfer_nvlink_one_sided" and version is not None and version.at_least(34):
+        # NOTE: vLLM 0.34's FlashInferNVLinkOneSidedManager builds flashinfer.moe_ep's NVLinkOneSidedAlltoAll
+        # (moe_a2a_get_workspace_layout plus Lamport regions whose rows it caps by the SM count and a probe of the
+        # kernels, FlashInfer 0.7.4 moe_ep/backends/split/comm/nvlink_one_sided), not 0.32's MoeAlltoAll
+        return (f"--all2all-backend {backend}: vLLM {version} lays FlashInfer's one-sided workspace out anew (with "
+                "Lamport regions sized at start-up); it is sized here with vLLM 0.32's layout")
     if backend == "flashinfer_nvlink_one_sided" and one_sided_token_bytes(spec.hidden_size, quantization) is None:
         return (f"--all2all-backend {backend}: the dispatch payload of {quantization.method if quantization else ''} "
-                "activations is sized as bf16 (the largest), and FlashInfer's small auxiliary region is not "
-                "modelled")
+                "activations is sized as bf16 (the largest)")
     if backend in TWO_SIDED_BACKENDS and sm_count is None:
         return (f"--all2all-backend {backend}: FlashInfer's MNNVL workspace (FIFOs per peer and per channel, the "
                 "channels set by the GPU's SM count) is not modelled: this GPU has no SM count in the catalog; the KV "
@@ -351,6 +432,8 @@ def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_par
         return (f"--all2all-backend deepep_v2: {tensor_parallel_size * data_parallel_size} EP ranks do not fill whole "
                 f"nodes of {gpus_per_node} GPUs, so DeepEP v2's ElasticBuffer (sized by the NVLink team NCCL finds "
                 "on each node) is not modelled; the KV cache may be smaller than shown")
-    if unsized := _UNSIZED.get(backend):
-        return (f"--all2all-backend {backend}: {unsized} is not modelled; the KV cache may be smaller than shown")
+    if backend == "moonep" and spec.moe.num_experts % (ep_size := tensor_parallel_size * data_parallel_size):
+        # vLLM 0.32 / 0.34 gather_moonep_weight_layout's NotImplementedError (MoonEP asserts E % R == 0 too)
+        return ("MoonEP PoC requires num_experts to be evenly divisible across EP ranks: "
+                f"{spec.moe.num_experts} experts, {ep_size} ranks")
     return None
