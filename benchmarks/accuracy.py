@@ -155,6 +155,14 @@ def summary(errors: list[float]) -> dict[str, float]:
     return {"n": len(values), "median": statistics.median(values), "p90": p90, "max": values[-1]}
 
 
+def worst_records(report: Report, method: str = SOURCE_OUT, metric: str = "kv_cache_tokens",
+                  count: int | None = None) -> list[tuple[str, float]]:
+    """(record id, signed error %) of the counted records that print ``metric``, largest absolute error first."""
+    errors = [(row.case.record_id, row.errors[method][metric]) for row in report.counted()
+              if metric in row.errors.get(method, {})]
+    return sorted(errors, key=lambda item: abs(item[1]), reverse=True)[:count]
+
+
 def evaluate(paths: str | Path | tuple[str | Path, ...] = RECORDS) -> Report:
     """Run every record of ``paths`` through the three methods and the measured-pool arithmetic."""
     files = (paths,) if isinstance(paths, (str, Path)) else paths
@@ -454,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bands", type=Path, default=ROOT / "calculator" / "data" / "uncertainty.json")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
+    parser.add_argument("--worst", type=int, metavar="N", default=0,
+                        help="also print the N records with the largest KV-token error, source left out")
     args = parser.parse_args(argv)
     report = evaluate(tuple(args.records))
     computed = bands(report)
@@ -464,6 +474,9 @@ def main(argv: list[str] | None = None) -> int:
               "without --no-write to rewrite them", file=sys.stderr)
     targets = check_targets(report)
     print(table(report, checked := targets + source_out_targets(report)))
+    if args.worst > 0:
+        print(f"\nKV tokens, source left out: the {args.worst} largest errors")
+        print("\n".join(f"{error:+7.2f} %  {record_id}" for record_id, error in worst_records(report, count=args.worst)))
     if not args.no_write:
         render_png(report, args.png)
         previous = args.docs.read_text(encoding="utf-8") if args.docs.exists() else ""
