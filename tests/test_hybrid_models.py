@@ -840,6 +840,40 @@ class TestGranite4HNanoPresets:
                                 block_size=16 * math.ceil(403_968 / (16 * 1024)), bytes_per_block=4 * 400 * 1024)
 
 
+class TestGranite4HTinyPreset:
+    """ibm-granite/granite-4.0-h-tiny, its config.json verbatim as a raw Hub download (SujeethJinesh/LatentWire at
+    commit 59e44bf8, experimental/hybridkernel/phase0/configs/ibm-granite-4.0-h-tiny.config.json, git blob 8c88003f,
+    sha256 bda8fd57... as that repository's setup record lists for the file it fetched from the Hub; its h-small file
+    beside it is byte for byte our h-small preset). 40 layers, 36 Mamba2 (48 heads x 64, 1 group, state 128) and 4 NoPE
+    attention layers (12 query and 4 KV heads x 128) at 5, 15, 25 and 35; in every layer 64 experts of 512 (6 routed)
+    beside a shared MLP of 1,024; the LM head tied."""
+
+    def spec(self):
+        return build_model_spec(preset("ibm-granite__granite-4.0-h-tiny"), "ibm-granite/granite-4.0-h-tiny")
+
+    def test_weights_match_the_model_card(self):
+        h, inner, heads = 1536, 48 * 64, 48
+        conv = inner + 2 * 1 * 128
+        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner + inner * h  # in_proj .. out_proj
+        attention = 12 * 128 * h + 2 * (4 * 128 * h) + h * 12 * 128  # q, k, v, o: no biases
+        moe = 64 * h + 64 * 3 * 512 * h + 3 * 1024 * h  # router, experts (input_linear 2 x 512, output_linear), shared
+        total = 100352 * h + h + 40 * (2 * h + moe) + 36 * mamba + 4 * attention
+        spec = self.spec()
+        assert spec.known_architecture and spec.num_params == total == 6_939_037_248
+        assert (spec.moe.num_experts, spec.moe.experts_per_token) == (64, 6)
+        # Model card: "Granite-4.0-H-Tiny is a 7B parameter long-context instruct model"; IBM's announcement: 7B
+        # total, 1B active (6 of 64 experts, the shared MLP always). A bf16 download of revision 791e0d3d lists three
+        # shards of 4,924,822,608 + 4,879,018,632 + 4,074,301,016 B: 2 B x the total plus 67,760 B of headers.
+        assert round(total / 1e9) == 7 and round((total - 40 * 58 * 3 * 512 * h) / 1e9) == 1
+        assert 4_924_822_608 + 4_879_018_632 + 4_074_301_016 - 2 * total == 67_760
+
+    def test_kv_and_per_request_state(self):
+        # Conv (3,072 + 2 x 128) channels x 3 taps x 2 B = 19,968; temporal 48 x 64 x 128 x 2 B = 786,432 (bf16, no
+        # mamba_ssm_dtype): 806,400 B per Mamba layer; 4 layers x 2 x 4 KV heads x 128 x 2 B = 8,192 B per token.
+        assert_recurrent_layout(self.spec(), layers=36, state=806_400, kv_bytes_per_token=4 * 2 * 4 * 128 * 2,
+                                block_size=16 * math.ceil(806_400 / (16 * 2048)), bytes_per_block=4 * 400 * 2048)
+
+
 class TestLfm2_8BA1BPreset:
     """LiquidAI/LFM2-8B-A1B, its config.json verbatim as a raw Hub snapshot (the config.json of
     huggingface.co/LiquidAI/LFM2-8B-A1B, saved in hlky/dinoml_v2 at commit 6b8c0acb3a19f77188401b57db6e403aa92534f3,
@@ -946,6 +980,9 @@ def test_lfm2_moe_weights_dense_then_routed():
     # granite-4.0-h-350m: 4 attention + 28 Mamba2 -> groups of 4 (7 recurrent); state 3 x (1536 + 2 x 128) x 2 B
     # + 48 x 32 x 128 x 2 B = 403,968 B; 1,024 B per token -> 394.5 tokens, 400 aligned.
     ("ibm-granite/granite-4.0-h-350m", 4 * GIB, 4 * 400 * 1024, 2621, 7),
+    # granite-4.0-h-tiny: the Mamba and attention shapes of h-1b (its 64 experts cache nothing): groups of 4
+    # (9 recurrent); 806,400 B of state; 2,048 B per token -> 393.75 tokens, 400 aligned.
+    ("ibm-granite/granite-4.0-h-tiny", 4 * GIB, 4 * 400 * 2048, 1310, 9),
 ])
 def test_state_slots_of_each_hybrid_family_by_hand(model, pool, bytes_per_block, blocks, state_groups):
     """Issue 27 item 2 audit: sequence slots = pool blocks // (recurrent groups x state blocks per request), and
