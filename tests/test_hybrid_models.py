@@ -729,6 +729,19 @@ class TestNemotron3Nano30BPreset:
         assert layout.bytes_per_block == 6 * 2096 * 1024  # groups of 6 (the attention layers): 4 recurrent, 1 attention
 
 
+def granite_moe_hybrid_total(h: int, *, mamba_heads: int, query_heads: int, kv_heads: int, experts: int,
+                             expert_mlp: int, shared_mlp: int) -> int:
+    """A Granite 4.0-H MoE hybrid's parameters by hand: 40 layers, 36 Mamba2 (heads x 64, 1 group, state 128, kernel
+    4, conv bias) and 4 attention layers (heads x 128, no biases), every layer an MoE beside a shared MLP, vocabulary
+    100,352, the LM head tied."""
+    inner = mamba_heads * 64
+    conv = inner + 2 * 1 * 128
+    mamba = h * (inner + conv + mamba_heads) + conv * 4 + conv + 3 * mamba_heads + inner + inner * h  # in_proj .. out
+    attention = query_heads * 128 * h + 2 * (kv_heads * 128 * h) + h * query_heads * 128  # q, k, v, o
+    moe = experts * h + experts * 3 * expert_mlp * h + 3 * shared_mlp * h  # router, experts (input 2 x, output), shared
+    return 100352 * h + h + 40 * (2 * h + moe) + 36 * mamba + 4 * attention
+
+
 class TestGranite4HSmallPreset:
     """ibm-granite/granite-4.0-h-small, its config.json verbatim as a raw Hub snapshot (the config.json of
     huggingface.co/ibm-granite/granite-4.0-h-small, saved in hlky/dinoml_v2 at commit
@@ -742,12 +755,9 @@ class TestGranite4HSmallPreset:
         return build_model_spec(preset("ibm-granite__granite-4.0-h-small"), "ibm-granite/granite-4.0-h-small")
 
     def test_weights_match_the_model_card(self):
-        h, inner, heads = 4096, 128 * 64, 128
-        conv = inner + 2 * 1 * 128
-        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner + inner * h  # in_proj .. out_proj
-        attention = 32 * 128 * h + 2 * (8 * 128 * h) + h * 32 * 128  # q, k, v, o: no biases
-        moe = 72 * h + 72 * 3 * 768 * h + 3 * 1536 * h  # router, experts (input_linear 2 x 768, output_linear), shared
-        total = 100352 * h + h + 40 * (2 * h + moe) + 36 * mamba + 4 * attention
+        h = 4096
+        total = granite_moe_hybrid_total(h, mamba_heads=128, query_heads=32, kv_heads=8, experts=72, expert_mlp=768,
+                                         shared_mlp=1536)
         spec = self.spec()
         assert spec.known_architecture and spec.num_params == total == 32_207_337_984
         # Model card: "Granite-4.0-H-Small is a 32B parameter long-context instruct model"; IBM's announcement:
@@ -852,12 +862,9 @@ class TestGranite4HTinyPreset:
         return build_model_spec(preset("ibm-granite__granite-4.0-h-tiny"), "ibm-granite/granite-4.0-h-tiny")
 
     def test_weights_match_the_model_card(self):
-        h, inner, heads = 1536, 48 * 64, 48
-        conv = inner + 2 * 1 * 128
-        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner + inner * h  # in_proj .. out_proj
-        attention = 12 * 128 * h + 2 * (4 * 128 * h) + h * 12 * 128  # q, k, v, o: no biases
-        moe = 64 * h + 64 * 3 * 512 * h + 3 * 1024 * h  # router, experts (input_linear 2 x 512, output_linear), shared
-        total = 100352 * h + h + 40 * (2 * h + moe) + 36 * mamba + 4 * attention
+        h = 1536
+        total = granite_moe_hybrid_total(h, mamba_heads=48, query_heads=12, kv_heads=4, experts=64, expert_mlp=512,
+                                         shared_mlp=1024)
         spec = self.spec()
         assert spec.known_architecture and spec.num_params == total == 6_939_037_248
         assert (spec.moe.num_experts, spec.moe.experts_per_token) == (64, 6)
