@@ -247,6 +247,10 @@ def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, d
              + (ROCM_EXTRA_NON_TORCH_BYTES if device == "rocm" else 0)
              + (FREE_DROP_PERSISTENT_BYTES if rules and rules.version.at_least(27) else 0)
              + (UMA_HOST_GROWTH_BYTES if unified_memory else 0))
+    if not distributed_setup_before_snapshot(rules):
+        total += distributed_setup_bytes(tensor_parallel_size=tensor_parallel_size,
+                                         pipeline_parallel_size=pipeline_parallel_size, device=device,
+                                         interconnect=interconnect, rules=rules)
     total += nccl_buffer_bytes(interconnect=interconnect, nvls=nvls, tensor_parallel_size=tensor_parallel_size,
                                first_peer_nvls_bytes=era.nccl_first_peer_bytes,
                                extra_peer_nvls_bytes=era.nccl_extra_peer_bytes)
@@ -265,9 +269,34 @@ def cuda_context_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int
     """
     if device == "cpu":
         return 0
-    distributed = tensor_parallel_size > 1 or pipeline_parallel_size > 1
     base = UMA_HOST_BASELINE_BYTES if unified_memory else CUDA_CONTEXT_BYTES
-    return (base + (DISTRIBUTED_CONTEXT_BYTES if distributed else 0)
+    if not distributed_setup_before_snapshot(rules):
+        return base
+    return base + distributed_setup_bytes(tensor_parallel_size=tensor_parallel_size,
+                                          pipeline_parallel_size=pipeline_parallel_size, device=device,
+                                          interconnect=interconnect, compute_capability=compute_capability,
+                                          rules=rules)
+
+
+def distributed_setup_before_snapshot(rules: VersionRules | None) -> bool:
+    """Whether the communicators and all-reduce buffers exist before vLLM's free-memory snapshot.
+
+    NOTE: up to 0.6.3 ``Worker.init_device`` reads ``init_gpu_memory`` and only then calls
+    ``init_worker_distributed_environment`` (vllm/worker/worker.py, 0.6.3), so at TP/PP > 1 the communicators and
+    the custom all-reduce buffers are made after the snapshot and count against the budget; later versions take
+    the baseline after them.
+    """
+    return rules is None or rules.overhead_era != "v0_used_memory"
+
+
+def distributed_setup_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
+                            interconnect: Interconnect = UNKNOWN_INTERCONNECT,
+                            compute_capability: tuple[int, int] | None = None,
+                            rules: VersionRules | None = None) -> int:
+    """What ``init_worker_distributed_environment`` allocates: the communicators (TP/PP > 1) and, where vLLM enables
+    them, the custom and symmetric-memory all-reduce buffers."""
+    distributed = tensor_parallel_size > 1 or pipeline_parallel_size > 1
+    return ((DISTRIBUTED_CONTEXT_BYTES if distributed else 0)
             + all_reduce_buffer_bytes(interconnect, tensor_parallel_size, device,
                                       compute_capability=compute_capability,
                                       version=rules.version if rules else None))
