@@ -476,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(report, checked := targets + source_out_targets(report)))
     if args.worst > 0:
         print(f"\nKV tokens, source left out: the {args.worst} largest errors")
-        print("\n".join(f"{error:+7.2f} %  {record_id}" for record_id, error in worst_records(report, count=args.worst)))
+        listed = worst_records(report, count=args.worst)
+        print("\n".join(f"{error:+7.2f} %  {record_id}" for record_id, error in listed))
     if not args.no_write:
         render_png(report, args.png)
         previous = args.docs.read_text(encoding="utf-8") if args.docs.exists() else ""
