@@ -6,6 +6,8 @@ outside: the warm-up is done before the server says it listens, so the first vis
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -32,3 +34,19 @@ def test_the_warm_up_imports_every_shared_page_module_and_no_page_script():
     on_disk = {f"pages.common.{path.stem}" for path in (REPO / "pages" / "common").glob("*.py")}
     assert set(names) == on_disk - {"pages.common.__init__", "pages.common.launch"}
     assert not [name for name in names if name.count(".") == 1]  # pages/*.py would run a page outside a session
+
+
+def test_the_menu_every_page_draws_first_imports_nothing_after_the_warm_up():
+    # NOTE: a fresh interpreter: this test process may have imported Streamlit's emoji table already. st.page_link
+    # checks each icon with validate_icon_or_emoji, which imported the table in the first visitor's run (0.3 s
+    # before the first figure on a loaded 2-core machine).
+    script = ("import sys\n"
+              "from pages.common import PAGES, launch\n"
+              "from streamlit.string_util import validate_icon_or_emoji\n"
+              "launch.warm_imports()\n"
+              "before = set(sys.modules)\n"
+              "assert [validate_icon_or_emoji(icon) for _, _, icon in PAGES]\n"
+              "print(sorted(set(sys.modules) - before))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[]"

@@ -19,6 +19,10 @@ from calculator import Scenario, estimate, preset_ids
 # NOTE: the page scripts (pages/*.py) are not imported: importing one would run it outside a session. Their
 # shared modules, and through them the planner, Plotly and pandas, are what a first run spends its time on.
 WARM_PACKAGES = ("pages.common",)
+# NOTE: Streamlit imports these on their first use in a run, not when it starts: st.page_link checks the menu's icons
+# against its emoji table (60 ms to import on an idle machine, 300 ms on a loaded one), and every page draws the menu
+# before its first figure.
+WARM_STREAMLIT = ("streamlit.emojis",)
 SKIP = frozenset({__name__})
 
 
@@ -33,7 +37,7 @@ def warm_imports() -> list[str]:
     level = cache_checks.level
     cache_checks.setLevel(logging.ERROR)
     try:
-        for name in names:
+        for name in (*names, *WARM_STREAMLIT):
             importlib.import_module(name)
     finally:
         cache_checks.setLevel(level)
