@@ -522,7 +522,7 @@ class TestUnknownShapeVerdict:
 
     def test_a_fit_the_widened_band_straddles_is_borderline_unknown_architecture(self) -> None:
         # Qwen3-32B on an H100 at 12,000 tokens (2.93 GiB of KV for one request, ~4.5 GiB left): known, it fits with
-        # margin; unknown, the low end loses 30.15 % of 61 GiB of weights and cannot hold one request.
+        # margin; unknown, the low end loses 34.62 % of 61 GiB of weights and cannot hold one request.
         known = self.run(preset("Qwen__Qwen3-32B"), max_model_len=12_000)
         unknown = self.run(as_unknown(preset("Qwen__Qwen3-32B")), max_model_len=12_000)
         assert uncertainty.verdict(known) == "fits with margin"
@@ -532,8 +532,8 @@ class TestUnknownShapeVerdict:
         low, high, _, _ = uncertainty.kv_band(unknown)
         budget = unknown.budget
         half = uncertainty.kv_uncertainty_bytes(budget, unknown.rules.overhead_era)
-        assert high == int((budget.kv_cache_bytes + half + budget.weights_bytes * 0.3015) / (1 - 0.0909))
-        assert low == max(0, int((budget.kv_cache_bytes - half - budget.weights_bytes * 0.3015) / (1 + 0.0909)))
+        assert high == int((budget.kv_cache_bytes + half + budget.weights_bytes * 0.3462) / (1 - 0.0909))
+        assert low == max(0, int((budget.kv_cache_bytes - half - budget.weights_bytes * 0.3462) / (1 + 0.0909)))
 
     def test_a_refusal_the_widened_band_straddles_is_borderline_too(self) -> None:
         # 30,000 tokens need 7.32 GiB: beyond even the known band's high end, within the unknown one's.

@@ -5,6 +5,7 @@ by hand from each family's config.json and vLLM 0.32's code (``MambaStateShapeCa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from importlib import resources
@@ -881,6 +882,53 @@ class TestGranite4HTinyPreset:
                                 block_size=16 * math.ceil(806_400 / (16 * 2048)), bytes_per_block=4 * 400 * 2048)
 
 
+class TestFalconH1_05BInstructPreset:
+    """tiiuae/Falcon-H1-0.5B-Instruct, its config.json byte for byte: 1,584 B whose sha256 (73d036cc...) and git blob
+    (12d90a08...) are the ones SujeethJinesh/LatentWire @ 59e44bf8 records for the file of its Hub snapshot
+    (experimental/outlier_migrate/phase7/results/om_phase7_falcon_h1_20260512T223600Z/model_provenance.json); the
+    bytes were rebuilt from Megatron-Bridge's FALCON_H1_500M_CONFIG and the keys it leaves out (tests/data/configs/
+    INDEX.md), and both hashes confirm them.
+    36 layers, each with attention (8 query and 2 KV heads x 64, RoPE) and a Mamba2 mixer (mamba_d_ssm 1,536: 24 heads
+    x 64, 1 group, state 128, no gated norm) side by side, then a SwiGLU MLP of 2,048; the LM head untied."""
+
+    def spec(self):
+        return build_model_spec(preset("tiiuae__Falcon-H1-0.5B-Instruct"), "tiiuae/Falcon-H1-0.5B-Instruct")
+
+    def test_the_preset_is_the_hub_file(self):
+        data = (PRESETS / "tiiuae__Falcon-H1-0.5B-Instruct.json").read_bytes()
+        assert len(data) == 1584
+        assert hashlib.sha256(data).hexdigest() == "73d036cc5e36429ba554c9e6d553571c0042af137e070380818980a7ef02b1ff"
+        assert hashlib.sha1(b"blob 1584\0" + data).hexdigest() == "12d90a0816165a2d3af5bd1c4deaa2afddd0a095"
+
+    def test_weights_match_the_checkpoint(self):
+        h, inner, heads = 1024, 24 * 64, 24
+        conv = inner + 2 * 1 * 128
+        mamba = h * (inner + conv + heads) + conv * 4 + conv + 3 * heads + inner * h  # in_proj .. out_proj, no norm
+        attention = 8 * 64 * h + 2 * (2 * 64 * h) + h * 8 * 64  # q, k, v, o: no biases
+        mlp = 3 * 2048 * h
+        total = 2 * 32784 * h + h + 36 * (2 * h + attention + mamba + mlp)
+        spec = self.spec()
+        assert spec.known_architecture and spec.num_params == total == 521_411_104
+        # Model card: 0.5B. The same snapshot's bf16 model.safetensors is 1,042,886,408 B (LatentWire's record):
+        # 2 B x the total plus 64,200 B of header for its 579 tensors (16 a layer, the embeddings, LM head, final norm).
+        assert round(total / 1e8) == 5
+        assert 1_042_886_408 - 2 * total == 64_200
+
+    def test_kv_and_per_request_state(self):
+        # Conv (1,536 + 2 x 128) channels x 3 taps x 2 B = 10,752; temporal 24 x 64 x 128 x 2 B = 393,216 (bf16, no
+        # mamba_ssm_dtype): 403,968 B per layer's mixer; 36 layers x 2 x 2 KV heads x 64 x 2 B = 18,432 B per token.
+        spec = self.spec()
+        mixers = [layer.parallel_state for layer in spec.layers if layer.kind == "full"]
+        assert len(mixers) == 36 and {mamba_state_bytes(m, tensor_parallel_size=1, model_dtype_bytes=2)
+                                      for m in mixers} == {403_968}
+        layout = plan_kv_cache(spec, block_size=16, kv_cache_dtype="auto", model_dtype_bytes=2)
+        assert layout.kv_bytes_per_token == 36 * 2 * 2 * 64 * 2
+        assert layout.block_size == 16 * math.ceil(403_968 / (16 * 512)) == 800
+        # Every layer has both caches: one group of the 36 attention layers, one of the 36 Mamba2 states.
+        assert [(g.kind, len(g.layer_indices)) for g in layout.groups] == [("full", 36), ("mamba", 36)]
+        assert layout.bytes_per_block == 36 * 800 * 512
+
+
 class TestLfm2_8BA1BPreset:
     """LiquidAI/LFM2-8B-A1B, its config.json verbatim as a raw Hub snapshot (the config.json of
     huggingface.co/LiquidAI/LFM2-8B-A1B, saved in hlky/dinoml_v2 at commit 6b8c0acb3a19f77188401b57db6e403aa92534f3,
@@ -990,6 +1038,9 @@ def test_lfm2_moe_weights_dense_then_routed():
     # granite-4.0-h-tiny: the Mamba and attention shapes of h-1b (its 64 experts cache nothing): groups of 4
     # (9 recurrent); 806,400 B of state; 2,048 B per token -> 393.75 tokens, 400 aligned.
     ("ibm-granite/granite-4.0-h-tiny", 4 * GIB, 4 * 400 * 2048, 1310, 9),
+    # Falcon-H1-0.5B-Instruct: attention and Mamba2 in each of 36 layers -> one group of each (1 recurrent); state
+    # 3 x (1536 + 2 x 128) x 2 B + 24 x 64 x 128 x 2 B = 403,968 B; 512 B per token and layer -> 789 tokens, 800 aligned.
+    ("tiiuae/Falcon-H1-0.5B-Instruct", 4 * GIB, 36 * 800 * 512, 291, 1),
 ])
 def test_state_slots_of_each_hybrid_family_by_hand(model, pool, bytes_per_block, blocks, state_groups):
     """Issue 27 item 2 audit: sequence slots = pool blocks // (recurrent groups x state blocks per request), and

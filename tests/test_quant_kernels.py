@@ -177,6 +177,7 @@ def test_nvfp4_scale_swizzle_padding_is_too_small_to_model() -> None:
     # gpt-oss's 2,880-wide matrices: 2,880 scale rows pad to 2,944, 64 x 180 bytes on 2,880 x 2,880 x 9/16
     assert _nvfp4_swizzle_padding("openai/gpt-oss-20b") == pytest.approx(64 * 180 / (2880 * 2880 * 9 / 16), rel=0.01)
     others = [m for m in preset_ids() if not m.startswith("openai/gpt-oss")]
-    # NOTE: below 0.1 % of the weights for every other bundled shape (the largest, 0.07 %, is granite-4.0-h-350m's
-    # narrow matrices: ~0.1 MiB), a fifth of the weights' 0.5 % accuracy target
-    assert max(_nvfp4_swizzle_padding(m) for m in others) < 0.001
+    # NOTE: below 0.2 % of the weights for every other bundled shape (the largest, 0.16 %, is Falcon-H1-0.5B's Mamba2
+    # in_proj, whose 3,352 rows pad to 3,456: 104 x 64 scale bytes x 36 layers, ~0.23 MiB; next granite-4.0-h-350m's
+    # narrow matrices, 0.07 %), under a third of the weights' 0.5 % accuracy target
+    assert max(_nvfp4_swizzle_padding(m) for m in others) < 0.002
