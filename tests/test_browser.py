@@ -234,9 +234,14 @@ def test_a_phone_sees_the_deployment_and_a_compact_kpi_grid(dashboard, browser):
     header = page.locator(".st-key-deployment_header").first
     header.wait_for(timeout=60_000)
     assert header.bounding_box()["y"] + header.bounding_box()["height"] < 844  # on the first screen
-    cards = page.locator('[data-testid="stMetric"]')
-    cards.first.wait_for(timeout=60_000)
-    first, second = cards.nth(0).bounding_box(), cards.nth(1).bounding_box()
+    # NOTE: by label, once the run is over: React can mount a card before its left neighbour (seen: "Max
+    # concurrency" 80 ms before "KV cache tokens"), so the n-th card in the page is not yet the n-th KPI.
+    cards = [page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+             for label in ("KV cache tokens", "Max concurrency")]
+    for card in cards:
+        card.wait_for(timeout=60_000)
+    wait_idle(page)
+    first, second = (card.bounding_box() for card in cards)
     assert abs(first["y"] - second["y"]) < 2 and second["x"] > first["x"]  # two KPIs side by side
     chart = page.locator(".js-plotly-plot").first
     chart.wait_for(timeout=60_000)
