@@ -261,10 +261,34 @@ def test_flashinfer_one_sided_workspace_spans_the_ep_group_and_the_batch_budget(
                max_num_batched_tokens=8192, quantization="fp8")
     assert estimate_summary(fp8)["all2all_buffer_bytes"] == 272_629_760
     assert any("payload of fp8 activations is sized as bf16 (the largest)" in w for w in fp8.warnings)
-    # vLLM 0.34 builds flashinfer.moe_ep's NVLinkOneSidedAlltoAll instead, a layout this planner has not read
-    newer = _deepseek_v3_ep8("0.34.0", all2all_backend="flashinfer_nvlink_one_sided", max_num_batched_tokens=8192)
-    assert ("--all2all-backend flashinfer_nvlink_one_sided: vLLM 0.34.0 lays FlashInfer's one-sided workspace out "
-            "anew (with Lamport regions sized at start-up); it is sized here with vLLM 0.32's layout") in newer.warnings
+
+
+def test_flashinfer_one_sided_workspace_per_vllm_version():
+    # vLLM 0.33.0 all2all.py FlashInferNVLinkOneSidedManager.initialize builds flashinfer.moe_ep's
+    # NVLinkOneSidedAlltoAll; the FlashInfer 0.33.0 pins (0.7.2.post1) sizes it with
+    # moe_a2a_get_workspace_size_per_rank and MoeAlltoAll, 0.32's layout. DeepSeek-V3 EP 8 at 6,144 tokens:
+    # auxiliary 384 + 6,144 x 22 x 4 = 540,672 (x 128) twice = 1,081,728; dispatch 8 x 6,144 x 7,456 = 366,477,312;
+    # combine 8 x 6,144 x 7,168 x 2 = 704,643,072; sum 1,072,202,112 = 511.3 x 2 MiB -> 512 x 2 MiB = 1 GiB.
+    v033 = _deepseek_v3_ep8("0.33.0", all2all_backend="flashinfer_nvlink_one_sided", max_num_batched_tokens=6144)
+    assert estimate_summary(v033)["all2all_buffer_bytes"] == 1_073_741_824
+    assert not any("all2all" in w for w in v033.warnings)
+    # vLLM 0.34.0 all2all.py passes cft=False, lamport=False, so FlashInfer 0.7.4 (0.34 pins 0.7.3, not served)
+    # NVLinkOneSidedAlltoAll.__init__ lays out the fence workspace alone (nvlink_one_sided_alltoall.cu
+    # calculateWorkspaceLayout): flag 4 + token counter 4 + 8 send counters 32 + 2 x 8 receive counters 64 = 104;
+    # 8 dispatch flags at 128 -> 160; top-k target ranks (the model's top-k 8, not kMaxTopK 22) at 256, 6,144 x 8 x 4
+    # = 196,608 -> 196,864; target indices at 196,864 -> 393,472 (EPLB region empty there); dispatch payload at
+    # 393,472 (a multiple of 256): 366,477,312 + kMaxPayloads 4 x 256 = 366,478,336 (x 256) -> 366,871,808;
+    # 8 combine flags at 366,871,808 -> 366,871,840; combine input at 366,872,064, 704,643,072 -> 1,071,515,136
+    # = 510.9 x 2 MiB -> 511 x 2,097,152 = 1,071,644,672 B: one 2 MiB page less than 0.32 and 0.33.
+    v034 = _deepseek_v3_ep8("0.34.0", all2all_backend="flashinfer_nvlink_one_sided", max_num_batched_tokens=6144)
+    assert estimate_summary(v034)["all2all_buffer_bytes"] == 1_071_644_672
+    assert not any("all2all" in w for w in v034.warnings)
+    # at 8,192 tokens the same steps give 104; 160; 256 + 262,144 = 262,400; 524,544; dispatch 488,636,416 + 1,024
+    # = 488,637,440 -> 489,161,984; flags -> 489,162,016; combine at 489,162,240 + 939,524,096 = 1,428,686,336
+    # = 681.25 x 2 MiB -> 682 pages, the same 1,430,257,664 B as 0.32's 1,429,602,688
+    v034_8k = _deepseek_v3_ep8("0.34.0", all2all_backend="flashinfer_nvlink_one_sided", max_num_batched_tokens=8192)
+    assert estimate_summary(v034_8k)["all2all_buffer_bytes"] == 1_430_257_664
+    assert not any("all2all" in w for w in v034_8k.warnings)
 
 
 @pytest.mark.parametrize("backend", ["flashinfer_nvlink_two_sided", "flashinfer_all2allv"])

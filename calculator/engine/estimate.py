@@ -393,8 +393,7 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
     if a2a_note := all2all_warning(all2all_backend, spec, data_parallel_size=data_parallel_size,
                                    enable_expert_parallel=enable_expert_parallel, quantization=quantization,
                                    sm_count=gpu.sm_count if gpu is not None else None, tensor_parallel_size=tp,
-                                   gpus_per_node=gpu.gpus_per_node if gpu is not None else DEFAULT_GPUS_PER_NODE,
-                                   version=rules.version):
+                                   gpus_per_node=gpu.gpus_per_node if gpu is not None else DEFAULT_GPUS_PER_NODE):
         closing.append(a2a_note)
     if gpu is not None and (memory_note := unified_memory_warning(gpu, rules, reading)):
         closing.append(memory_note)

@@ -182,7 +182,7 @@ _CACHELINE_BYTES = 128  # kCachelineAlignment
 
 
 def _one_sided_aux_bytes(ep_size: int, max_num_tokens: int) -> int:
-    """FlashInfer ``getMoeA2AAuxDataSize`` (``calculateOffsets``' payload offset; vLLM 0.32 passes no EPLB
+    """FlashInfer ``getMoeA2AAuxDataSize`` (``calculateOffsets``' payload offset; vLLM 0.32 and 0.33 pass no EPLB
     statistics, so that region is empty): a flag and a local token counter, send and receive counters per peer,
     dispatch and combine completion flags per peer, and the top-k target ranks and send indices of every token for
     kMaxTopK = 22 slots, all int32, each region from the third on aligned to 128 bytes."""
@@ -194,19 +194,64 @@ def _one_sided_aux_bytes(ep_size: int, max_num_tokens: int) -> int:
     return offset
 
 
+# FlashInfer 0.7.4 data/csrc/nv_internal/tensorrt_llm/thop/moe/communication/moeAlltoAllMeta.h and
+# kernels/moe/communication/moeAlltoAllKernels.h: the fence layout's payload regions start on 256 bytes, and the
+# dispatch region keeps one alignment's slack for each of up to 4 payloads (activations, scales, ids, weights).
+_ONE_SIDED_WORKSPACE_ALIGNMENT = 256  # kWorkspaceAlignment
+_ONE_SIDED_MAX_PAYLOADS = 4  # kMaxPayloads
+
+
+def _one_sided_fence_layout_bytes(ep_size: int, max_num_tokens: int, hidden: int, top_k: int,
+                                  token_bytes: int) -> int:
+    """FlashInfer 0.7.4 ``data/csrc/nvlink_one_sided_alltoall.cu`` ``calculateWorkspaceLayout`` (the
+    ``WORKSPACE_SIZE_INDEX`` it returns) for what ``moe_ep``'s ``NVLinkOneSidedAlltoAll.__init__`` passes with CFT
+    and the Lamport transport off and no EPLB statistics: a flag, a local token counter, send and two rounds of
+    receive counters per peer (int32, 4-byte aligned); dispatch completion flags per peer, then the top-k target
+    ranks and target indices of every token for the model's top-k (no longer kMaxTopK), each from a 128-byte
+    boundary; the dispatch payload (ep x tokens x (token + 8 x top-k) + 4 x 256 B of slack) and, after 128-aligned
+    combine completion flags, the bf16 combine input (ep x tokens x hidden x 2), each rounded up to and starting
+    on 256 bytes."""
+    offset = 4 + 4 + ep_size * 4 + 2 * ep_size * 4  # flag, token counter, send counters, receive counters
+    offset = _round_up(offset, _CACHELINE_BYTES) + ep_size * 4  # dispatch completion flags
+    for _ in ("target ranks", "target indices"):
+        offset = _round_up(offset, _CACHELINE_BYTES) + max_num_tokens * top_k * 4
+    offset = _round_up(offset, _CACHELINE_BYTES)  # the EPLB statistics region, empty
+    dispatch = ep_size * max_num_tokens * (token_bytes + 2 * top_k * 4)
+    dispatch += _ONE_SIDED_MAX_PAYLOADS * _ONE_SIDED_WORKSPACE_ALIGNMENT
+    offset = (_round_up(offset, _ONE_SIDED_WORKSPACE_ALIGNMENT)
+              + _round_up(dispatch, _ONE_SIDED_WORKSPACE_ALIGNMENT))
+    offset = _round_up(offset, _CACHELINE_BYTES) + ep_size * 4  # combine completion flags
+    return (_round_up(offset, _ONE_SIDED_WORKSPACE_ALIGNMENT)
+            + _round_up(ep_size * max_num_tokens * hidden * 2, _ONE_SIDED_WORKSPACE_ALIGNMENT))
+
+
 def flashinfer_one_sided_workspace_bytes(ep_size: int, max_num_tokens: int, hidden: int, top_k: int,
-                                         token_bytes: int) -> int:
-    """The MNNVL workspace of FlashInfer's one-sided all-to-all on one rank, as vLLM 0.32's
-    ``FlashInferNVLinkOneSidedManager.initialize`` asks for it: ``moe_a2a_get_workspace_size_per_rank``
-    (flashinfer/comm/trtllm_moe_alltoall.py) of the auxiliary region, a dispatch payload of the token and its
-    scales, int32 top-k ids and float32 top-k weights, and a bf16 combine payload, each for ``ep_size x
-    max_num_tokens`` tokens padded to 128 bytes; ``MoeAlltoAll`` allocates it as one ``MnnvlMemory``, rounded up to
-    the allocation granularity. Read in FlashInfer's 0.6.18 tree (csrc/trtllm_moe_alltoall.cu ``calculateOffsets``);
-    the 0.7.4 wheel's data/csrc/cake_moe_alltoall.cu has the same layout."""
-    dispatch = token_bytes + top_k * 4 + top_k * 4
-    workspace = (_one_sided_aux_bytes(ep_size, max_num_tokens)
-                 + _round_up(ep_size * max_num_tokens * dispatch, _CACHELINE_BYTES)
-                 + _round_up(ep_size * max_num_tokens * hidden * 2, _CACHELINE_BYTES))
+                                         token_bytes: int, *, version: VllmVersion) -> int:
+    """The MNNVL workspace of FlashInfer's one-sided all-to-all on one rank, one ``MnnvlMemory`` rounded up to the
+    allocation granularity (``MnnvlMemory.open_mnnvl_memory``, the same in FlashInfer 0.6.18, 0.7.2.post1 and
+    0.7.4). ``token_bytes`` is the token and its scales as dispatched, the same bytes in vLLM 0.32's
+    ``flashinfer_one_sided_dispatch_layout`` and FlashInfer 0.7's ``_DISPATCH_BYTES_PER_TOKEN`` for the formats
+    ``one_sided_token_bytes`` maps.
+
+    * vLLM 0.32 ``FlashInferNVLinkOneSidedManager.initialize`` asks ``moe_a2a_get_workspace_size_per_rank``
+      (flashinfer/comm/trtllm_moe_alltoall.py) for it and hands it to ``MoeAlltoAll``: the auxiliary region, a
+      dispatch payload of the token and its scales, int32 top-k ids and float32 top-k weights, and a bf16 combine
+      payload, each for ``ep_size x max_num_tokens`` tokens padded to 128 bytes. Read in FlashInfer's 0.6.18 tree
+      (csrc/trtllm_moe_alltoall.cu ``calculateOffsets``).
+    * vLLM 0.33 builds ``flashinfer.moe_ep.NVLinkOneSidedAlltoAll`` instead; the FlashInfer it pins (0.7.2.post1,
+      requirements of the 0.33.0 wheel) still sizes it with ``moe_a2a_get_workspace_size_per_rank`` (same
+      payloads, a combine row of hidden x 2 for bf16) and allocates it through ``MoeAlltoAll``, whose
+      data/csrc/trtllm_moe_alltoall.cu ``calculateOffsets`` is 0.6.18's: the same bytes as 0.32.
+    * vLLM 0.34 passes ``cft=False, lamport=False`` (all2all.py), so the workspace is the fence layout alone
+      (``_one_sided_fence_layout_bytes``), with no Lamport regions and no SM count or kernel probe in its size.
+      vLLM 0.34 pins FlashInfer 0.7.3, which the registry does not serve; the layout is read in 0.7.4."""
+    if version.at_least(34):
+        workspace = _one_sided_fence_layout_bytes(ep_size, max_num_tokens, hidden, top_k, token_bytes)
+    else:
+        dispatch = token_bytes + top_k * 4 + top_k * 4
+        workspace = (_one_sided_aux_bytes(ep_size, max_num_tokens)
+                     + _round_up(ep_size * max_num_tokens * dispatch, _CACHELINE_BYTES)
+                     + _round_up(ep_size * max_num_tokens * hidden * 2, _CACHELINE_BYTES))
     return _round_up(workspace, VMM_GRANULARITY)
 
 
@@ -369,7 +414,8 @@ def all2all_buffer_bytes(backend: All2AllBackend | None, spec: ModelSpec, *, ver
         # NOTE: an activation format not mapped is sized as bf16, the largest payload; all2all_warning says so
         return flashinfer_one_sided_workspace_bytes(
             tensor_parallel_size * data_parallel_size, max_num_batched_tokens, spec.hidden_size,
-            spec.moe.experts_per_token, one_sided_token_bytes(spec.hidden_size, quantization) or spec.hidden_size * 2)
+            spec.moe.experts_per_token, one_sided_token_bytes(spec.hidden_size, quantization) or spec.hidden_size * 2,
+            version=version)
     if backend in TWO_SIDED_BACKENDS and sm_count is not None:
         return flashinfer_two_sided_workspace_bytes(tensor_parallel_size * data_parallel_size, sm_count)
     if backend == "moonep":
@@ -408,19 +454,13 @@ def moonep_later_buffers_warning(backend: All2AllBackend | None, spec: ModelSpec
 def all2all_warning(backend: All2AllBackend | None, spec: ModelSpec, *, data_parallel_size: int,
                     enable_expert_parallel: bool, quantization: QuantizationSpec | None = None,
                     sm_count: int | None = None, tensor_parallel_size: int = 1,
-                    gpus_per_node: int = DEFAULT_GPUS_PER_NODE, version: VllmVersion | None = None) -> str | None:
+                    gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> str | None:
     """A sentence where the chosen backend keeps buffers this planner does not size, or is never used."""
     if backend is None:
         return None
     if not uses_all2all(spec, data_parallel_size=data_parallel_size, enable_expert_parallel=enable_expert_parallel):
         return (f"--all2all-backend {backend} is unused here: vLLM dispatches MoE tokens with it only under "
                 "--enable-expert-parallel with --data-parallel-size > 1")
-    if backend == "flashinfer_nvlink_one_sided" and version is not None and version.at_least(34):
-        # NOTE: vLLM 0.34's FlashInferNVLinkOneSidedManager builds flashinfer.moe_ep's NVLinkOneSidedAlltoAll
-        # (moe_a2a_get_workspace_layout plus Lamport regions whose rows it caps by the SM count and a probe of the
-        # kernels, FlashInfer 0.7.4 moe_ep/backends/split/comm/nvlink_one_sided), not 0.32's MoeAlltoAll
-        return (f"--all2all-backend {backend}: vLLM {version} lays FlashInfer's one-sided workspace out anew (with "
-                "Lamport regions sized at start-up); it is sized here with vLLM 0.32's layout")
     if backend == "flashinfer_nvlink_one_sided" and one_sided_token_bytes(spec.hidden_size, quantization) is None:
         return (f"--all2all-backend {backend}: the dispatch payload of {quantization.method if quantization else ''} "
                 "activations is sized as bf16 (the largest)")
