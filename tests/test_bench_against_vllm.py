@@ -161,18 +161,24 @@ def test_the_engine_queues_prompts_as_the_server_did(runs, name: str) -> None:
 
 
 def engine_steps(outcome: dict) -> float:
-    """Steps the engine ran during the run: the count of its tokens-per-step histogram (``vllm:iteration_tokens_total``,
-    one observation per engine step), after less before."""
+    """Steps the engine reported during the run: the count of its tokens-per-step histogram
+    (``vllm:iteration_tokens_total``, one observation per step that gave a token), after less before."""
     def count(text: str) -> float:
         return sum(float(line.split()[-1]) for line in text.splitlines()
                    if line.startswith("vllm:iteration_tokens_total_count{"))
     return count(outcome["after"]) - count(outcome["before"])
 
 
-# How far the simulated number of engine steps may be from the server's. Bursts and closed loops send each request
-# when one ends, so their schedule hardly depends on time: the server ran 60 and 138 steps in each of three clean
-# runs on the development host, the simulation 61 and 138. Poisson arrivals that land during one step share the next
-# one, so timing moves the count: the simulation ran 3-7 % more steps than the server (129-148 against 125-139).
+# How far the simulated number of engine steps may be from the server's. The server counts only the steps that gave
+# some request a token (``BenchFigures.reported_steps``: a step that ran nothing but a prompt's first 64-token chunk
+# sends no outputs, and vLLM's front end makes no iteration stats for it). Bursts and closed loops send each request
+# when one ends, so their schedule hardly depends on time: the server reported 60 and 138 steps in each of three clean
+# runs on the development host, the simulation 60 (of 61 run) and 138. Poisson arrivals that land during one step
+# share the next one, so timing moves the count. Counting every simulated step, the simulation ran 3-7 % more than
+# the server in three runs and 10.4 % more (191 against 173) in a fresh-clone run at load 2-3, which failed the
+# bound: a prompt reaching an idle engine runs a chunk with no token first, and those steps were what it over-counted.
+# Counting the steps the server reports, two runs at load 2-4: Poisson 170 against 171 (187 run), burst 60 against
+# 60, closed 138 against 139.
 STEP_BOUNDS = {"burst": 0.03, "closed": 0.03, "poisson": 0.10}
 
 
@@ -182,9 +188,10 @@ def test_the_engine_runs_as_many_steps_as_the_server_did(runs, name: str) -> Non
     # A simulation that chunked, admitted or batched differently would run a different number of steps.
     run, _, _ = predicted(RUNS[name], measured_means(runs[name]))
     real = engine_steps(runs[name])
+    print(f"{name}: {run.reported_steps} steps reported ({run.steps} run), the server reported {real:.0f}")
     if too_loaded(name, runs[name]):
         return
-    assert abs(run.steps - real) <= max(2, STEP_BOUNDS[name] * real), (name, run.steps, real)
+    assert abs(run.reported_steps - real) <= max(2, STEP_BOUNDS[name] * real), (name, run.reported_steps, real)
 
 
 @pytest.mark.parametrize("name", RUNS)

@@ -57,6 +57,17 @@ def test_closed_loop_burst_queues_the_prompts_one_step_each() -> None:
     assert run.duration_s == pytest.approx(0.44)
 
 
+def test_the_server_reports_only_the_steps_that_gave_a_token() -> None:
+    # One prompt of 2,500 tokens under the 1,000-token budget: chunks of 1,000, 1,000 and 500, the last giving the
+    # first token, then 3 decode steps: 6 steps run. vLLM's front end sees no outputs from the first two (a prompt's
+    # middle chunk), so vllm:iteration_tokens_total counts 4.
+    run = simulate(BenchLoad(input_tokens=(2500,), output_tokens=(4,)), BIG, linear)
+    assert (run.steps, run.reported_steps) == (6, 4)
+    # 4 prompts of 100 in one step, then 9 lockstep decodes (repeated as one): every step gives tokens
+    lockstep = simulate(BenchLoad(input_tokens=(100,) * 4, output_tokens=(10,) * 4), BIG, linear)
+    assert (lockstep.steps, lockstep.reported_steps) == (10, 10)
+
+
 def test_a_new_prompt_shares_the_budget_with_the_running_decode() -> None:
     # Step 1: r0's prompt (110 ms). Step 2: r0 decodes 1 token and r1 gets the 999 left of the budget (110 ms).
     # Step 3: r0's last decode and r1's last prompt token (10.2 ms): r1's first token at 230.2 ms. Then r1 decodes

@@ -155,6 +155,10 @@ class BenchFigures(BaseModel):
     mean_intake_wait_ms: float
     preemptions: int
     steps: int
+    # NOTE: the steps in which some request got a token. vLLM's front end makes IterationStats only for a step whose
+    # outputs are not empty (AsyncLLM.output_handler, 0.32: ``IterationStats() if (log_stats and num_outputs)``), so
+    # ``vllm:iteration_tokens_total`` never counts a step that ran nothing but a prompt's middle chunk.
+    reported_steps: int = 0
     # NOTE: vLLM prints p99 unless --metric-percentiles asks for more; the recommender ranks on the p95 SLO.
     p95_ttft_ms: float = 0.0
 
@@ -348,7 +352,7 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
     engine = _Engine(limits=limits, free_blocks=usable_blocks)
     client = _Client(load, limits.request_overhead_s)
     itl: dict[float, int] = {}  # gap (s) -> how many token gaps had it
-    now, steps, finished = 0.0, 0, 0
+    now, steps, reported_steps, finished = 0.0, 0, 0, 0
     client.send(now, requests)
     while finished < len(requests):
         while client.arrivals and client.arrivals[0][0] <= now:
@@ -379,6 +383,8 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
                 request.scheduled_s = start
         now += duration * repeat
         steps += repeat - 1
+        if any(request.due <= tokens * repeat for request, tokens in scheduled):
+            reported_steps += repeat  # NOTE: a repeat runs decodes only, and each decode gives a token
         for request, tokens in scheduled:
             request.computed += tokens * repeat
             if request.due > 0:
@@ -399,7 +405,7 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
                 client.free_slots.append(now)
                 finished += 1
         client.send(now, requests)
-    return _figures(load, requests, itl, engine.preemptions, steps)
+    return _figures(load, requests, itl, engine.preemptions, steps, reported_steps)
 
 
 def _steady_steps(engine: _Engine, scheduled: list[tuple[_Request, int]], client: _Client, cost: StepCost,
@@ -422,7 +428,7 @@ def _steady_steps(engine: _Engine, scheduled: list[tuple[_Request, int]], client
 
 
 def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], preemptions: int,
-             steps: int) -> BenchFigures:
+             steps: int, reported_steps: int) -> BenchFigures:
     ttft = sorted(r.first_token_s - r.sent_s for r in requests)
     e2e = sorted(r.done_s - r.sent_s for r in requests)
     tpot = sorted((r.done_s - r.first_token_s) / (r.output - 1) for r in requests if r.output > 1)
@@ -449,7 +455,7 @@ def _figures(load: BenchLoad, requests: list[_Request], gaps: dict[float, int], 
         mean_queue_ms=sum(r.scheduled_s - r.queued_s for r in requests) / len(requests) * MS,
         mean_prefill_ms=sum(r.first_token_s - r.scheduled_s for r in requests) / len(requests) * MS,
         mean_intake_wait_ms=sum(r.queued_s - r.reached_s for r in requests) / len(requests) * MS,
-        preemptions=preemptions, steps=steps, p95_ttft_ms=percentile(ttft, 95) * MS if ttft else 0.0)
+        preemptions=preemptions, steps=steps, reported_steps=reported_steps, p95_ttft_ms=percentile(ttft, 95) * MS if ttft else 0.0)
 
 
 class LinearStepCost(BaseModel):
