@@ -64,6 +64,10 @@ class Scenario(BaseModel):
     data_parallel_size: int = Field(1, ge=1, le=1024)
     enable_expert_parallel: bool = False  # whole experts per rank instead of a slice of every expert
     all2all_backend: All2AllBackend | None = None  # --all2all-backend (EP with DP); None: vLLM's allgather_reducescatter
+    # EPLB (--enable-eplb; --eplb-config '{"num_redundant_experts": R}', --num-redundant-experts before 0.12): R extra
+    # physical experts spread over the EP ranks, and the balancer's state (engine/eplb.py).
+    enable_eplb: bool = False
+    num_redundant_experts: int = Field(0, ge=0, le=100_000)
     cpu_offload_gb: float = Field(0.0, ge=0, le=100_000)  # weights per GPU kept in pinned CPU memory (UVA)
     enable_prefix_caching: bool | None = None  # None: the version's default (on in V1)
     # The batch sizes vLLM captures CUDA graphs for (--cudagraph-capture-sizes); None: the version's default list.

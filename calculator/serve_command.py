@@ -56,6 +56,7 @@ _BOOLEAN_FLAGS: dict[str, str] = {
     "--enable-extensible-kv-cache": "enable_extensible_kv_cache",
     "--async-scheduling": "async_scheduling",
     "--enable-expert-parallel": "enable_expert_parallel",
+    "--enable-eplb": "enable_eplb",
     "--enable-prefix-caching": "enable_prefix_caching",
     "--enable-lora": "enable_lora",
     "--fully-sharded-loras": "fully_sharded_loras",
@@ -107,9 +108,6 @@ PLAN_IS_OFF: dict[str, str] = {
     "--limit-mm-per-prompt": _MULTIMODAL, "--mm-processor-cache-gb": _MULTIMODAL,
     "--disable-mm-preprocessor-cache": _MULTIMODAL, "--mm-encoder-tp-mode": _MULTIMODAL,
     "--mamba-ssm-cache-dtype": "changes the Mamba state's bytes: the plan uses the model's dtype for it",
-    "--enable-eplb": "redundant experts take more memory than the plan shows",
-    "--num-redundant-experts": "redundant experts take more memory than the plan shows",
-    "--eplb-config": "redundant experts take more memory than the plan shows",
     "--decode-context-parallel-size": ("shards the KV cache across the decode ranks: the deployment holds more "
                                        "tokens than the plan shows"),
     "--config": ("a config file can set any flag, and the plan has not read it: open it and paste its settings as "
@@ -168,6 +166,8 @@ def serve_command(scenario: Scenario, *, multiline: bool = True) -> str:
         written = flag if value else flag.replace("--", "--no-", 1)
         if value is not None and value != Scenario.model_fields[field].default and written in table:
             parts.append(written)
+    if scenario.num_redundant_experts and (eplb := _redundant_experts_flag(scenario.num_redundant_experts, table)):
+        parts.append(eplb)
     config = speculative_config(scenario)
     if config and "--speculative-config" in table:
         parts.append(f"--speculative-config {shlex.quote(json.dumps(config, separators=(',', ':')))}")
@@ -240,6 +240,9 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
         elif canonical in SPECULATIVE_FLAGS:
             problem = _speculative_fields(canonical, str(value), fields)
             (incomplete.append(f"{shown}: {problem}") if problem else imported.append(shown))
+        elif canonical in EPLB_FLAGS:
+            problem = eplb_fields(canonical, str(value), fields)
+            (incomplete.append(f"{shown}: {problem}") if problem else imported.append(shown))
         elif canonical == "--hf-overrides":
             problem = _hf_overrides_field(str(value), fields)
             (incomplete.append(f"{shown}: {problem}") if problem else imported.append(shown))
@@ -270,6 +273,47 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
         raise InvalidInput(f"{VALUE_FLAGS.get(field, field)}: {first['msg']}") from exc
     return scenario, ImportReport(entrypoint=line.entrypoint, imported=tuple(imported), assumed=tuple(assumed),
                                   ignored=tuple(ignored), unknown=parsed.refused, incomplete=tuple(incomplete))
+
+
+# EPLB's redundant experts: --num-redundant-experts (0.9-0.11), --eplb-config's num_redundant_experts (0.10+), and
+# the statistics window the state is sized by (--eplb-window-size 0.9-0.11, --eplb-config's window_size).
+EPLB_FLAGS = frozenset({"--num-redundant-experts", "--eplb-config", "--eplb-window-size"})
+_EPLB_WINDOW = ("sizes EPLB's load window: the plan counts vLLM's default of {default} steps (window x MoE layers x "
+                "physical experts x 4 B), so the state may be more or less than it shows")
+
+
+def eplb_fields(flag: str, value: str, fields: dict[str, Any]) -> str | None:
+    """Read an EPLB flag into ``fields``; why the plan is off where it cannot model it."""
+    from .engine.eplb import DEFAULT_WINDOW_SIZE
+
+    if flag == "--num-redundant-experts":
+        fields["num_redundant_experts"] = _whole(flag, "num_redundant_experts", value)
+        return None
+    if flag == "--eplb-window-size":
+        return None if _whole(flag, "window_size", value) == DEFAULT_WINDOW_SIZE else _EPLB_WINDOW.format(
+            default=DEFAULT_WINDOW_SIZE)
+    try:
+        config = json.loads(value)
+    except ValueError:
+        return "not JSON: vLLM refuses it"
+    if not isinstance(config, dict):
+        return "not a JSON object: vLLM refuses it"
+    if config.get("num_redundant_experts") is not None:
+        fields["num_redundant_experts"] = _whole(flag, "num_redundant_experts", config["num_redundant_experts"])
+    # NOTE: the other keys (step_interval, use_async, policy, communicator, log_balancedness ...) allocate no GPU
+    # memory: NIXL registers the buffer that exists, gloo stages in CPU memory (0.32 eplb_communicator.py).
+    window = config.get("window_size", DEFAULT_WINDOW_SIZE)
+    if window != DEFAULT_WINDOW_SIZE:
+        return _EPLB_WINDOW.format(default=DEFAULT_WINDOW_SIZE)
+    return None
+
+
+def _redundant_experts_flag(count: int, table: Any) -> str | None:
+    """``--eplb-config '{"num_redundant_experts":R}'`` where the version has it (0.10+), else 0.9's flag (None
+    before 0.9: no EPLB)."""
+    if "--eplb-config" in table:
+        return f"--eplb-config {shlex.quote(json.dumps({'num_redundant_experts': count}, separators=(',', ':')))}"
+    return f"--num-redundant-experts {count}" if "--num-redundant-experts" in table else None
 
 
 def _hf_overrides_field(text: str, fields: dict[str, Any]) -> str | None:

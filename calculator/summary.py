@@ -42,11 +42,16 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "pipeline_parallel_size": result.settings.pipeline_parallel_size,
         "interconnect": result.settings.interconnect,
         "enable_expert_parallel": result.scenario.enable_expert_parallel,
+        "enable_eplb": result.scenario.enable_eplb,
+        "num_redundant_experts": result.scenario.num_redundant_experts,
         "dtype": result.settings.dtype,
         "kv_cache_dtype": result.settings.kv_cache_dtype,
         "quantization": result.settings.quantization,
         "gpu_memory_utilization": result.settings.gpu_memory_utilization,
         "weights_bytes": result.budget.weights_bytes,
+        # EPLB's state and its resident one-layer buffer (engine/eplb.py): part of weights_bytes, as vLLM counts
+        # them in "Model loading took"; the redundant experts themselves are in the expert weights.
+        "eplb_bytes": result.weights_by_role.get("eplb", 0),
         "lora_bytes": result.budget.lora_bytes,
         "draft_weights_bytes": result.budget.draft_weights_bytes,
         "speculative_method": result.proposer.method if result.proposer else None,

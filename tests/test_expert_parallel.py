@@ -426,3 +426,116 @@ def test_moonep_replicates_every_expert_plus_four_prefetch_slots_on_every_rank()
 def test_moonep_refuses_what_vllm_refuses(fields, error):
     result = _moe(all2all_backend="moonep", data_parallel_size=8, enable_expert_parallel=True, **fields)
     assert not result.fits and error in result.error
+
+
+# EPLB (--enable-eplb), calculator/engine/eplb.py. DeepSeek-V3 (config.json: 256 routed experts of width 2,048 on
+# hidden 7,168, first_k_dense_replace 3 -> 58 MoE layers of 61; fp8 with 128 x 128 block scales in float32):
+# one expert of one layer = 3 x (2,048 x 7,168 B + 16 x 56 scales x 4 B) = 3 x 14,683,648 = 44,050,944 B.
+DSV3_EXPERT_BYTES = 3 * (2048 * 7168 + (2048 // 128) * (7168 // 128) * 4)
+# EplbState.add_model (0.32 distributed/eplb/eplb_state.py) for L = 58, E = 256, P = 256 + 32 = 288, window 1,000:
+# physical_to_logical_map 58 x 288 x 8 = 133,632; logical_to_physical_map 58 x 256 x 1,024 x 8 = 121,634,816;
+# logical_replica_count 58 x 256 x 8 = 118,784; expert_load_pass 58 x 288 x 4 = 66,816; expert_load_window
+# 1,000 x 58 x 288 x 4 = 66,816,000; last_expert_load 58 x 256 x 8 = 118,784: 188,888,832 B.
+DSV3_EPLB_STATE_0_32 = 133_632 + 121_634_816 + 118_784 + 66_816 + 66_816_000 + 118_784
+
+
+def test_eplb_spreads_the_redundant_experts_over_the_ep_ranks_of_deepseek_v3():
+    # FusedMoE's global_num_experts = 256 + 32 (fused_moe/layer.py determine_expert_counts @0.32): each of the
+    # 8 EP ranks holds (256 + 32) / 8 = 36 experts per MoE layer instead of 32.
+    plain = _deepseek_v3_ep8()
+    eplb = _deepseek_v3_ep8(enable_eplb=True, num_redundant_experts=32)
+    assert DSV3_EXPERT_BYTES == 44_050_944
+    assert plain.weights_by_role["expert"] == 58 * 32 * DSV3_EXPERT_BYTES == 81_758_552_064
+    assert eplb.weights_by_role["expert"] == 58 * 36 * DSV3_EXPERT_BYTES == 91_978_371_072
+    # vLLM's docs (serving/expert_parallel_deployment.md): "approximately 2.4 GB for one redundant expert per EP
+    # rank" for DeepSeek-V3: 58 x 44,050,944 = 2,554,954,752 B = 2.38 GiB
+    assert (eplb.weights_by_role["expert"] - plain.weights_by_role["expert"]) / 4 == 2_554_954_752
+    # add_model keeps its state and a buffer of one layer's 36 local experts (36 x 44,050,944 = 1,585,833,984 B);
+    # it runs inside load_model's DeviceMemoryProfiler (v1/worker/gpu_model_runner.py @0.32), so both are counted
+    # with the weights, before the KV cache is sized: 188,888,832 + 1,585,833,984 = 1,774,722,816 B.
+    assert eplb.weights_by_role["eplb"] == DSV3_EPLB_STATE_0_32 + 36 * DSV3_EXPERT_BYTES == 1_774_722_816
+    assert eplb.budget.weights_bytes - plain.budget.weights_bytes == 4 * 58 * DSV3_EXPERT_BYTES + 1_774_722_816
+    assert estimate_summary(eplb)["eplb_bytes"] == 1_774_722_816
+    assert estimate_summary(plain)["eplb_bytes"] == 0
+    # EPLB without redundant experts still builds its state and buffer (32 physical experts per rank)
+    bare = _deepseek_v3_ep8(enable_eplb=True)
+    assert bare.weights_by_role["expert"] == plain.weights_by_role["expert"]
+    assert bare.weights_by_role["eplb"] == (58 * 256 * 8 + 58 * 256 * 1024 * 8 + 58 * 256 * 8 + 58 * 256 * 4
+                                            + 1000 * 58 * 256 * 4 + 58 * 256 * 8 + 32 * DSV3_EXPERT_BYTES)
+
+
+@pytest.mark.parametrize(("vllm_version", "state", "buffer_resident"), [
+    # 0.9.2 EplbState.build: logical_to_physical_map has R + 1 = 33 slots, the load statistics one column per local
+    # physical expert (36): 133,632 + 58 x 256 x 33 x 8 + 118,784 + 58 x 36 x 4 + 1,000 x 58 x 36 x 4
+    ("0.9.2", 133_632 + 3_919_872 + 118_784 + 8_352 + 8_352_000, False),
+    # 0.10.2-0.30: 1,024 slots (MAX_EXPERT_REDUNDANCY + 1), statistics over all 288 physical experts, no
+    # last_expert_load; 0.11.2 still makes the buffer in rearrange_expert_weights_inplace, 0.12.0 in add_model
+    ("0.11.2", DSV3_EPLB_STATE_0_32 - 118_784, False),
+    ("0.12.0", DSV3_EPLB_STATE_0_32 - 118_784, True),
+    ("0.30.0", DSV3_EPLB_STATE_0_32 - 118_784, True),
+    ("0.31.0", DSV3_EPLB_STATE_0_32, True),  # last_expert_load (L, E) int64 appears
+    # 0.34.0 add_model: R + 1 slots again unless elastic EP: 58 x 256 x 33 x 8 = 3,919,872 instead of 121,634,816
+    ("0.34.0", DSV3_EPLB_STATE_0_32 - 121_634_816 + 3_919_872, True),
+])
+def test_eplb_state_per_vllm_version(vllm_version, state, buffer_resident):
+    result = _deepseek_v3_ep8(vllm_version=vllm_version, enable_eplb=True, num_redundant_experts=32)
+    buffer = 36 * DSV3_EXPERT_BYTES
+    assert result.weights_by_role["eplb"] == state + (buffer if buffer_resident else 0)
+    transient = [w for w in result.warnings if "allocates a buffer of one MoE layer's experts (1.48 GiB)" in w]
+    assert bool(transient) is not buffer_resident
+
+
+@pytest.mark.parametrize(("vllm_version", "fields", "error"), [
+    ("0.32.0", {"data_parallel_size": 8, "enable_eplb": True}, "enable_expert_parallel must be True to use EPLB."),
+    ("0.32.0", {"enable_expert_parallel": True, "enable_eplb": True},
+     "EPLB requires tensor, prefill-context, or data parallelism, but got TP=1, PCP=1, DP=1."),
+    ("0.25.1", {"enable_expert_parallel": True, "enable_eplb": True},
+     "EPLB requires tensor_parallel_size or data_parallel_size to be greater than 1, but got TP=1,DP=1."),
+    ("0.32.0", {"data_parallel_size": 8, "enable_expert_parallel": True, "num_redundant_experts": 32},
+     "num_redundant_experts is set to 32 but EPLB is not enabled. Either enable EPLB or unset num_redundant_experts."),
+    # (128 + 2) % 8 != 0: FusedMoE refuses (0.24+ name the counts; 0.23.0's assert does not)
+    ("0.32.0", {"data_parallel_size": 8, "enable_expert_parallel": True, "enable_eplb": True,
+                "num_redundant_experts": 2},
+     "EPLB currently only supports even distribution of experts across ranks. Got 130 experts and 8 EP ranks."),
+    ("0.23.0", {"data_parallel_size": 8, "enable_expert_parallel": True, "enable_eplb": True,
+                "num_redundant_experts": 2},
+     "EPLB currently only supports even distribution of experts across ranks."),
+])
+def test_eplb_refuses_what_vllm_refuses(vllm_version, fields, error):
+    result = estimate(Scenario(model=MOE, gpu="h100-sxm-80gb", vllm_version=vllm_version, **fields))
+    assert not result.fits and result.error == error
+
+
+def test_import_of_vllms_eplb_launch_line_models_it():
+    # vLLM's docs (serving/expert_parallel_deployment.md, "Single node deployment with EPLB enabled"), for
+    # DeepSeek-V3 (the docs name DeepSeek-V3-0324, same config), with the 32 redundant experts they recommend
+    line = ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --data-parallel-size 8 "
+            "--enable-expert-parallel --enable-eplb "
+            "--eplb-config '{\"window_size\":1000,\"step_interval\":3000,\"num_redundant_experts\":32,"
+            "\"log_balancedness\":true}'")
+    scenario, notes = parse_serve_command(line, Scenario(gpu="h200", vllm_version="0.32.0"))
+    assert (scenario.enable_eplb, scenario.num_redundant_experts) == (True, 32)
+    assert not [note for note in notes if "eplb" in note.lower() or "redundant" in note]
+    assert estimate(scenario).weights_by_role["expert"] == 58 * 36 * DSV3_EXPERT_BYTES
+    assert serve_command(scenario, multiline=False).endswith(
+        "--enable-expert-parallel --enable-eplb --eplb-config '{\"num_redundant_experts\":32}'")
+    # the docs' own value, 2, leaves 258 experts over 8 ranks, which vLLM refuses
+    refused, _ = parse_serve_command(line.replace(":32,", ":2,"), Scenario(gpu="h200", vllm_version="0.32.0"))
+    assert estimate(refused).error == ("EPLB currently only supports even distribution of experts across ranks. "
+                                       "Got 258 experts and 8 EP ranks.")
+    # 0.9-0.11 spell it --num-redundant-experts (0.10-0.11 also take --eplb-config); a window other than 1,000 is
+    # not modelled, and the import says so
+    old, old_notes = parse_serve_command("vllm serve deepseek-ai/DeepSeek-V3 --data-parallel-size 8 "
+                                         "--enable-expert-parallel --enable-eplb --num-redundant-experts 32 "
+                                         "--eplb-window-size 500", Scenario(gpu="h200", vllm_version="0.9.2"))
+    assert old.num_redundant_experts == 32
+    assert serve_command(old, multiline=False).endswith("--enable-eplb --num-redundant-experts 32")
+    assert any(note.startswith("incomplete: --eplb-window-size 500: sizes EPLB's load window") for note in old_notes)
+
+
+def test_cli_takes_vllms_eplb_flags(capsys):
+    assert main(["estimate", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "h200", "--vllm-version", "0.32.0",
+                 "--data-parallel-size", "8", "--enable-expert-parallel", "--enable-eplb", "--eplb-config",
+                 '{"num_redundant_experts": 32}', "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["enable_eplb"], out["num_redundant_experts"], out["eplb_bytes"]) == (True, 32, 1_774_722_816)

@@ -59,6 +59,7 @@ from .overheads import (
     non_torch_bytes,
 )
 from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
+from .eplb import eplb_config_error, eplb_layout_error, transient_buffer_warning, with_eplb_state
 from .placement import cpu_offloaded_bytes, experts_placed
 from .recurrent_state import (
     cpu_state_dtype_warning,
@@ -258,7 +259,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                               data_parallel_size=scenario.data_parallel_size,
                               enable_expert_parallel=scenario.enable_expert_parallel,
                               all2all_backend=scenario.all2all_backend) if lora else None
-    error = (_refusal_error(rules, settings, refusal) if refusal else settings.error or lora_problem
+    error = (_refusal_error(rules, settings, refusal) if refusal else settings.error
+             or _eplb_error(scenario, spec, rules, tp) or lora_problem
              or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
              or _fit_error(rules, settings, layout, budgets, usable, request_blocks, max_fitting)
              or _mamba_slots_error(rules, settings, layout, num_blocks))
@@ -296,13 +298,38 @@ def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
     placed = experts_placed(spec, tensor_parallel_size=settings.tensor_parallel_size,
                             data_parallel_size=scenario.data_parallel_size,
                             enable_expert_parallel=scenario.enable_expert_parallel,
-                            all2all_backend=scenario.all2all_backend)
+                            all2all_backend=scenario.all2all_backend,
+                            num_redundant_experts=eplb_redundant_experts(scenario, spec))
     return lora_slots(placed, rules.version, max_loras=scenario.max_loras, max_lora_rank=scenario.max_lora_rank,
                       dtype_bytes=lora_dtype_bytes(scenario.lora_dtype, settings.dtype_bytes),
                       tensor_parallel_size=settings.tensor_parallel_size,
                       pipeline_parallel_size=settings.pipeline_parallel_size,
                       fully_sharded=scenario.fully_sharded_loras,
                       max_num_batched_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs)
+
+
+def eplb_redundant_experts(scenario: Scenario, spec: ModelSpec, *, eplb_runs: bool = False) -> int | None:
+    """The redundant experts EPLB places on the EP ranks (0 without them). With ``eplb_runs``: None where no EPLB
+    state is built (EPLB off, no experts, no expert parallelism over more than one rank)."""
+    runs = (scenario.enable_eplb and scenario.enable_expert_parallel and spec.moe is not None
+            and scenario.tensor_parallel_size * scenario.data_parallel_size > 1)
+    if eplb_runs:
+        return scenario.num_redundant_experts if runs else None
+    return scenario.num_redundant_experts if runs else 0
+
+
+def _eplb_error(scenario: Scenario, spec: ModelSpec, rules: VersionRules, tp: int) -> str | None:
+    """What vLLM refuses about ``--enable-eplb`` and the redundant experts (``eplb.py``), in its words."""
+    if not (scenario.enable_eplb or scenario.num_redundant_experts):
+        return None
+    dp = scenario.data_parallel_size
+    return (eplb_config_error(rules.version, enable_eplb=scenario.enable_eplb,
+                              num_redundant_experts=scenario.num_redundant_experts,
+                              enable_expert_parallel=scenario.enable_expert_parallel, tensor_parallel_size=tp,
+                              data_parallel_size=dp)
+            or (eplb_layout_error(rules.version, num_experts=spec.moe.num_experts,
+                                  num_redundant_experts=scenario.num_redundant_experts, ep_size=tp * dp)
+                if spec.moe is not None and scenario.enable_eplb else None))
 
 
 def _proposer(scenario: Scenario, spec: ModelSpec, settings: ResolvedSettings,
@@ -363,12 +390,17 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
                       quantization: QuantizationSpec | None, device: Device, dtype_bytes: int, tp: int, pp: int,
                       interconnect: Interconnect, enforce_eager: bool, data_parallel_size: int,
                       enable_expert_parallel: bool, cpu_offload_gb: float, all2all_backend: str | None,
-                      ) -> _DeploymentTerms:
+                      num_redundant_experts: int | None = None) -> _DeploymentTerms:
+    # NOTE: num_redundant_experts is None without EPLB, else EPLB's R (0 or more) redundant experts.
     placed = experts_placed(spec, tensor_parallel_size=tp, data_parallel_size=data_parallel_size,
-                            enable_expert_parallel=enable_expert_parallel, all2all_backend=all2all_backend)
+                            enable_expert_parallel=enable_expert_parallel, all2all_backend=all2all_backend,
+                            num_redundant_experts=num_redundant_experts or 0)
     storage = expert_storage(quantization, rules, gpu, device)
     held_as = resident_quantization(quantization, gpu, device, dtype_bytes)
     weights = _cached_weights(placed, dtype_bytes, tp, pp, held_as, storage)
+    if num_redundant_experts is not None:
+        weights = with_eplb_state(weights, placed, rules.version, ep_size=tp * data_parallel_size,
+                                  num_redundant_experts=num_redundant_experts)
     offloaded = cpu_offloaded_bytes(placed, dtype_bytes=dtype_bytes, tensor_parallel_size=tp,
                                     pipeline_parallel_size=pp, quantization=held_as,
                                     cpu_offload_bytes=int(cpu_offload_gb * GIB))
@@ -390,6 +422,8 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
     non_torch = non_torch_bytes(tensor_parallel_size=tp, pipeline_parallel_size=pp, device=device, rules=rules,
                                 unified_memory=host_counts, interconnect=interconnect, nvls=has_nvls(interconnect, gpu))
     closing = [f"Reported failure: {issue.summary}. {issue.url}" for issue in known_issues(rules, spec, gpu, tp)]
+    if num_redundant_experts is not None and (eplb_note := transient_buffer_warning(rules.version, weights, placed)):
+        closing.append(eplb_note)
     if a2a_note := all2all_warning(all2all_backend, spec, data_parallel_size=data_parallel_size,
                                    enable_expert_parallel=enable_expert_parallel, quantization=quantization,
                                    sm_count=gpu.sm_count if gpu is not None else None, tensor_parallel_size=tp,
@@ -460,7 +494,8 @@ def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gp
                                num_speculative_tokens=draft_tokens))
     fixed = _deployment_terms(spec, rules, gpu, quantization, settings.device, settings.dtype_bytes, tp, pp,
                               settings.interconnect, settings.enforce_eager, scenario.data_parallel_size,
-                              scenario.enable_expert_parallel, scenario.cpu_offload_gb, scenario.all2all_backend)
+                              scenario.enable_expert_parallel, scenario.cpu_offload_gb, scenario.all2all_backend,
+                              eplb_redundant_experts(scenario, spec, eplb_runs=True))
     if fixed.offload_warning:
         warnings.append(fixed.offload_warning)
     return _Deployment(choices=choices, drafter=drafter, layout=layout, fixed=fixed,

@@ -34,9 +34,12 @@ def _cdiv(a: int, b: int) -> int:
 
 @lru_cache(maxsize=256)
 def experts_placed(spec: ModelSpec, *, tensor_parallel_size: int, data_parallel_size: int,
-                   enable_expert_parallel: bool, all2all_backend: str | None = None) -> ModelSpec:
+                   enable_expert_parallel: bool, all2all_backend: str | None = None,
+                   num_redundant_experts: int = 0) -> ModelSpec:
     """``spec`` with its expert tensors reshaped so that the TP split of ``weights.py`` gives each rank
-    what vLLM places there under DP/EP (unchanged for dense models or a single engine without EP)."""
+    what vLLM places there under DP/EP (unchanged for dense models or a single engine without EP).
+
+    ``num_redundant_experts``: EPLB's extra physical experts (``eplb.py``), spread over the EP ranks with the rest."""
     tp, dp = tensor_parallel_size, data_parallel_size
     expert_parallel = enable_expert_parallel and tp * dp > 1
     if spec.moe is None or (dp == 1 and not expert_parallel):
@@ -51,8 +54,10 @@ def experts_placed(spec: ModelSpec, *, tensor_parallel_size: int, data_parallel_
             placed.append(tensor.model_copy(update={"count": tensor.count + MOONEP_PREFETCH_SLOTS,
                                                     "tp": "replicated"}))
         elif expert_parallel:
-            # NOTE: whole experts; the busiest rank holds ceil(E / ep_size) of them, none TP-split.
-            placed.append(tensor.model_copy(update={"count": _cdiv(tensor.count, tp * dp), "tp": "replicated"}))
+            # NOTE: whole experts; the busiest rank holds ceil((E + R) / ep_size) of them, none TP-split (EPLB's R
+            # redundant experts are physical copies: FusedMoE's global_num_experts = E + R, determine_expert_counts).
+            count = _cdiv(tensor.count + num_redundant_experts, tp * dp)
+            placed.append(tensor.model_copy(update={"count": count, "tp": "replicated"}))
         else:
             # NOTE: ceil(ceil(n / dp) / tp) == ceil(n / (dp x tp)): pre-split by dp, weights.py splits by tp.
             shape = list(tensor.shape)

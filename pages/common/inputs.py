@@ -243,6 +243,14 @@ def parallelism_section(prefix: str, spec: ModelSpec | None) -> dict[str, object
     ep = st.checkbox("Expert parallel (MoE)", key=f"{prefix}_enable_expert_parallel",
                         help="--enable-expert-parallel: each GPU holds whole experts instead of a slice of each "
                              "(MoE models)")
+    eplb_left, eplb_right = st.columns(2)
+    eplb = eplb_left.checkbox("EPLB", key=f"{prefix}_enable_eplb",
+                              help="--enable-eplb: vLLM's expert load balancer (needs expert parallel): its state "
+                                   "and a buffer of one layer's experts per GPU")
+    redundant = eplb_right.number_input("Redundant experts", key=f"{prefix}_num_redundant_experts",
+                                        help="--eplb-config '{\"num_redundant_experts\": R}': R more physical "
+                                             "experts, split evenly with the others over TP × DP GPUs",
+                                        **_bounded("num_redundant_experts"))
     link = interconnect_picker(prefix)
     backend = _picker("All-to-all backend (expert parallel with DP)", ALL2ALL_BACKENDS, prefix, "all2all_backend",
                       help="--all2all-backend: how MoE tokens reach the ranks holding their experts under "
@@ -251,7 +259,8 @@ def parallelism_section(prefix: str, spec: ModelSpec | None) -> dict[str, object
                            "budget)")
     st.caption(f"{tp * pp} GPU(s) per engine" + (f", {tp * pp * dp} in all" if dp > 1 else ""))
     return {"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "data_parallel_size": dp,
-            "enable_expert_parallel": ep, "interconnect": link, "all2all_backend": backend}
+            "enable_expert_parallel": ep, "enable_eplb": eplb, "num_redundant_experts": redundant,
+            "interconnect": link, "all2all_backend": backend}
 
 
 def valid_quantizations(spec: ModelSpec | None) -> list[str]:
