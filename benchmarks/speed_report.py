@@ -172,9 +172,16 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "* **gpt-oss-20b's decode step at one request is not set by memory traffic** "
         "(`gpuconc-{h100pcie,h200,b200}-*-c1`): the measured step is 4.5 ms on both H200 and B200, whose HBM differs "
         "1.7x. In sample the fitted step terms now land the TPOT within 10 % (table below); held out by source it is "
-        "6-16 % fast on the CUDA cards and 28 % fast on MI300X, since those terms come from other sources' dense and "
-        "MoE runs. The mechanism is still missing: the MXFP4 MoE path at small batch (its kernel count and what it "
-        "streams), which the model prices as a generic MoE layer.",
+        "6-16 % fast on the CUDA cards, since those terms come from other sources' dense and MoE runs; the mechanism "
+        "there is still missing (the MXFP4 MoE path at small batch on CUDA, priced as a generic MoE layer).",
+        "* **MXFP4 experts on MI300X run through a Triton kernel that dequantizes in its K loop** "
+        "(`gpuconc-mi300x-gptoss20b-*`): vLLM (0.10.2 `get_mxfp4_backend`, and 0.30-0.32 without VLLM_ROCM_USE_AITER) "
+        "runs gpt-oss's experts on gfx942 through triton_kernels' matmul_ogs; ROCm/triton issue #970 times one "
+        "call at decode (M = 1, K 3072) at 79 us against a 7-9 us memory floor. The model now gives each of the "
+        "two expert GEMMs of an MoE layer that floor (3.29 us per 128-deep K step, `calculator/speed/costs.py`). "
+        "Held out, the MI300X TPOT went from 30-47 % fast to 15 % slow (one request) and 16-27 % fast "
+        "(C = 4-16): the floor is one wave of tiles, and at larger batches more experts make more tiles than "
+        "the GPU runs at once, which is not modelled.",
         "* **One-request TTFT faster than the GPU can prefill** (`tt340-a100-*`): Qwen3-14B's 4096-token row "
         "(217 ms, a mean over 2 prompts) needs 558 TFLOPS on a 312 TFLOPS A100. Part of it is the benchmark's test "
         "prompt (above): the 4,096- and 8,192-token rows ran 2 prompts, one of them cached, the shorter rows 4 or 8, "

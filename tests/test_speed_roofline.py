@@ -188,3 +188,31 @@ def test_the_batch_where_decode_turns_compute_bound_solves_the_roofline_by_hand(
     assert _compute_bound_from(replica, context) == 496
     # At 1,000 tokens each request adds more KV bytes than FLOPs at these rates: no batch turns compute-bound.
     assert _compute_bound_from(replica, 1000) is None
+
+
+# gpt-oss-20b (hidden 2880, expert intermediate 2880, 24 MoE layers, 4 of 32 experts per token). On MI300X (gfx942, no
+# FP4 matrix cores) vLLM runs its MXFP4 experts through triton_kernels' matmul_ogs, which dequantizes each 128-deep
+# K step in registers; ROCm/triton issue #970 times one call at M = 1 with K 3072 (2880 padded to 256) at 79 us.
+GPT_OSS_K_STEPS = 3072 // 128  # 24 steps of block_k 128 in both the gate_up (K = hidden) and down (K = intermediate)
+GPT_OSS_FLOOR_PER_LAYER_S = 2 * 79e-6  # two calls of 24 K steps each, 79 us / 24 per step
+
+
+def test_mxfp4_experts_on_cdna3_take_the_measured_triton_floor_per_call() -> None:
+    costs, rates = _deployment("openai/gpt-oss-20b", gpu="mi300x-192gb")
+    assert costs.moe_layers == 24
+    assert costs.expert_gemm_floor_s == pytest.approx(GPT_OSS_FLOOR_PER_LAYER_S, rel=1e-12)  # 158 us
+    floored = step_time(costs, rates, UNIT, decode_tokens=1, decode_context_tokens=1000)
+    streamed = step_time(costs.model_copy(update={"expert_gemm_floor_s": 0.0}), rates, UNIT, decode_tokens=1,
+                         decode_context_tokens=1000)
+    # one token touches exactly 4 of 32 experts: 1/8 of the expert bytes at 5.3 TB/s, far under the 3.792 ms floor
+    expert_stream_s = costs.expert_weight_bytes / 8 / 5.3e12
+    assert 24 * GPT_OSS_FLOOR_PER_LAYER_S == pytest.approx(3.792e-3, rel=1e-12)
+    assert floored.memory_s - streamed.memory_s == pytest.approx(3.792e-3 - expert_stream_s, rel=1e-9)
+    # tensor parallelism splits the down GEMM's K: 2880 / 2 = 1440, padded to 1536 = 12 steps (24 + 12 = 36)
+    costs_tp2, _ = _deployment("openai/gpt-oss-20b", gpu="mi300x-192gb", tensor_parallel_size=2)
+    assert costs_tp2.expert_gemm_floor_s == pytest.approx(36 * 79e-6 / GPT_OSS_K_STEPS, rel=1e-12)  # 118.5 us
+
+
+def test_the_mxfp4_floor_is_only_where_vllm_dequantizes_in_the_triton_kernel() -> None:
+    assert _deployment("openai/gpt-oss-20b", gpu="h100-sxm-80gb")[0].expert_gemm_floor_s == 0.0  # CUDA kernels
+    assert _deployment("Qwen/Qwen3-30B-A3B", gpu="mi300x-192gb")[0].expert_gemm_floor_s == 0.0  # BF16 experts

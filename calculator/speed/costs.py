@@ -33,6 +33,20 @@ TP_ALL_REDUCES_PER_LAYER = 2  # after attention (o_proj) and after the MLP/MoE (
 # weighted sum; shared experts add gate_up, activation, down and the add.
 KERNELS_ATTENTION, KERNELS_MLA, KERNELS_MLA_NO_Q_LORA, KERNELS_MAMBA = 6, 13, 11, 6
 KERNELS_DENSE_MLP, KERNELS_MOE, KERNELS_SHARED_EXPERTS = 4, 8, 4
+# MXFP4 experts on CDNA3 (gfx942: MI300X, MI300A, MI325X). vLLM runs them through OpenAI's triton_kernels
+# ``matmul_ogs`` (Mxfp4Backend.TRITON: ``get_mxfp4_backend`` in quantization/mxfp4.py, 0.10.2: ROCm with
+# triton_kernels installed; 0.30-0.32 fused_moe/oracle/mxfp4.py: the gpt-oss list reaches TRITON on gfx942 unless
+# VLLM_ROCM_USE_AITER=1 enables AITER's a16w4 kernel, which the planner does not model). gfx942 has no FP4 matrix
+# cores, so each tile dequantizes its MXFP4 weights in registers before a BF16 MFMA, block_k 128 ("matmul_ogs uses
+# block_k=128 for MXFP4 on pre-CDNA4 GPUs", oracle/mxfp4.py, which pads K to 256 on ROCm). At decode a call has few
+# tiles (4 routed experts x N / block_n), one wave on the GPU, so its time is one tile's serial K loop, not its bytes:
+# ROCm/triton issue #970 measures one matmul_ogs call at gpt-oss-20b's gate_up shape (M = 1, 4 of 32 experts,
+# K 3072, N 6144) at 79 us on MI300X (119 us with the 3.7.1 amdgpu-trackers flag, a later regression) against a
+# 7-9 us memory floor: 79 us / (3072 / 128) K steps = 3.29 us per 128-deep K step.
+ROCM_MXFP4_TRITON_BLOCK_K = 128
+ROCM_MXFP4_TRITON_PAD = 256
+ROCM_MXFP4_TRITON_K_STEP_S = 79e-6 / (3072 / ROCM_MXFP4_TRITON_BLOCK_K)
+EXPERT_GEMMS_PER_MOE_LAYER = 2  # gate_up (K = hidden) and down (K = the expert intermediate size on this rank)
 
 
 class AttentionGroup(BaseModel):
@@ -79,6 +93,9 @@ class ForwardCosts(BaseModel):
     draft_kv_bytes_per_context_token: float = 0.0
     draft_flops_per_token: float = 0.0
     draft_kernels: int = 0
+    # Floor of the MoE layer's two grouped expert GEMMs (seconds per layer, both calls): the time a kernel that
+    # dequantizes in its K loop takes at decode whatever its bytes (``ROCM_MXFP4_TRITON_K_STEP_S``); 0 elsewhere.
+    expert_gemm_floor_s: float = 0.0
     # --data-parallel-size > 1 on an MoE model: each MoE layer works on the tokens of this many engines, and moves
     # this many bytes per local token over the link (dispatch and combine, ``moe_dispatch.py``).
     moe_token_ranks: int = 1
@@ -138,6 +155,8 @@ def forward_costs(result: Estimate) -> ForwardCosts:
                                          data_parallel_size=scenario.data_parallel_size,
                                          enable_expert_parallel=scenario.enable_expert_parallel,
                                          all2all_backend=scenario.all2all_backend, dtype_bytes=s.dtype_bytes)))
+    if (floor := expert_gemm_floor_s(result)) > 0:
+        extra["expert_gemm_floor_s"] = floor
     drafter = result.proposer
     if drafter is not None:
         extra.update(speculative_tokens=drafter.num_speculative_tokens, acceptance_rate=drafter.acceptance_rate)
@@ -148,6 +167,25 @@ def forward_costs(result: Estimate) -> ForwardCosts:
                          draft_kv_bytes_per_context_token=sum(g.kv_bytes_per_context_token for g in draft.attention),
                          draft_flops_per_token=draft.linear_flops_per_token, draft_kernels=draft.kernels_per_step)
     return costs.model_copy(update=extra) if extra else costs
+
+
+def expert_gemm_floor_s(result: Estimate) -> float:
+    """Seconds one MoE layer's two expert GEMMs take at least at decode: MXFP4 experts on a CDNA3 GPU, where
+    vLLM's Triton kernel dequantizes each 128-deep K step in registers (``ROCM_MXFP4_TRITON_K_STEP_S``); 0 for
+    every other deployment, whose expert GEMMs stream at the roofline."""
+    moe, quantization, gpu = result.model.moe, result.quantization, result.gpu
+    if moe is None or quantization is None or quantization.method != "mxfp4" or gpu is None or gpu.family != "cdna3":
+        return 0.0
+    # NOTE: tensor parallelism splits the expert intermediate size (the down GEMM's K); expert parallelism keeps
+    # whole experts on each rank.
+    split = 1 if result.scenario.enable_expert_parallel else result.settings.tensor_parallel_size
+    steps = sum(math.ceil(_round_up(k, ROCM_MXFP4_TRITON_PAD) / ROCM_MXFP4_TRITON_BLOCK_K)
+                for k in (result.model.hidden_size, math.ceil(moe.expert_intermediate_size / split)))
+    return steps * ROCM_MXFP4_TRITON_K_STEP_S
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 @lru_cache(maxsize=1024)

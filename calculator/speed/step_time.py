@@ -11,6 +11,8 @@ concurrency the step turns compute-bound and the k extra tokens per request cost
 With ``--data-parallel-size`` > 1 on an MoE model every MoE layer works on all engines' tokens (vLLM keeps the DP
 engines in lockstep, so each runs a step of the same size) and dispatches and combines them over the link
 (``moe_dispatch.py``).
+Expert GEMMs that dequantize their weights inside the K loop (MXFP4 experts on CDNA3, ``costs.py``) take at least a
+measured floor per call at decode, above the time their bytes take.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class StepTime(BaseModel):
     """One step on the busiest rank, split into its parts (seconds)."""
 
     model_config = ConfigDict(frozen=True)
-    memory_s: float  # bytes / (HBM bandwidth x efficiency)
+    memory_s: float  # bytes / (HBM bandwidth x efficiency), and expert GEMM floors above their bytes (costs.py)
     compute_s: float  # FLOPs / (peak of the compute path x efficiency)
     communication_s: float  # TP all-reduces (0 at TP = 1) and the MoE layers' DP dispatch and combine
     overhead_s: float  # on the GPU: the fixed latency of every kernel the step launches
@@ -77,7 +79,14 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
              + decode_tokens * (k + 1) * costs.decode_attention_flops(decode_context_tokens)
              + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens)
              + k * decode_tokens * costs.draft_flops_per_token)
-    memory_s = streamed / (rates.memory_bandwidth_bytes_s * constants.bandwidth_efficiency)
+    bandwidth = rates.memory_bandwidth_bytes_s * constants.bandwidth_efficiency
+    memory_s = streamed / bandwidth
+    if costs.expert_gemm_floor_s and moe_tokens:
+        # NOTE: expert GEMMs that dequantize in their K loop (MXFP4 on CDNA3, costs.py) take the longer of
+        # streaming the touched experts and their per-call floor; the floor is in the memory-side time, so a
+        # compute-bound step (long prefills) still hides it.
+        expert_s = costs.expert_weight_bytes * costs.touched_expert_fraction(moe_tokens) / bandwidth
+        memory_s += max(0.0, costs.moe_layers * costs.expert_gemm_floor_s - expert_s)
     compute_s = flops / (rates.peak_flops * constants.compute_efficiency)
     if not with_overheads:
         return memory_s, compute_s  # type: ignore[return-value]
