@@ -42,6 +42,8 @@ def _template(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[str, ...], se
 
 
 _new = object.__new__
+# NOTE: BaseModel's slots' own setters: object.__setattr__(model, "__dict__", ...) looks the slot up on every call.
+_set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
@@ -61,10 +63,10 @@ def computed(cls: type[Model], values: dict[str, Any]) -> Model:
         return cls(**values)
     model = _new(cls)
     if len(values) == len(order):
-        object.__setattr__(model, "__dict__", values)
+        _set_dict(model, values)
         _set_fields_set(model, names)  # NOTE: one shared set per class: a frozen model never adds to it
     else:
-        object.__setattr__(model, "__dict__", {**template, **values})
+        _set_dict(model, {**template, **values})
         _set_fields_set(model, set(values))
     _set_extra(model, None)
     _set_private(model, None)

@@ -1013,40 +1013,45 @@ def test_lfm2_moe_weights_dense_then_routed():
     assert mamba_state_bytes(spec.layers[0], tensor_parallel_size=1, model_dtype_bytes=2) == 1024
 
 
-@pytest.mark.parametrize(("model", "pool", "bytes_per_block", "blocks", "state_groups"), [
+@pytest.mark.parametrize(("model", "pool", "bytes_per_block", "blocks", "state_groups", "align_blocks"), [
+    # align_blocks: state blocks a request holds in each recurrent group on 0.32 ("align" mode): the running state and
+    # the block-aligned checkpoint, plus a Mamba2 mixer's prefill checkpoint block (mamba_mixer2.py,
+    # num_prefill_checkpoint_blocks=1; the tiny Granite 4 / Nemotron-H / Falcon-H1 servers of test_against_vllm.py).
     # Hand figures from each config.json at TP 1, bf16, with a 4 GiB pool (64 MiB for LFM2, whose 21,845 blocks in 4 GiB exceed any max_num_seqs; groups of min(#attention, #recurrent)
     # layers; one attention page grown to the 16-aligned block that holds a recurrent state, times the group size).
     # Qwen3.5-27B: 16 attention + 48 gated delta nets -> groups of 16 (3 recurrent); state 3 x (2 x 16 x 128 +
     # 48 x 128) x 2 B + 48 x 128 x 128 x 4 B (mamba_ssm_dtype float32) = 3,207,168 B; 4,096 B per token -> 784 tokens.
-    ("Qwen/Qwen3.5-27B", 4 * GIB, 16 * 784 * 4096, 83, 3),
+    ("Qwen/Qwen3.5-27B", 4 * GIB, 16 * 784 * 4096, 83, 3, 2),
     # LFM2-1.2B: 6 attention + 10 short convolutions -> groups of 6 (2 conv); conv state 2 x 2048 x 2 B = 8,192 B fits
     # the 16-token attention page of 16 x 2,048 B.
-    ("LiquidAI/LFM2-1.2B", 64 * 2**20, 6 * 16 * 2048, 341, 2),
+    ("LiquidAI/LFM2-1.2B", 64 * 2**20, 6 * 16 * 2048, 341, 2, 2),
     # Nemotron-3-Nano: 6 attention + 23 Mamba2 (the 23 MoE layers cache nothing) -> groups of 6 (4 recurrent); state
     # 3 x (64 x 64 + 2 x 8 x 128) x 2 B + 64 x 64 x 128 x 4 B (mamba_ssm_cache_dtype float32) = 2,134,016 B; 1,024 B
     # per token -> 2,084 tokens, 2,096 aligned.
-    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 4 * GIB, 6 * 2096 * 1024, 333, 4),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 4 * GIB, 6 * 2096 * 1024, 333, 4, 3),
     # granite-4.0-h-small: 4 attention + 36 Mamba2 -> groups of 4 (9 recurrent); state 3 x (2 x 4096 + 2 x 128) x 2 B
     # + 128 x 64 x 128 x 2 B = 2,147,840 B; 4,096 B per token -> 525 tokens, 528 aligned.
-    ("ibm-granite/granite-4.0-h-small", 4 * GIB, 4 * 528 * 4096, 496, 9),
+    ("ibm-granite/granite-4.0-h-small", 4 * GIB, 4 * 528 * 4096, 496, 9, 3),
     # granite-4.0-h-1b: 4 attention + 36 Mamba2 -> groups of 4 (9 recurrent); state 3 x (3072 + 2 x 128) x 2 B
     # + 48 x 64 x 128 x 2 B = 806,400 B; 2,048 B per token -> 393.75 tokens, 400 aligned.
-    ("ibm-granite/granite-4.0-h-1b", 4 * GIB, 4 * 400 * 2048, 1310, 9),
+    ("ibm-granite/granite-4.0-h-1b", 4 * GIB, 4 * 400 * 2048, 1310, 9, 3),
     # granite-4.0-h-350m: 4 attention + 28 Mamba2 -> groups of 4 (7 recurrent); state 3 x (1536 + 2 x 128) x 2 B
     # + 48 x 32 x 128 x 2 B = 403,968 B; 1,024 B per token -> 394.5 tokens, 400 aligned.
-    ("ibm-granite/granite-4.0-h-350m", 4 * GIB, 4 * 400 * 1024, 2621, 7),
+    ("ibm-granite/granite-4.0-h-350m", 4 * GIB, 4 * 400 * 1024, 2621, 7, 3),
     # granite-4.0-h-tiny: the Mamba and attention shapes of h-1b (its 64 experts cache nothing): groups of 4
     # (9 recurrent); 806,400 B of state; 2,048 B per token -> 393.75 tokens, 400 aligned.
-    ("ibm-granite/granite-4.0-h-tiny", 4 * GIB, 4 * 400 * 2048, 1310, 9),
+    ("ibm-granite/granite-4.0-h-tiny", 4 * GIB, 4 * 400 * 2048, 1310, 9, 3),
     # Falcon-H1-0.5B-Instruct: attention and Mamba2 in each of 36 layers -> one group of each (1 recurrent); state
     # 3 x (1536 + 2 x 128) x 2 B + 24 x 64 x 128 x 2 B = 403,968 B; 512 B per token and layer -> 789 tokens, 800 aligned.
-    ("tiiuae/Falcon-H1-0.5B-Instruct", 4 * GIB, 36 * 800 * 512, 291, 1),
+    ("tiiuae/Falcon-H1-0.5B-Instruct", 4 * GIB, 36 * 800 * 512, 291, 1, 3),
 ])
-def test_state_slots_of_each_hybrid_family_by_hand(model, pool, bytes_per_block, blocks, state_groups):
+def test_state_slots_of_each_hybrid_family_by_hand(model, pool, bytes_per_block, blocks, state_groups,
+                                                   align_blocks):
     """Issue 27 item 2 audit: sequence slots = pool blocks // (recurrent groups x state blocks per request), and
     vLLM 0.20+'s refusal compares max_num_seqs with all the pool's blocks (compilation.py, same text 0.28-0.32)."""
     assert pool // bytes_per_block == blocks
-    for version, per_group in (("0.32.0", 2), ("0.27.0", 1)):  # align mode (prefix caching on by default) from 0.28
+    # align mode (prefix caching on by default) from 0.28; 0.30 has no Mamba2 prefill checkpoint block yet
+    for version, per_group in (("0.32.0", align_blocks), ("0.30.0", 2), ("0.27.0", 1)):
         result = estimate(Scenario(model=model, gpu="H100", max_model_len=2048, kv_cache_memory_bytes=pool,
                                    max_num_seqs=blocks, vllm_version=version))
         assert (result.layout.bytes_per_block, result.capacity.num_gpu_blocks) == (bytes_per_block, blocks)

@@ -63,6 +63,7 @@ from .eplb import eplb_config_error, eplb_layout_error, transient_buffer_warning
 from .placement import cpu_offloaded_bytes, experts_placed
 from .recurrent_state import (
     cpu_state_dtype_warning,
+    has_mamba2_mixer,
     mamba_slots_fix,
     mamba_slots_refusal,
     mamba_state_blocks_per_request,
@@ -491,7 +492,7 @@ def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gp
                            sliding_window_block_size=sliding_window_block_size(rules, kernel, settings.block_size),
                            mamba_state_blocks=mamba_state_blocks_per_request(
                                rules, prefix_caching_given=scenario.enable_prefix_caching,
-                               num_speculative_tokens=draft_tokens))
+                               num_speculative_tokens=draft_tokens, mamba2=has_mamba2_mixer(spec)))
     fixed = _deployment_terms(spec, rules, gpu, quantization, settings.device, settings.dtype_bytes, tp, pp,
                               settings.interconnect, settings.enforce_eager, scenario.data_parallel_size,
                               scenario.enable_expert_parallel, scenario.cpu_offload_gb, scenario.all2all_backend,

@@ -62,7 +62,9 @@ class KvCacheLayout(BaseModel):
     kv_bytes_per_token_per_stage: tuple[float, ...]  # full-attention-equivalent bytes per token, per rank
 
     def __hash__(self) -> int:  # cheap and consistent with __eq__ (see ModelSpec.__hash__)
-        return hash((self.block_size, self.group_size, self.bytes_per_block_per_stage, len(self.groups)))
+        fields = self.__dict__
+        return hash((fields["block_size"], fields["group_size"], fields["bytes_per_block_per_stage"],
+                     len(fields["groups"])))
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -308,8 +310,8 @@ def kv_bytes_needed_for_one_request(layout: KvCacheLayout, max_model_len: int, i
 
 def stage_bytes_for_blocks(layout: KvCacheLayout, blocks_per_group: tuple[int, ...], stage: int) -> int:
     """What one stage's layers hold for ``blocks_per_group`` block ids of each group (``group_blocks_per_request``)."""
-    return sum(g.layers_per_stage[stage] * blocks * g.page_size_bytes
-               for g, blocks in zip(layout.groups, blocks_per_group))
+    return sum([g.layers_per_stage[stage] * blocks * g.page_size_bytes
+                for g, blocks in zip(layout.groups, blocks_per_group)])
 
 
 def capacity_figures(layout: KvCacheLayout, rules: VersionRules, *, num_gpu_blocks: int, max_model_len: int,

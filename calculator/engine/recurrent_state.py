@@ -24,6 +24,11 @@ MAMBA_SLOTS_ERROR_SINCE = (0, 20)
 # with "and not model_config.is_hybrid"), and MambaModelConfig then sets mamba_cache_mode "align" (0.18+).
 HYBRID_PREFIX_CACHING_DEFAULT_SINCE = (0, 28)
 ALIGN_MODE_SINCE = (0, 18)
+# NOTE: vllm/model_executor/layers/mamba/mamba_mixer2.py (MambaMixer2.get_kv_cache_spec) gives a Mamba2 mixer's
+# MambaSpec num_prefill_checkpoint_blocks=1 in 0.32.0 (also 0.33.0 and 0.34.0; absent in 0.30.0; 0.31 not checked),
+# and MambaSpec.max_memory_usage_bytes counts it in "align" mode: 3 state blocks a request, which the server's
+# kv_cache_size_tokens shows (tiny Granite 4 hybrid, Nemotron-H and Falcon-H1 cases in tests/test_against_vllm.py).
+MAMBA2_PREFILL_CHECKPOINT_SINCE = (0, 32)
 
 
 def has_recurrent_state(layout: KvCacheLayout) -> bool:
@@ -36,13 +41,23 @@ def hybrid_prefix_caching(rules: VersionRules, given: bool | None) -> bool:
 
 
 def mamba_state_blocks_per_request(rules: VersionRules, *, prefix_caching_given: bool | None,
-                                   num_speculative_tokens: int = 0) -> int:
+                                   num_speculative_tokens: int = 0, mamba2: bool = False) -> int:
     """State blocks one request holds in each recurrent group: ``MambaSpec.max_memory_usage_bytes`` / page, i.e.
     2 with ``mamba_cache_mode`` "align" (the running state and the last block-aligned checkpoint), else 1, plus one
-    per speculative token (``num_speculative_blocks``, 0.28+)."""
+    per speculative token (``num_speculative_blocks``, 0.28+), plus, in "align" mode, Mamba2 mixers' prefill
+    checkpoint block (``mamba2``: ``num_prefill_checkpoint_blocks``, MAMBA2_PREFILL_CHECKPOINT_SINCE)."""
     align = rules.engine == "v1" and rules.version.key >= (*ALIGN_MODE_SINCE, 0) \
         and hybrid_prefix_caching(rules, prefix_caching_given)
-    return (2 if align else 1) + speculative_state_tokens(rules, num_speculative_tokens)
+    checkpoint = int(align and mamba2 and rules.version.key >= (*MAMBA2_PREFILL_CHECKPOINT_SINCE, 0))
+    return (2 if align else 1) + checkpoint + speculative_state_tokens(rules, num_speculative_tokens)
+
+
+def has_mamba2_mixer(spec: ModelSpec) -> bool:
+    """A Mamba2 mixer among the layers (Granite 4 hybrids, Nemotron-H, Falcon-H1's parallel mixers): the layers whose
+    Mamba2 B/C groups the spec records; gated delta nets and short convolutions have none."""
+    return any(layer.mamba_n_groups is not None
+               or (layer.parallel_state is not None and layer.parallel_state.mamba_n_groups is not None)
+               for layer in spec.layers)
 
 
 def speculative_state_tokens(rules: VersionRules, num_speculative_tokens: int) -> int:

