@@ -96,7 +96,7 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "",
         f"![predicted vs measured]({png_name})",
         "",
-        f"Uncertainty band (80 % of held-out errors fall inside): TTFT ×/÷ {bands['ttft']}, "
+        f"Uncertainty band (sized to hold 80 % of the held-out values of a source it never saw): TTFT ×/÷ {bands['ttft']}, "
         f"TPOT ×/÷ {bands['tpot']}, output throughput ×/÷ {bands['throughput']}.",
         "",
         regimes,

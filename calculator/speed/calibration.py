@@ -79,14 +79,17 @@ class Coverage(BaseModel):
     max_running_requests: int  # the most requests any run had in the engine at once
 
 
-# The uncertainty bands by load regime (calculator/speed/bands.py): 80 % of the held-out errors (leave-one-source-
-# out) in each regime fall within this factor each way. ``benchmarks/speed_accuracy.py`` prints them and the
-# coverage (docs/speed-accuracy.md).
+# The uncertainty bands by load regime (calculator/speed/bands.py), sized to hold 80 % of the held-out values of a
+# source they never saw (the factor each way): each is the band of the least share of the held-out errors (leave-one-
+# source-out), from 80 % up, for which a band sized on the other sources holds 80 % of a source's values; a source's
+# errors move together, so 80 % of the pooled errors held only 50-78 % of unseen sources' one-request values.
+# ``benchmarks/speed_accuracy.py`` prints them and the coverage (docs/speed-accuracy.md); where even the widest band
+# holds less (one request TTFT 61 %, throughput 79 %; saturated throughput 78 %), it is the widest held-out error.
 REGIME_BAND_FACTOR: dict[str, dict[str, float]] = {
-    "one request": {"ttft": 1.89, "tpot": 1.25, "throughput": 1.2},
-    "below the knee": {"ttft": 1.5, "tpot": 1.34, "throughput": 1.25},
+    "one request": {"ttft": 2.94, "tpot": 1.34, "throughput": 1.43},
+    "below the knee": {"ttft": 1.5, "tpot": 1.34, "throughput": 1.32},
     # NOTE: two held-out TTFTs and no TPOT measured in this regime: those two take the band of all regimes.
-    "saturated": {"ttft": 1.79, "tpot": 1.34, "throughput": 1.62},
+    "saturated": {"ttft": 2.17, "tpot": 1.34, "throughput": 1.85},
 }
 COVERAGE = Coverage(gpu_families=frozenset({"ampere", "ada", "hopper", "blackwell", "cdna3"}),
                     engines=frozenset({"V0", "V1", "V1 async"}), model_kinds=frozenset({"dense", "MoE"}),
@@ -95,8 +98,8 @@ COVERAGE = Coverage(gpu_families=frozenset({"ampere", "ada", "hopper", "blackwel
 # sources overlap in every dimension the coverage names, so held out only one record lay outside what the others
 # cover (kvcached-h100-qwen3-0.6b-rate-inf, 500 requests at once against the others' 256), too few to measure it.
 DOMAIN_WIDENING = 2.0
-# Regime-free bands (the estimate's own band fields): 80 % of all held-out errors.
-BAND_FACTOR = {"ttft": 1.79, "tpot": 1.34, "throughput": 1.32}
+# Regime-free bands (the estimate's own band fields), sized on all held-out errors the same way.
+BAND_FACTOR = {"ttft": 2.17, "tpot": 1.34, "throughput": 1.32}
 
 
 def constants_for(platform: str) -> SpeedConstants:
