@@ -235,15 +235,17 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
     layout, fixed = deployment.layout, deployment.fixed
     warnings = [*spec.warnings, *settings.warnings, *deployment.warnings]
     budgets = _stage_budgets(scenario, spec, rules, settings, deployment, lora)
-    num_blocks = min(max(b.kv_cache_bytes, 0) // per_block
-                     for b, per_block in zip(budgets, layout.bytes_per_block_per_stage))
+    # NOTE: list comprehensions, not generators, on this path: a generator costs more to start and resume than its one
+    # or two items (the stages, the KV groups) cost to compute.
+    num_blocks = min([max(b.kv_cache_bytes, 0) // per_block
+                      for b, per_block in zip(budgets, layout.bytes_per_block_per_stage)])
     if scenario.num_gpu_blocks_override:
         num_blocks = scenario.num_gpu_blocks_override
         warnings.append(f"Overriding num_gpu_blocks with num_gpu_blocks_override={num_blocks}")
     in_flight = in_flight_tokens(rules, max_num_batched_tokens=settings.max_num_batched_tokens,
                                  pipeline_parallel_size=pp, async_scheduling=settings.async_scheduling)
     # NOTE: the block ids one request needs in each group, read by the log line's figures and the one-request check.
-    request_blocks = tuple(group_blocks_per_request(g, settings.max_model_len, in_flight) for g in layout.groups)
+    request_blocks = tuple([group_blocks_per_request(g, settings.max_model_len, in_flight) for g in layout.groups])
     capacity = capacity_figures(layout, rules, num_gpu_blocks=num_blocks, max_model_len=settings.max_model_len,
                                 in_flight=in_flight, per_request=sum(request_blocks))
     usable = _usable_for_one_request(rules, layout, budgets, scenario.num_gpu_blocks_override)
@@ -513,16 +515,24 @@ def _draft_outside_profile(drafter: Proposer | None, settings: ResolvedSettings,
     return drafter is not None and settings.engine == "v0" and rules.version.at_least(7)
 
 
+# NOTE: the fields a stage's budget reads, once per estimate from the instances' __dict__ (see _deployment_fields).
+_budget_settings = itemgetter("tensor_parallel_size", "pipeline_parallel_size", "device", "max_num_seqs",
+                              "max_num_batched_tokens", "memory_formula", "dtype_bytes", "enforce_eager",
+                              "gpu_memory_bytes", "gpu_memory_utilization")
+_budget_fields = itemgetter("kv_cache_memory_bytes", "other_processes_memory_gib", "overhead_adjustment_gib",
+                            "data_parallel_size", "enable_expert_parallel", "cudagraph_capture_sizes")
+
+
 def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, settings: ResolvedSettings,
                    deployment: _Deployment, lora: LoraSlots | None) -> list[MemoryBudget]:
     fixed, drafter = deployment.fixed, deployment.drafter
-    tp, pp, device = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.device
-    max_num_seqs, max_num_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
-    kv_given = scenario.kv_cache_memory_bytes
+    tp, pp, device, max_num_seqs, max_num_batched_tokens, formula, dtype_bytes, enforce_eager, total_bytes, util = \
+        _budget_settings(settings.__dict__)
+    kv_given, other_processes_gib, adjustment_gib, dp, ep, capture_sizes = _budget_fields(scenario.__dict__)
     if device == "cpu" and kv_given is None:
         kv_given = CPU_DEFAULT_KV_CACHE_BYTES
-    other_processes = int(scenario.other_processes_memory_gib * GIB)
-    adjustment = int(scenario.overhead_adjustment_gib * GIB)
+    other_processes = int(other_processes_gib * GIB)
+    adjustment = int(adjustment_gib * GIB)
     # NOTE: the all-to-all buffers are sized for the batch budget, a point field (not in the cached deployment terms)
     all2all = all2all_bytes(scenario, spec, rules, settings)
     v0_drafter = _draft_outside_profile(drafter, settings, rules)
@@ -530,27 +540,26 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
         layers_on_stage = deployment.layers_on_stage[stage]
         budgets.append(memory_budget(
-            formula=settings.memory_formula,
-            total_bytes=settings.gpu_memory_bytes,
-            gpu_memory_utilization=settings.gpu_memory_utilization,
+            formula=formula,
+            total_bytes=total_bytes,
+            gpu_memory_utilization=util,
             other_processes_bytes=other_processes,
             context_bytes=fixed.context_bytes,
             weights_bytes=stage_weights,
             activation_bytes=activation_peak_bytes(
                 spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                activation_dtype_bytes=settings.dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
-                rules=rules, data_parallel_size=scenario.data_parallel_size,
-                enable_expert_parallel=scenario.enable_expert_parallel,
+                activation_dtype_bytes=dtype_bytes, tensor_parallel_size=tp, is_last_stage=stage == pp - 1,
+                rules=rules, data_parallel_size=dp, enable_expert_parallel=ep,
                 drafter_forward_bytes=drafter_activation_bytes(
                     drafter, spec, max_num_batched_tokens=max_num_batched_tokens,
-                    activation_dtype_bytes=settings.dtype_bytes) if drafter and not v0_drafter else 0)
+                    activation_dtype_bytes=dtype_bytes) if drafter and not v0_drafter else 0)
             + (lora.shrink_buffer_bytes if lora else 0),
             non_torch_bytes=fixed.non_torch_bytes + all2all,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
-                                            enforce_eager=settings.enforce_eager, rules=rules, device=device,
+                                            enforce_eager=enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=max_num_batched_tokens,
-                                            capture_sizes=scenario.cudagraph_capture_sizes),
-            subtracts_cudagraph=fixed.subtracts_cudagraph and settings.memory_formula != "v1_extensible",
+                                            capture_sizes=capture_sizes),
+            subtracts_cudagraph=fixed.subtracts_cudagraph and formula != "v1_extensible",
             cudagraph_note=fixed.cudagraph_note,
             has_startup_check=rules.has_startup_free_memory_check,
             platform=device,
@@ -583,7 +592,7 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
     for budget in budgets:
         if budget.startup_error:
             return budget.startup_error
-    if any(b.kv_cache_bytes <= 0 for b in budgets):
+    if any([b.kv_cache_bytes <= 0 for b in budgets]):
         return no_memory_error(rules.version, _hint(settings))
     for stage, available in enumerate(usable):
         needed = stage_bytes_for_blocks(layout, request_blocks, stage)

@@ -82,7 +82,7 @@ def with_speculative_state(spec: ModelSpec, extra_tokens: int) -> ModelSpec:
 
 def state_slots(layout: KvCacheLayout, num_blocks: int) -> int | None:
     """Sequences whose recurrent state the pool can hold at once (no attention blocks counted); None without any."""
-    per_sequence = sum(group.state_blocks for group in layout.groups if group.kind == "mamba")
+    per_sequence = sum([group.state_blocks for group in layout.groups if group.kind == "mamba"])
     return num_blocks // per_sequence if per_sequence else None
 
 
@@ -91,8 +91,9 @@ def mamba_slots_refusal(rules: VersionRules, layout: KvCacheLayout, *, device: D
     """vLLM's refusal, verbatim, when FULL decode CUDA graphs need one state block per sequence and the pool has fewer
     blocks than ``max_num_seqs``; None when this version, device or mode does not check (CPU and
     ``--enforce-eager`` capture no graphs)."""
-    if (not has_recurrent_state(layout) or rules.engine != "v1" or enforce_eager or device == "cpu"
-            or rules.version.key < (*MAMBA_SLOTS_ERROR_SINCE, 0) or max_num_seqs <= num_blocks):
+    # NOTE: the plain comparisons first: on a pool that holds max_num_seqs blocks no layer needs walking.
+    if (max_num_seqs <= num_blocks or enforce_eager or device == "cpu" or rules.engine != "v1"
+            or rules.version.key < (*MAMBA_SLOTS_ERROR_SINCE, 0) or not has_recurrent_state(layout)):
         return None
     return MAMBA_SLOTS_ERROR.format(max_num_seqs=max_num_seqs, num_blocks=num_blocks)
 
