@@ -47,7 +47,7 @@ class KvGroup(BaseModel):
     sliding_window: int | None = None
     attention_chunk_size: int | None = None
     layers_per_stage: tuple[int, ...] = ()  # PP stage -> how many of this group's layers live there
-    state_blocks: int = 1  # kind == "mamba": state blocks a request holds (mamba_cache_mode "align" keeps 2)
+    state_blocks: int = 1  # kind == "mamba": state blocks a request holds ("align" mode: 2, Mamba2 from 0.32: 3)
 
 
 class KvCacheLayout(BaseModel):
@@ -284,7 +284,7 @@ def _request_blocks_rule(group: KvGroup, in_flight: int) -> tuple[int | None, in
     """(cap, extra): a request at max_model_len L needs ``ceil(min(cap, L) / block_size) + extra`` block ids of the
     group; no cap (None) where it keeps every token."""
     if group.kind == "mamba":
-        return 0, group.state_blocks  # NOTE: whatever the length: one state ("none"), or two ("align")
+        return 0, group.state_blocks  # NOTE: whatever the length: 1 ("none"), 2 ("align"), 3 (Mamba2, "align")
     if group.kind == "sliding_window" and group.sliding_window:
         return group.sliding_window - 1 + in_flight, 1
     if group.kind == "chunked_local" and group.attention_chunk_size:
