@@ -506,6 +506,19 @@ def test_eplb_refuses_what_vllm_refuses(vllm_version, fields, error):
     assert not result.fits and result.error == error
 
 
+def test_a_model_that_takes_no_part_in_eplb_keeps_its_memory_and_is_told_so():
+    # gpt-oss: GptOssForCausalLM implements no MixtureOfExperts and passes num_redundant_experts=0 to its experts
+    # (gpt_oss.py in the 0.28-0.34 wheels), so --enable-eplb passes vLLM's checks and changes nothing: even 2
+    # redundant experts over 4 EP ranks (130 % 4 != 0, which FusedMoE refuses where EPLB runs) start.
+    fields = {"model": "openai/gpt-oss-120b", "gpu": "h100-sxm-80gb", "vllm_version": "0.32.0",
+              "data_parallel_size": 4, "enable_expert_parallel": True}
+    plain = estimate(Scenario(**fields))
+    asked = estimate(Scenario(**fields, enable_eplb=True, num_redundant_experts=2))
+    assert asked.fits and asked.budget.weights_bytes == plain.budget.weights_bytes
+    assert "eplb" not in asked.weights_by_role
+    assert any("GptOssForCausalLM takes no part in vLLM's EPLB" in warning for warning in asked.warnings)
+
+
 def test_import_of_vllms_eplb_launch_line_models_it():
     # vLLM's docs (serving/expert_parallel_deployment.md, "Single node deployment with EPLB enabled"), for
     # DeepSeek-V3 (the docs name DeepSeek-V3-0324, same config), with the 32 redundant experts they recommend

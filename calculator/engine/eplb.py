@@ -42,6 +42,27 @@ _LAST_LOAD_FROM = 31  # last_expert_load (L, E) int64: in 0.31.0's EplbModelStat
 _FITTED_SLOTS_FROM = 34  # 0.34: R + 1 slots per logical expert again, unless elastic EP (which the plan does not model)
 
 
+# NOTE: MoE models whose vLLM code takes no part in EPLB in every release read (0.28, 0.30, 0.32, 0.33, 0.34 wheels):
+# their class implements no ``MixtureOfExperts`` (so ``get_mixture_of_experts_model`` finds nothing and
+# ``EplbState.add_model`` never runs) and their FusedMoE layers get no redundant experts (gpt_oss.py passes 0,
+# minimax_m2.py, granitemoe.py, granitemoehybrid.py and qwen2_moe.py never read the EPLB config). For them
+# ``--enable-eplb`` passes vLLM's flag checks and changes no memory.
+NOT_IN_EPLB = frozenset({"GptOssForCausalLM", "MiniMaxM2ForCausalLM", "GraniteMoeForCausalLM",
+                         "GraniteMoeHybridForCausalLM", "Qwen2MoeForCausalLM"})
+
+
+def takes_part_in_eplb(spec: ModelSpec) -> bool:
+    """Whether vLLM places redundant experts and builds the balancer's state for this model (an MoE not in
+    ``NOT_IN_EPLB``)."""
+    return spec.moe is not None and spec.architecture not in NOT_IN_EPLB
+
+
+def not_in_eplb_warning(spec: ModelSpec) -> str:
+    return (f"{spec.architecture} takes no part in vLLM's EPLB (its model code implements no MixtureOfExperts and "
+            "places no redundant experts): --enable-eplb passes vLLM's checks and changes no memory, so the plan "
+            "has no redundant experts and no balancer state")
+
+
 def eplb_config_error(version: VllmVersion, *, enable_eplb: bool, num_redundant_experts: int,
                       enable_expert_parallel: bool, tensor_parallel_size: int, data_parallel_size: int) -> str | None:
     """What vLLM's ParallelConfig refuses about the EPLB flags, in its words (None: accepted)."""

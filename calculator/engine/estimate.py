@@ -59,7 +59,14 @@ from .overheads import (
     non_torch_bytes,
 )
 from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
-from .eplb import eplb_config_error, eplb_layout_error, transient_buffer_warning, with_eplb_state
+from .eplb import (
+    eplb_config_error,
+    eplb_layout_error,
+    not_in_eplb_warning,
+    takes_part_in_eplb,
+    transient_buffer_warning,
+    with_eplb_state,
+)
 from .placement import cpu_offloaded_bytes, experts_placed
 from .recurrent_state import (
     cpu_state_dtype_warning,
@@ -277,6 +284,8 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                         f"their {max(lora.bytes_per_stage) / GIB:.2f} GiB are not taken out of the KV cache's budget "
                         "and must fit in the (1 - gpu_memory_utilization) headroom")
     warnings += fixed.closing_warnings
+    if scenario.enable_eplb and spec.moe is not None and not takes_part_in_eplb(spec):
+        warnings.append(not_in_eplb_warning(spec))
     if scenario.all2all_backend == "moonep" and (later := moonep_later_buffers_warning(
             "moonep", spec, version=rules.version, data_parallel_size=scenario.data_parallel_size,
             enable_expert_parallel=scenario.enable_expert_parallel, tensor_parallel_size=tp,
@@ -313,8 +322,9 @@ def _lora_slots(scenario: Scenario, spec: ModelSpec, rules: VersionRules,
 
 def eplb_redundant_experts(scenario: Scenario, spec: ModelSpec, *, eplb_runs: bool = False) -> int | None:
     """The redundant experts EPLB places on the EP ranks (0 without them). With ``eplb_runs``: None where no EPLB
-    state is built (EPLB off, no experts, no expert parallelism over more than one rank)."""
-    runs = (scenario.enable_eplb and scenario.enable_expert_parallel and spec.moe is not None
+    state is built (EPLB off, no experts or a model that takes no part, no expert parallelism over more than one
+    rank)."""
+    runs = (scenario.enable_eplb and scenario.enable_expert_parallel and takes_part_in_eplb(spec)
             and scenario.tensor_parallel_size * scenario.data_parallel_size > 1)
     if eplb_runs:
         return scenario.num_redundant_experts if runs else None
@@ -332,7 +342,7 @@ def _eplb_error(scenario: Scenario, spec: ModelSpec, rules: VersionRules, tp: in
                               data_parallel_size=dp)
             or (eplb_layout_error(rules.version, num_experts=spec.moe.num_experts,
                                   num_redundant_experts=scenario.num_redundant_experts, ep_size=tp * dp)
-                if spec.moe is not None and scenario.enable_eplb else None))
+                if takes_part_in_eplb(spec) and scenario.enable_eplb else None))
 
 
 def _proposer(scenario: Scenario, spec: ModelSpec, settings: ResolvedSettings,
