@@ -190,6 +190,9 @@ def _exclusion(case: CalibrationCase, record: dict) -> str | None:
             and rules_for(case.vllm_version).non_torch_counts_other_processes):
         return ("0.6.4 counts other processes' memory as its own non-torch memory, and other processes of unknown "
                 "size shared this GPU (the same card printed 0.15 to 0.47 GiB for it within hours)")
+    if "video" in str((record.get("extra_settings") or {}).get("mm_profiling", "")):
+        return ("vLLM profiled the vision encoder with a video item of maximum size; encoder_profile.py models the "
+                "largest image only (neither the video's cached outputs nor the encoder's own peak on it)")
     if not record.get("vllm_version") and record.get("max_model_len") is None:
         return ("neither the vLLM version nor max_model_len was printed (each moves this pool by more than 10 %; "
                 "see the modelled-version note)")

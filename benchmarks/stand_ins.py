@@ -82,4 +82,7 @@ STAND_INS: dict[str, StandIn] = {
         "meta-llama/Llama-3.2-1B-Instruct", "the base model of the same shapes"),
     "file-44gb-llama32-1b-default-v0101dev": StandIn(
         "meta-llama/Llama-3.2-1B-Instruct", "the base model of the same shapes"),
+    "file-2xh200-qwen3-next-80b-a3b-tp2-defaults-v0102": StandIn(
+        "Qwen/Qwen3-Coder-Next", "Qwen3-Next-80B-A3B-Instruct: the instruct model of the same Qwen3-Next-80B-A3B "
+        "shapes (48 layers, 512 experts of 512, 2 KV heads x 256 every 4th layer) that the coder model is built on"),
 }
