@@ -82,6 +82,10 @@ STAND_INS: dict[str, StandIn] = {
         "meta-llama/Llama-3.2-1B-Instruct", "the base model of the same shapes"),
     "file-44gb-llama32-1b-default-v0101dev": StandIn(
         "meta-llama/Llama-3.2-1B-Instruct", "the base model of the same shapes"),
+    "file-2xl40s-qwen3-30b-a3b-2507-fp8-tp2-ep-v0102": StandIn(
+        "Qwen/Qwen3-30B-A3B", "Qwen's FP8 checkpoint of its July 2025 update (the same shapes; e4m3 in 128 x 128 "
+        "blocks), whose config raises max_position_embeddings to 262,144; the record sets max_model_len 32,768",
+        FP8_BLOCK_128),
     "file-2xh200-qwen3-next-80b-a3b-tp2-defaults-v0102": StandIn(
         "Qwen/Qwen3-Coder-Next", "Qwen3-Next-80B-A3B-Instruct: the instruct model of the same Qwen3-Next-80B-A3B "
         "shapes (48 layers, 512 experts of 512, 2 KV heads x 256 every 4th layer) that the coder model is built on"),
