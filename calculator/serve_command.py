@@ -282,6 +282,15 @@ _EPLB_WINDOW = ("sizes EPLB's load window: the plan counts vLLM's default of {de
                 "physical experts x 4 B), so the state may be more or less than it shows")
 
 
+def _json_object(value: str) -> dict[str, Any] | str:
+    """A flag's JSON object, or why vLLM refuses the value."""
+    try:
+        config = json.loads(value)
+    except ValueError:
+        return "not JSON: vLLM refuses it"
+    return config if isinstance(config, dict) else "not a JSON object: vLLM refuses it"
+
+
 def eplb_fields(flag: str, value: str, fields: dict[str, Any]) -> str | None:
     """Read an EPLB flag into ``fields``; why the plan is off where it cannot model it."""
     from .engine.eplb import DEFAULT_WINDOW_SIZE
@@ -292,12 +301,9 @@ def eplb_fields(flag: str, value: str, fields: dict[str, Any]) -> str | None:
     if flag == "--eplb-window-size":
         return None if _whole(flag, "window_size", value) == DEFAULT_WINDOW_SIZE else _EPLB_WINDOW.format(
             default=DEFAULT_WINDOW_SIZE)
-    try:
-        config = json.loads(value)
-    except ValueError:
-        return "not JSON: vLLM refuses it"
-    if not isinstance(config, dict):
-        return "not a JSON object: vLLM refuses it"
+    config = _json_object(value)
+    if isinstance(config, str):
+        return config
     if config.get("num_redundant_experts") is not None:
         fields["num_redundant_experts"] = _whole(flag, "num_redundant_experts", config["num_redundant_experts"])
     # NOTE: the other keys (step_interval, use_async, policy, communicator, log_balancedness ...) allocate no GPU
@@ -466,12 +472,10 @@ def _speculative_fields(flag: str, value: str, fields: dict[str, Any]) -> str | 
         config[key] = value
         config.pop("method", None)
     else:
-        try:
-            config = json.loads(value)
-        except ValueError:
-            return "not JSON: vLLM refuses it"
-        if not isinstance(config, dict):
-            return "not a JSON object: vLLM refuses it"
+        parsed = _json_object(value)
+        if isinstance(parsed, str):
+            return parsed
+        config = parsed
     if not any(config.get(key) for key in ("method", "model", "num_speculative_tokens")):
         return _NOTHING_TO_SPECULATE
     method = speculative_method(config.get("method"), config.get("model"))
