@@ -398,3 +398,15 @@ def test_a_secret_in_the_launch_line_never_reaches_the_report():
     text = " ".join([*report.imported, *report.ignored, *report.assumed, *report.unknown, *report.incomplete])
     assert "sk-secret-1" not in text and "hf_secret_2" not in text
     assert "--api-key (value hidden): no effect on GPU memory or capacity" in report.ignored
+
+
+@pytest.mark.parametrize(("flag", "value", "reason"), [
+    ("--eplb-config", "{bad", "not JSON: vLLM refuses it"),
+    ("--eplb-config", "[32]", "not a JSON object: vLLM refuses it"),
+    ("--speculative-config", "{bad", "not JSON: vLLM refuses it"),
+    ("--speculative-config", "[1]", "not a JSON object: vLLM refuses it"),
+])
+def test_a_json_flag_that_is_no_json_object_is_named_with_vllms_refusal(flag, value, reason):
+    line = f"vllm serve Qwen/Qwen3-30B-A3B --enable-expert-parallel --enable-eplb {flag} '{value}'"
+    _, notes = parse_serve_command(line, Scenario(vllm_version="0.32.0"))
+    assert f"incomplete: {flag} {value}: {reason}" in notes
