@@ -19,14 +19,13 @@ from .engine.estimate import Estimate, estimate
 from .engine.expert_parallel import All2AllBackend
 from .engine.uncertainty import coverage_notes, verdict
 from .engine.vllm_versions import LATEST_VERSION
-from .errors import CalculatorError, InvalidInput, one_line_validation_error
+from .errors import CalculatorError, one_line_validation_error
 from .explain import lead_sentence
 from .gpus import Interconnect, gpu_catalog
 from .model.model_source import preset_ids
 from .scenario import Scenario
-from .serve_command import eplb_fields
 from .speed import cli as speed_cli
-from .speed.cli import add_feature_flags, add_hf_overrides_flag, feature_fields
+from .speed.cli import add_eplb_flags, add_feature_flags, add_hf_overrides_flag, eplb_settings, feature_fields
 from .summary import estimate_summary
 from .units import gib, parse_size
 
@@ -57,12 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--all2all-backend", choices=get_args(All2AllBackend),
                      help="MoE token dispatch under --enable-expert-parallel with DP > 1 "
                           "(default allgather_reducescatter)")
-    est.add_argument("--enable-eplb", action="store_true",
-                     help="MoE under --enable-expert-parallel: vLLM's expert load balancer (its state, and the "
-                          "redundant experts of --eplb-config / --num-redundant-experts)")
-    est.add_argument("--eplb-config", type=_eplb_config, metavar="JSON",
-                     help='EPLB settings as vLLM takes them, e.g. \'{"num_redundant_experts": 32}\'')
-    est.add_argument("--num-redundant-experts", type=int, help="vLLM 0.9-0.11's spelling of num_redundant_experts")
+    add_eplb_flags(est)
     est.add_argument("--interconnect", choices=get_args(Interconnect),
                      help="how the GPUs talk (NCCL and all-reduce memory at TP > 1); default: the card's usual link")
     est.add_argument("--gpu-memory-utilization", type=float)
@@ -107,22 +101,9 @@ def _max_model_len(text: str) -> int | None:
     return _int_or_size(text)
 
 
-def _eplb_config(text: str) -> int:
-    """The redundant experts of an ``--eplb-config`` JSON, read as the serve-command import reads it."""
-    fields: dict[str, int] = {}
-    try:
-        problem = eplb_fields("--eplb-config", text, fields)
-    except InvalidInput as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-    if problem and problem.startswith("not "):
-        raise argparse.ArgumentTypeError(f"{text[:80]}: {problem}")
-    return fields.get("num_redundant_experts", 0)
-
-
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     fields = {name: getattr(args, name) for name in Scenario.model_fields if getattr(args, name, None) is not None}
-    if getattr(args, "eplb_config", None) is not None:
-        fields["num_redundant_experts"] = args.eplb_config
+    fields.update(eplb_settings(args))
     fields.update(feature_fields(args))
     if args.gpu_memory_gib is not None:
         fields.pop("gpu", None)

@@ -220,3 +220,16 @@ def test_recommend_json_marks_each_option_met_or_at_risk_and_ranks_on_ttft_p95(c
     assert {row["slo_status"] for row in data["by_cost_per_hour"]} == {"met"}  # no SLO: nothing at risk
     ttfts = [row["ttft_p95_ms"] for row in data["by_ttft_p95"]]
     assert ttfts == sorted(ttfts) and all(row["bands"]["regime"] for row in data["by_ttft_p95"])
+
+
+@pytest.mark.parametrize("command", ["estimate", "speed", "recommend"])
+def test_eplb_flags_with_vllms_names_on_every_command(command) -> None:
+    from calculator.cli import _parser
+    from calculator.speed.cli import eplb_settings
+
+    load = ["--input-tokens", "1000", "--output-tokens", "200", "--request-rate", "2"]
+    common = ["--model", "Qwen/Qwen3-30B-A3B"] + (load if command != "estimate" else [])
+    args = _parser().parse_args([command, *common, "--enable-eplb", "--eplb-config", '{"num_redundant_experts": 8}'])
+    assert eplb_settings(args) == {"enable_eplb": True, "num_redundant_experts": 8}
+    older = _parser().parse_args([command, *common, "--enable-eplb", "--num-redundant-experts", "16"])
+    assert eplb_settings(older) == {"enable_eplb": True, "num_redundant_experts": 16}

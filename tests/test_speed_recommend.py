@@ -202,3 +202,21 @@ def test_a_row_opened_in_plan_carries_the_sets_price(llama8) -> None:
                                           target_concurrent_requests=32), SpeedInputs())
     _, speed = request.plan_inputs(result.by_cost_per_hour[0], result.max_model_len, SpeedInputs())
     assert speed.usd_per_gpu_hour == 2.16
+
+
+@pytest.mark.parametrize(("redundant", "ep_refusal"), [
+    (8, None),  # (128 + 8) / 8 = 17 experts on each of the 8 EP ranks
+    (2, "EPLB currently only supports even distribution of experts across ranks. Got 130 experts and 8 EP ranks."),
+])
+def test_eplb_applies_to_the_expert_parallel_layouts_only(redundant, ep_refusal) -> None:
+    # vLLM refuses --enable-eplb without --enable-expert-parallel, so the TP layouts the recommender also tries run
+    # without it; Qwen3-30B-A3B's 128 experts plus the redundant ones must split evenly over the 8 DP x EP ranks.
+    result = recommend(load_model_spec("Qwen/Qwen3-30B-A3B"), Traffic(input_tokens=1000, output_tokens=200,
+                                                                      concurrency=8),
+                       gpus=["h100-sxm-80gb"], prices=_prices(), data_parallel_size=8,
+                       features={"enable_eplb": True, "num_redundant_experts": redundant})
+    options = [*result.by_cost_per_hour, *result.rejected]
+    tp_only = [o for o in options if not o.deployment.enable_expert_parallel]
+    ep = [o for o in options if o.deployment.enable_expert_parallel and o.deployment.data_parallel_size == 8]
+    assert tp_only and all("EPLB" not in (o.reason or "") for o in tp_only)
+    assert ep and all(o.reason == ep_refusal for o in ep)

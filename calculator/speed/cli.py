@@ -21,7 +21,7 @@ from ..engine.estimate import estimate
 from ..engine.vllm_versions import LATEST_VERSION
 from ..errors import CalculatorError, InvalidInput
 from ..model.model_source import load_model_spec
-from ..serve_command import speculative_fields
+from ..serve_command import eplb_fields, speculative_fields
 from . import bench_cli
 from .bands import SpeedBands, speed_bands
 from .inputs import FEATURE_FIELDS, RecommendRequest, SpeedInputs
@@ -125,6 +125,7 @@ def register(commands: argparse._SubParsersAction, estimate_parser: argparse.Arg
                           f"simulated on one replica of each deployment (its first {MAX_BENCH_PROMPTS} prompts)")
     rec.add_argument("--top", type=_positive_int, default=10, help="rows to print (text output)")
     rec.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_eplb_flags(rec)
     add_feature_flags(rec)
     add_hf_overrides_flag(rec)
 
@@ -134,6 +135,37 @@ def add_hf_overrides_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hf-overrides", metavar="JSON",
                         help="a JSON object applied to the model's config.json, as vLLM does, e.g. "
                              "'{\"num_hidden_layers\": 16}'")
+
+
+def add_eplb_flags(parser: argparse.ArgumentParser) -> None:
+    """EPLB with vLLM's flag names (estimate, speed and recommend)."""
+    parser.add_argument("--enable-eplb", action="store_true",
+                        help="MoE under --enable-expert-parallel: vLLM's expert load balancer (its state, and the "
+                             "redundant experts of --eplb-config / --num-redundant-experts)")
+    parser.add_argument("--eplb-config", type=_eplb_config, metavar="JSON",
+                        help='EPLB settings as vLLM takes them, e.g. \'{"num_redundant_experts": 32}\'')
+    parser.add_argument("--num-redundant-experts", type=int,
+                        help="vLLM 0.9-0.11's spelling of num_redundant_experts")
+
+
+def _eplb_config(text: str) -> int:
+    """The redundant experts of an ``--eplb-config`` JSON, read as the serve-command import reads it."""
+    fields: dict[str, int] = {}
+    try:
+        problem = eplb_fields("--eplb-config", text, fields)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    if problem and problem.startswith("not "):
+        raise argparse.ArgumentTypeError(f"{text[:80]}: {problem}")
+    return fields.get("num_redundant_experts", 0)
+
+
+def eplb_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The Scenario fields of the EPLB flags that were given."""
+    fields: dict[str, object] = {"enable_eplb": True} if getattr(args, "enable_eplb", False) else {}
+    redundant = next((value for value in (getattr(args, "eplb_config", None),
+                                          getattr(args, "num_redundant_experts", None)) if value is not None), None)
+    return fields if redundant is None else {**fields, "num_redundant_experts": redundant}
 
 
 def add_feature_flags(parser: argparse.ArgumentParser) -> None:
@@ -181,7 +213,7 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
                   e2e_s=args.e2e_s)
         result = recommend(load_model_spec(args.model), traffic, slo, gpus=args.gpu, max_gpus=args.max_gpus,
                            budget_per_hour=args.budget_per_hour, vllm_version=args.vllm_version,
-                           max_model_len=args.max_model_len, price_set=args.price_set, features=feature_fields(args),
+                           max_model_len=args.max_model_len, price_set=args.price_set, features={**feature_fields(args), **eplb_settings(args)},
                            expert_parallel=args.enable_expert_parallel, data_parallel_size=args.data_parallel_size,
                            bench=parse_bench_command(args.bench).load if args.bench else None)
         return json.dumps(recommendations_summary(result)) if args.json else render_recommendations(result, args.top)

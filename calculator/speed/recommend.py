@@ -206,7 +206,7 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
               data_parallel_size: int | None = None, bench: BenchLoad | None = None) -> Recommendations:
     """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost (``prices`` over
     the default list, or over the consistent ``price_set``). ``features``: Scenario fields every candidate runs
-    with (LoRA slots, speculative decoding). ``expert_parallel``, ``data_parallel_size``: which DP x EP layouts an
+    with (LoRA slots, speculative decoding; EPLB on the expert-parallel layouts only). ``expert_parallel``, ``data_parallel_size``: which DP x EP layouts an
     MoE model is also tried with (``layouts``). ``bench``: a ``vllm bench serve`` load each deployment's replica is
     simulated under (its first ``MAX_BENCH_PROMPTS`` prompts), whose TTFT p95 is then judged against the SLO and
     ranked on instead of the steady load's."""
@@ -276,13 +276,25 @@ def workload_model_len(spec: ModelSpec, traffic: Traffic) -> int:
     return min(spec.derived_max_model_len, 1 << max(0, (needed - 1).bit_length()))
 
 
+EPLB_FIELDS = ("enable_eplb", "num_redundant_experts")
+
+
+def _for_layout(features: Mapping[str, object] | None, deployment: Deployment) -> Mapping[str, object] | None:
+    """``features`` as ``deployment`` runs them: EPLB balances experts over expert-parallel ranks, so a layout
+    without them runs with it off (vLLM refuses --enable-eplb there)."""
+    if not features or deployment.enable_expert_parallel:
+        return features
+    return {field: value for field, value in features.items() if field not in EPLB_FIELDS}
+
+
 def _evaluate(spec: ModelSpec, deployment: Deployment, traffic: Traffic, slo: Slo, prices: Mapping[str, GpuPrice],
               vllm_version: str, max_model_len: int | None, features: Mapping[str, object] | None = None,
               bench: BenchLoad | None = None) -> Option:
     steady_slo = slo.model_copy(update={"ttft_p95_ms": None}) if bench else slo  # NOTE: TTFT judged on the bench
     try:
         scenario = deployment.scenario(spec.model_id, vllm_version, max_model_len)
-        result = estimate(scenario.replace(**features) if features else scenario, spec)
+        settings = _for_layout(features, deployment)
+        result = estimate(scenario.replace(**settings) if settings else scenario, spec)
     except CalculatorError as exc:
         return Option(deployment=deployment, reason=str(exc).split("\n")[0])
     if not result.fits:
