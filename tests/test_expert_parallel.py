@@ -519,6 +519,19 @@ def test_a_model_that_takes_no_part_in_eplb_keeps_its_memory_and_is_told_so():
     assert any("GptOssForCausalLM takes no part in vLLM's EPLB" in warning for warning in asked.warnings)
 
 
+def test_gemma_4_builds_the_balancers_state_but_places_no_redundant_experts():
+    # gemma4.py (0.28-0.34): Gemma4ForCausalLM implements MixtureOfExperts (EplbState.add_model runs) but sets
+    # num_redundant_experts = 0 and builds its FusedMoE layers without EPLB: 2 redundant experts over 4 EP ranks
+    # are neither placed nor refused; the state is that of 0 redundant experts.
+    fields = {"model": "google/gemma-4-26B-A4B", "gpu": "h100-sxm-80gb", "vllm_version": "0.32.0",
+              "data_parallel_size": 4, "enable_expert_parallel": True, "enable_eplb": True}
+    none = estimate(Scenario(**fields))
+    asked = estimate(Scenario(**fields, num_redundant_experts=2))
+    assert asked.fits and asked.weights_by_role == none.weights_by_role and none.weights_by_role["eplb"] > 0
+    assert any("places no redundant experts" in warning and "the 2 asked for" in warning
+               for warning in asked.warnings)
+
+
 def test_import_of_vllms_eplb_launch_line_models_it():
     # vLLM's docs (serving/expert_parallel_deployment.md, "Single node deployment with EPLB enabled"), for
     # DeepSeek-V3 (the docs name DeepSeek-V3-0324, same config), with the 32 redundant experts they recommend

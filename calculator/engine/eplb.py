@@ -51,16 +51,31 @@ NOT_IN_EPLB = frozenset({"GptOssForCausalLM", "MiniMaxM2ForCausalLM", "GraniteMo
                          "GraniteMoeHybridForCausalLM", "Qwen2MoeForCausalLM"})
 
 
+# NOTE: Gemma 4 implements MixtureOfExperts (so EplbState.add_model builds the state) but sets
+# num_redundant_experts = 0 and gives its FusedMoE layers neither redundant experts nor EPLB (gemma4.py, 0.28-0.34).
+STATE_WITHOUT_REDUNDANT_EXPERTS = frozenset({"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"})
+
+
 def takes_part_in_eplb(spec: ModelSpec) -> bool:
-    """Whether vLLM places redundant experts and builds the balancer's state for this model (an MoE not in
-    ``NOT_IN_EPLB``)."""
+    """Whether vLLM builds the balancer's state for this model (an MoE not in ``NOT_IN_EPLB``)."""
     return spec.moe is not None and spec.architecture not in NOT_IN_EPLB
 
 
-def not_in_eplb_warning(spec: ModelSpec) -> str:
-    return (f"{spec.architecture} takes no part in vLLM's EPLB (its model code implements no MixtureOfExperts and "
-            "places no redundant experts): --enable-eplb passes vLLM's checks and changes no memory, so the plan "
-            "has no redundant experts and no balancer state")
+def places_redundant_experts(spec: ModelSpec) -> bool:
+    """Whether vLLM gives this model's experts EPLB's redundant copies (and refuses an uneven split of them)."""
+    return takes_part_in_eplb(spec) and spec.architecture not in STATE_WITHOUT_REDUNDANT_EXPERTS
+
+
+def partial_eplb_warning(spec: ModelSpec, num_redundant_experts: int) -> str | None:
+    """What --enable-eplb does not do for this model, where it does less than for DeepSeek-V3 (None: all of it)."""
+    if not takes_part_in_eplb(spec):
+        return (f"{spec.architecture} takes no part in vLLM's EPLB (its model code implements no MixtureOfExperts "
+                "and places no redundant experts): --enable-eplb passes vLLM's checks and changes no memory, so "
+                "the plan has no redundant experts and no balancer state")
+    if num_redundant_experts and not places_redundant_experts(spec):
+        return (f"{spec.architecture} places no redundant experts (vLLM's model code sets num_redundant_experts to "
+                f"0): the {num_redundant_experts} asked for take no memory; the balancer's state is counted")
+    return None
 
 
 def eplb_config_error(version: VllmVersion, *, enable_eplb: bool, num_redundant_experts: int,

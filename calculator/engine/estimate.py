@@ -62,7 +62,8 @@ from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
 from .eplb import (
     eplb_config_error,
     eplb_layout_error,
-    not_in_eplb_warning,
+    partial_eplb_warning,
+    places_redundant_experts,
     takes_part_in_eplb,
     transient_buffer_warning,
     with_eplb_state,
@@ -284,8 +285,9 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                         f"their {max(lora.bytes_per_stage) / GIB:.2f} GiB are not taken out of the KV cache's budget "
                         "and must fit in the (1 - gpu_memory_utilization) headroom")
     warnings += fixed.closing_warnings
-    if scenario.enable_eplb and spec.moe is not None and not takes_part_in_eplb(spec):
-        warnings.append(not_in_eplb_warning(spec))
+    if scenario.enable_eplb and spec.moe is not None and (
+            eplb_note := partial_eplb_warning(spec, scenario.num_redundant_experts)):
+        warnings.append(eplb_note)
     if scenario.all2all_backend == "moonep" and (later := moonep_later_buffers_warning(
             "moonep", spec, version=rules.version, data_parallel_size=scenario.data_parallel_size,
             enable_expert_parallel=scenario.enable_expert_parallel, tensor_parallel_size=tp,
@@ -326,9 +328,10 @@ def eplb_redundant_experts(scenario: Scenario, spec: ModelSpec, *, eplb_runs: bo
     rank)."""
     runs = (scenario.enable_eplb and scenario.enable_expert_parallel and takes_part_in_eplb(spec)
             and scenario.tensor_parallel_size * scenario.data_parallel_size > 1)
+    redundant = scenario.num_redundant_experts if places_redundant_experts(spec) else 0
     if eplb_runs:
-        return scenario.num_redundant_experts if runs else None
-    return scenario.num_redundant_experts if runs else 0
+        return redundant if runs else None
+    return redundant if runs else 0
 
 
 def _eplb_error(scenario: Scenario, spec: ModelSpec, rules: VersionRules, tp: int) -> str | None:
@@ -342,7 +345,7 @@ def _eplb_error(scenario: Scenario, spec: ModelSpec, rules: VersionRules, tp: in
                               data_parallel_size=dp)
             or (eplb_layout_error(rules.version, num_experts=spec.moe.num_experts,
                                   num_redundant_experts=scenario.num_redundant_experts, ep_size=tp * dp)
-                if takes_part_in_eplb(spec) and scenario.enable_eplb else None))
+                if places_redundant_experts(spec) and scenario.enable_eplb else None))
 
 
 def _proposer(scenario: Scenario, spec: ModelSpec, settings: ResolvedSettings,
