@@ -10,6 +10,11 @@ MIB = 1 << 20
 KIB = 1 << 10
 
 
+def round_up(value: int, multiple: int) -> int:
+    """``value`` rounded up to a whole number of ``multiple`` (allocation granularities, kernel tiles)."""
+    return -(-value // multiple) * multiple
+
+
 def gib(num_bytes: float) -> float:
     """Bytes as GiB, e.g. ``gib(85_899_345_920) == 80.0``."""
     return num_bytes / GIB

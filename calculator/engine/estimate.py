@@ -328,10 +328,9 @@ def eplb_redundant_experts(scenario: Scenario, spec: ModelSpec, *, eplb_runs: bo
     rank)."""
     runs = (scenario.enable_eplb and scenario.enable_expert_parallel and takes_part_in_eplb(spec)
             and scenario.tensor_parallel_size * scenario.data_parallel_size > 1)
-    redundant = scenario.num_redundant_experts if places_redundant_experts(spec) else 0
-    if eplb_runs:
-        return redundant if runs else None
-    return redundant if runs else 0
+    if not runs:
+        return None if eplb_runs else 0
+    return scenario.num_redundant_experts if places_redundant_experts(spec) else 0
 
 
 def _eplb_error(scenario: Scenario, spec: ModelSpec, rules: VersionRules, tp: int) -> str | None:

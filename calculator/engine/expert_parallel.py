@@ -23,7 +23,7 @@ from typing import Literal
 
 from ..gpus import GpuSpec
 from ..model.spec import ModelSpec, QuantizationSpec
-from ..units import GIB, MIB
+from ..units import GIB, MIB, round_up
 from .vllm_versions import VllmVersion
 
 All2AllBackend = Literal[
@@ -106,10 +106,6 @@ def deepep_low_latency_rdma_bytes(max_dispatch_tokens_per_rank: int, hidden: int
 
 # DeepEP v2 (deepseek-ai/DeepEP main dd758ca, 2026-07-14; the same layouts as its epv2-release branch 018f21e, which
 # did not yet round the buffer to 2 MiB): csrc/elastic/buffer.hpp, deep_ep/include/deep_ep/common/layout.cuh.
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
 # NOTE: FlashInfer's MnnvlMemory and MoonEP round each cuMemCreate allocation up to
 # cuMemGetAllocationGranularity(RECOMMENDED) for pinned device memory, 2 MiB on the NVIDIA data-centre GPUs these
 # backends run on; MoonEP pads its multicast-bound chunk to cuMulticastGetGranularity(RECOMMENDED) as well, which
@@ -129,14 +125,14 @@ def _deepep_v2_workspace_bytes() -> int:
     ranks, experts, channels = 1024, 2048, 1024
     num_bytes = (16 + (ranks + experts) * 8 + ranks * 8 * 2 + experts * 8 * 2 + ranks * 4 + ranks * 4 * 2
                  + experts * 4 * 2 + ranks * channels * 8 + ranks * channels * 4 + 2 * 2 * 8 + 33 * ranks * 4)
-    return _round_up(num_bytes, DEEPEP_V2_ALIGNMENT_BYTES)
+    return round_up(num_bytes, DEEPEP_V2_ALIGNMENT_BYTES)
 
 
 def _deepep_v2_token_bytes(hidden_bytes: int, sf_bytes: int, num_topk: int, with_metadata: bool) -> int:
     """``TokenLayout::get_num_bytes<false>``: hidden, scale factors and metadata (top-k ids and weights, plus the
     source index and a slot per top-k when ``with_metadata``), each rounded up to 32 bytes."""
     metadata = num_topk * 8 + ((1 + num_topk) * 4 if with_metadata else 0)
-    return sum(_round_up(part, _DEEPEP_V2_TMA_ALIGN) for part in (hidden_bytes, sf_bytes, metadata))
+    return sum(round_up(part, _DEEPEP_V2_TMA_ALIGN) for part in (hidden_bytes, sf_bytes, metadata))
 
 
 def deepep_v2_buffer_bytes(num_max_tokens_per_rank: int, hidden: int, num_topk: int, *, use_fp8_dispatch: bool,
@@ -157,7 +153,7 @@ def deepep_v2_buffer_bytes(num_max_tokens_per_rank: int, hidden: int, num_topk: 
     else:
         dispatch = dispatch_token * (up * out * tokens + tokens + out * (tokens + DEEPEP_V2_MAX_CHANNELS))
         combine = combine_token * num_topk * (out * tokens + tokens + out * (tokens + DEEPEP_V2_MAX_CHANNELS))
-    buffer = _round_up(max(dispatch, combine), DEEPEP_V2_ALIGNMENT_BYTES)
+    buffer = round_up(max(dispatch, combine), DEEPEP_V2_ALIGNMENT_BYTES)
     return buffer + _deepep_v2_workspace_bytes()
 
 
@@ -186,11 +182,11 @@ def _one_sided_aux_bytes(ep_size: int, max_num_tokens: int) -> int:
     statistics, so that region is empty): a flag and a local token counter, send and receive counters per peer,
     dispatch and combine completion flags per peer, and the top-k target ranks and send indices of every token for
     kMaxTopK = 22 slots, all int32, each region from the third on aligned to 128 bytes."""
-    offset = _round_up(4 + 4 + ep_size * 4 + ep_size * 4, _CACHELINE_BYTES)
-    offset = _round_up(offset + ep_size * 4, _CACHELINE_BYTES)  # dispatch completion flags
-    offset = _round_up(offset + ep_size * 4, _CACHELINE_BYTES)  # combine completion flags
+    offset = round_up(4 + 4 + ep_size * 4 + ep_size * 4, _CACHELINE_BYTES)
+    offset = round_up(offset + ep_size * 4, _CACHELINE_BYTES)  # dispatch completion flags
+    offset = round_up(offset + ep_size * 4, _CACHELINE_BYTES)  # combine completion flags
     for _ in ("target ranks", "send indices"):
-        offset = _round_up(offset + max_num_tokens * _ONE_SIDED_MAX_TOP_K * 4, _CACHELINE_BYTES)
+        offset = round_up(offset + max_num_tokens * _ONE_SIDED_MAX_TOP_K * 4, _CACHELINE_BYTES)
     return offset
 
 
@@ -212,17 +208,17 @@ def _one_sided_fence_layout_bytes(ep_size: int, max_num_tokens: int, hidden: int
     combine completion flags, the bf16 combine input (ep x tokens x hidden x 2), each rounded up to and starting
     on 256 bytes."""
     offset = 4 + 4 + ep_size * 4 + 2 * ep_size * 4  # flag, token counter, send counters, receive counters
-    offset = _round_up(offset, _CACHELINE_BYTES) + ep_size * 4  # dispatch completion flags
+    offset = round_up(offset, _CACHELINE_BYTES) + ep_size * 4  # dispatch completion flags
     for _ in ("target ranks", "target indices"):
-        offset = _round_up(offset, _CACHELINE_BYTES) + max_num_tokens * top_k * 4
-    offset = _round_up(offset, _CACHELINE_BYTES)  # the EPLB statistics region, empty
+        offset = round_up(offset, _CACHELINE_BYTES) + max_num_tokens * top_k * 4
+    offset = round_up(offset, _CACHELINE_BYTES)  # the EPLB statistics region, empty
     dispatch = ep_size * max_num_tokens * (token_bytes + 2 * top_k * 4)
     dispatch += _ONE_SIDED_MAX_PAYLOADS * _ONE_SIDED_WORKSPACE_ALIGNMENT
-    offset = (_round_up(offset, _ONE_SIDED_WORKSPACE_ALIGNMENT)
-              + _round_up(dispatch, _ONE_SIDED_WORKSPACE_ALIGNMENT))
-    offset = _round_up(offset, _CACHELINE_BYTES) + ep_size * 4  # combine completion flags
-    return (_round_up(offset, _ONE_SIDED_WORKSPACE_ALIGNMENT)
-            + _round_up(ep_size * max_num_tokens * hidden * 2, _ONE_SIDED_WORKSPACE_ALIGNMENT))
+    offset = (round_up(offset, _ONE_SIDED_WORKSPACE_ALIGNMENT)
+              + round_up(dispatch, _ONE_SIDED_WORKSPACE_ALIGNMENT))
+    offset = round_up(offset, _CACHELINE_BYTES) + ep_size * 4  # combine completion flags
+    return (round_up(offset, _ONE_SIDED_WORKSPACE_ALIGNMENT)
+            + round_up(ep_size * max_num_tokens * hidden * 2, _ONE_SIDED_WORKSPACE_ALIGNMENT))
 
 
 def flashinfer_one_sided_workspace_bytes(ep_size: int, max_num_tokens: int, hidden: int, top_k: int,
@@ -250,9 +246,9 @@ def flashinfer_one_sided_workspace_bytes(ep_size: int, max_num_tokens: int, hidd
     else:
         dispatch = token_bytes + top_k * 4 + top_k * 4
         workspace = (_one_sided_aux_bytes(ep_size, max_num_tokens)
-                     + _round_up(ep_size * max_num_tokens * dispatch, _CACHELINE_BYTES)
-                     + _round_up(ep_size * max_num_tokens * hidden * 2, _CACHELINE_BYTES))
-    return _round_up(workspace, VMM_GRANULARITY)
+                     + round_up(ep_size * max_num_tokens * dispatch, _CACHELINE_BYTES)
+                     + round_up(ep_size * max_num_tokens * hidden * 2, _CACHELINE_BYTES))
+    return round_up(workspace, VMM_GRANULARITY)
 
 
 MOONEP_TOKEN_PADDING = 128  # prepare_finalize/moonep.py MOONEP_DEFAULT_TOKEN_PADDING (0.32, 0.34)
@@ -272,14 +268,14 @@ def moonep_buffer_bytes(tokens_per_rank: int, hidden: int, top_k: int, num_exper
     # NOTE: every non-empty expert segment (E / R local and E / R remote at most) is padded to 128 token slots
     nvs = N + (MOONEP_TOKEN_PADDING - 1) * 2 * (E // R)
     row = H * 2
-    rows = _round_up(nvs * row, VMM_GRANULARITY) // row
+    rows = round_up(nvs * row, VMM_GRANULARITY) // row
     while rows * row % VMM_GRANULARITY:
         rows += 1
     planning_out = 3 * E * R + 3 * R * (E + B) + B * R + 2 * R
-    plan_off = _round_up(_round_up(nvs, 4) + R * E, 4)
+    plan_off = round_up(round_up(nvs, 4) + R * E, 4)
     # weights | tokens-per-expert gather | planning outputs | three N-slot scratches | 3 barrier slots | src info
-    meta_elems = _round_up(plan_off + planning_out, 4) + 3 * _round_up(N, 4) + 3 + nvs
-    meta = _round_up(meta_elems * 4, max(VMM_GRANULARITY, MULTICAST_GRANULARITY))
+    meta_elems = round_up(plan_off + planning_out, 4) + 3 * round_up(N, 4) + 3 + nvs
+    meta = round_up(meta_elems * 4, max(VMM_GRANULARITY, MULTICAST_GRANULARITY))
     local = 4 * (E * R + R + R * R + E * -(-N // _MOONEP_PLANNING_BLOCK) + 1 + 2 * R * S + R * S * K + 1)
     return rows * row + meta + local
 
@@ -326,7 +322,7 @@ def flashinfer_two_sided_workspace_bytes(ep_size: int, sm_count: int) -> int:
     channels = max(sm_count // 2 // blocks_per_channel, 1)
     comm = (_TWO_SIDED_FIFO_BYTES + _FIFO_CONN_INFO_BYTES) * ep_size * channels
     prepare = (_TWO_SIDED_PREPARE_FIFO_BYTES + _FIFO_CONN_INFO_BYTES) * ep_size
-    return _round_up(comm, VMM_GRANULARITY) + _round_up(prepare, VMM_GRANULARITY)
+    return round_up(comm, VMM_GRANULARITY) + round_up(prepare, VMM_GRANULARITY)
 
 
 def _blockwise_fp8(quantization: QuantizationSpec | None) -> bool:

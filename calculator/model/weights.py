@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from ..engine.kv_cache import pp_layer_ranges
 from ..errors import InvalidInput
+from ..units import round_up
 from .quantization import (
     GENERIC_EXPERT_STORAGE,
     MXFP4_GROUP,
@@ -62,10 +63,6 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _round_up(value: int, multiple: int) -> int:
-    return _cdiv(value, multiple) * multiple
-
-
 def shard_shape(tensor: WeightTensor, tp: int, *, pad_to: int = 1) -> tuple[int, ...]:
     """One TP rank's share of ``tensor`` (the largest share when the split is uneven).
 
@@ -77,10 +74,10 @@ def shard_shape(tensor: WeightTensor, tp: int, *, pad_to: int = 1) -> tuple[int,
     if tensor.tp in ("column", "expert", "vocab"):
         # NOTE: a column split of (kv_heads, head_dim, in) gives max(1, kv_heads // tp) heads: vLLM replicates
         # KV heads when TP exceeds them.
-        first = _round_up(shape[0], DEFAULT_VOCAB_PADDING_SIZE) if tensor.tp == "vocab" else shape[0]
-        shape[0] = _round_up(_cdiv(first, tp), pad_to)
+        first = round_up(shape[0], DEFAULT_VOCAB_PADDING_SIZE) if tensor.tp == "vocab" else shape[0]
+        shape[0] = round_up(_cdiv(first, tp), pad_to)
     elif tensor.tp == "row":
-        shape[-1] = _round_up(_cdiv(shape[-1], tp), pad_to)
+        shape[-1] = round_up(_cdiv(shape[-1], tp), pad_to)
     return tuple(shape)
 
 
@@ -114,17 +111,17 @@ def _packed_expert_bytes(tensor: WeightTensor, tp: int, dtype_bytes: int, storag
     """One rank's copy of an MXFP4 expert tensor (weight or bias) as the MoE kernel holds it."""
     is_bias = len(tensor.shape) == 1
     if tensor.tp == "column":  # gate/up (w13): intermediate rows split by TP, hidden inputs
-        rows = _round_up(_cdiv(tensor.shape[0], tp), storage.intermediate_align)
-        inputs = _round_up(tensor.shape[-1], storage.hidden_align)
+        rows = round_up(_cdiv(tensor.shape[0], tp), storage.intermediate_align)
+        inputs = round_up(tensor.shape[-1], storage.hidden_align)
     elif is_bias:  # down bias: hidden, whole on every rank
-        rows, inputs = _round_up(tensor.shape[0], storage.hidden_align), 1
+        rows, inputs = round_up(tensor.shape[0], storage.hidden_align), 1
     else:  # down (w2): hidden rows, intermediate inputs split by TP
-        rows = _round_up(tensor.shape[0], storage.hidden_align)
-        inputs = _round_up(_cdiv(tensor.shape[-1], tp), storage.intermediate_align)
+        rows = round_up(tensor.shape[0], storage.hidden_align)
+        inputs = round_up(_cdiv(tensor.shape[-1], tp), storage.intermediate_align)
     if is_bias:
         return rows * (storage.bias_bytes or dtype_bytes)
     fused_parts = 2 if tensor.tp == "column" else 1
-    scales = sum(_round_up(rows, max(1, row_align // fused_parts)) * _round_up(_cdiv(inputs, MXFP4_GROUP), col_align)
+    scales = sum(round_up(rows, max(1, row_align // fused_parts)) * round_up(_cdiv(inputs, MXFP4_GROUP), col_align)
                  for row_align, col_align in storage.scale_copies)
     return _cdiv(rows * inputs, 2) + scales
 

@@ -16,6 +16,7 @@ from ..engine.speculative import tokens_per_step
 from ..engine.kv_cache import kv_page_bytes_per_token, mamba_state_bytes, pp_layer_ranges
 from ..engine.overheads import FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS
 from ..model.spec import LayerAttention, ModelSpec, WeightTensor
+from ..units import round_up
 from .moe_dispatch import moe_dispatch_bytes_per_token
 
 # Roles a decode step does not stream from HBM: the embedding is a lookup of B rows; vision towers and projectors
@@ -179,13 +180,9 @@ def expert_gemm_floor_s(result: Estimate) -> float:
     # NOTE: tensor parallelism splits the expert intermediate size (the down GEMM's K); expert parallelism keeps
     # whole experts on each rank.
     split = 1 if result.scenario.enable_expert_parallel else result.settings.tensor_parallel_size
-    steps = sum(math.ceil(_round_up(k, ROCM_MXFP4_TRITON_PAD) / ROCM_MXFP4_TRITON_BLOCK_K)
+    steps = sum(math.ceil(round_up(k, ROCM_MXFP4_TRITON_PAD) / ROCM_MXFP4_TRITON_BLOCK_K)
                 for k in (result.model.hidden_size, math.ceil(moe.expert_intermediate_size / split)))
     return steps * ROCM_MXFP4_TRITON_K_STEP_S
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 @lru_cache(maxsize=1024)
