@@ -96,8 +96,8 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "",
         f"![predicted vs measured]({png_name})",
         "",
-        f"Uncertainty band (sized to hold 80 % of the held-out values of a source it never saw): TTFT ×/÷ {bands['ttft']}, "
-        f"TPOT ×/÷ {bands['tpot']}, output throughput ×/÷ {bands['throughput']}.",
+        "Uncertainty band (sized to hold 80 % of the held-out values of a source it never saw): "
+        f"TTFT ×/÷ {bands['ttft']}, TPOT ×/÷ {bands['tpot']}, output throughput ×/÷ {bands['throughput']}.",
         "",
         regimes,
         "## How each record is replayed",

@@ -163,8 +163,9 @@ def _eplb_config(text: str) -> int:
 def eplb_settings(args: argparse.Namespace) -> dict[str, object]:
     """The Scenario fields of the EPLB flags that were given."""
     fields: dict[str, object] = {"enable_eplb": True} if getattr(args, "enable_eplb", False) else {}
-    redundant = next((value for value in (getattr(args, "eplb_config", None),
-                                          getattr(args, "num_redundant_experts", None)) if value is not None), None)
+    redundant = getattr(args, "eplb_config", None)  # NOTE: --eplb-config over 0.9-0.11's --num-redundant-experts
+    if redundant is None:
+        redundant = getattr(args, "num_redundant_experts", None)
     return fields if redundant is None else {**fields, "num_redundant_experts": redundant}
 
 
@@ -213,7 +214,8 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
                   e2e_s=args.e2e_s)
         result = recommend(load_model_spec(args.model), traffic, slo, gpus=args.gpu, max_gpus=args.max_gpus,
                            budget_per_hour=args.budget_per_hour, vllm_version=args.vllm_version,
-                           max_model_len=args.max_model_len, price_set=args.price_set, features={**feature_fields(args), **eplb_settings(args)},
+                           max_model_len=args.max_model_len, price_set=args.price_set,
+                           features={**feature_fields(args), **eplb_settings(args)},
                            expert_parallel=args.enable_expert_parallel, data_parallel_size=args.data_parallel_size,
                            bench=parse_bench_command(args.bench).load if args.bench else None)
         return json.dumps(recommendations_summary(result)) if args.json else render_recommendations(result, args.top)

@@ -206,8 +206,8 @@ def recommend(spec: ModelSpec, traffic: Traffic, slo: Slo | None = None, *, gpus
               data_parallel_size: int | None = None, bench: BenchLoad | None = None) -> Recommendations:
     """Plan every deployment of ``spec`` for ``traffic`` and ``slo``; rank those that pass by cost (``prices`` over
     the default list, or over the consistent ``price_set``). ``features``: Scenario fields every candidate runs
-    with (LoRA slots, speculative decoding; EPLB on the expert-parallel layouts only). ``expert_parallel``, ``data_parallel_size``: which DP x EP layouts an
-    MoE model is also tried with (``layouts``). ``bench``: a ``vllm bench serve`` load each deployment's replica is
+    with (LoRA slots, speculative decoding; EPLB on the expert-parallel layouts only). ``expert_parallel``,
+    ``data_parallel_size``: which DP x EP layouts an MoE model is also tried with (``layouts``). ``bench``: a ``vllm bench serve`` load each deployment's replica is
     simulated under (its first ``MAX_BENCH_PROMPTS`` prompts), whose TTFT p95 is then judged against the SLO and
     ranked on instead of the steady load's."""
     slo = slo or Slo()
