@@ -11,6 +11,7 @@ import json
 import pytest
 from test_speed_roofline import UNIT  # efficiencies 1, no overheads, 10 us per collective call
 
+from calculator.engine import uncertainty
 from calculator.cli import main
 from calculator.engine.estimate import estimate
 from calculator.engine.overheads import forward_activation_bytes
@@ -504,6 +505,8 @@ def test_eplb_state_per_vllm_version(vllm_version, state, buffer_resident):
 def test_eplb_refuses_what_vllm_refuses(vllm_version, fields, error):
     result = estimate(Scenario(model=MOE, gpu="h100-sxm-80gb", vllm_version=vllm_version, **fields))
     assert not result.fits and result.error == error
+    # refused before memory is sized: no band of memory makes it start (it read "borderline" where memory was ample)
+    assert uncertainty.verdict(result) == "does not fit"
 
 
 def test_a_model_that_takes_no_part_in_eplb_keeps_its_memory_and_is_told_so():

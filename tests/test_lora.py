@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from calculator.engine import uncertainty
 from calculator.cli import main
 from calculator.engine.estimate import estimate
 from calculator.engine.lora import lora_error, lora_slots
@@ -95,6 +96,8 @@ def test_what_vllm_refuses(model, rank, cpu, expected):
     assert problem is not None and problem.startswith(expected)
     result = estimate(Scenario(model=model, enable_lora=True, max_loras=4, max_lora_rank=rank, max_cpu_loras=cpu))
     assert not result.fits and result.error == problem
+    # refused before memory is sized: no band of memory makes it start (it read "borderline" where memory was ample)
+    assert uncertainty.verdict(result) == "does not fit"
 
 
 # vLLM's own words per release (config.py / config/lora.py possible_max_ranks; lora/layers.py /

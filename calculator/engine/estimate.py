@@ -270,8 +270,11 @@ def estimate(scenario: Scenario, spec: ModelSpec | None = None) -> Estimate:
                               data_parallel_size=scenario.data_parallel_size,
                               enable_expert_parallel=scenario.enable_expert_parallel,
                               all2all_backend=scenario.all2all_backend) if lora else None
+    if not settings.error and (flag_problem := _eplb_error(scenario, spec, rules, tp) or lora_problem):
+        # NOTE: vLLM's ParallelConfig, FusedMoE and LoRA checks refuse these flags before memory is sized: a settings
+        # error (the verdict's "does not fit" whatever the band), not a start that more memory would allow.
+        settings = settings.model_copy(update={"error": flag_problem})
     error = (_refusal_error(rules, settings, refusal) if refusal else settings.error
-             or _eplb_error(scenario, spec, rules, tp) or lora_problem
              or oversized_kv_pool_error(scenario, budgets, layout.bytes_per_block_per_stage)
              or _fit_error(rules, settings, layout, budgets, usable, request_blocks, max_fitting)
              or _mamba_slots_error(rules, settings, layout, num_blocks))
