@@ -14,13 +14,16 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from calculator.engine.calibration_records import CalibrationCase
+from calculator.engine.cudagraph_budget import uses_model_runner_v2
 from calculator.engine.estimate import Estimate, estimate
 from calculator.engine.interconnect import P2P_BUFFER_BYTES, has_nvls
 from calculator.engine.overheads import (
     ERA_CONSTANTS,
     FREE_DROP_PERSISTENT_BYTES,
+    PENALTY_STATE_FROM_MINOR,
     ROCM_EXTRA_NON_TORCH_BYTES,
     forward_activation_bytes,
+    penalty_state_bytes,
     sampler_activation_bytes,
 )
 from calculator.units import GIB
@@ -39,14 +42,21 @@ class Fit:
     # NOTE: what the constant falls back to when every set-up is left out (a whole source can be): the same constant
     # of the neighbouring era, set by other sources, where the mechanism is the same; else nothing (0).
     prior: float = 0.0
+    # NOTE: ... or, where part of the constant is read from vLLM's source, that part for the deployment (GiB).
+    source_prior: Callable[[Estimate], float] | None = None
 
-    def without(self, record_ids: str | Collection[str]) -> float | None:
-        """The constant refitted without the set-ups of ``record_ids`` (None: none of them helped set it)."""
+    def without(self, record_ids: str | Collection[str], result: Estimate | None = None) -> float | None:
+        """The constant refitted without the set-ups of ``record_ids`` (None: none of them helped set it).
+
+        With every set-up left out: ``source_prior`` for ``result`` where there is one, else ``prior``.
+        """
         left_out = {record_ids} if isinstance(record_ids, str) else set(record_ids)
         if not any(left_out.intersection(records) for records in self.setups):
             return None
         rest = [value for records, value in self.setups.items() if not left_out.intersection(records)]
-        return self.aggregate(rest) if rest else self.prior
+        if rest:
+            return self.aggregate(rest)
+        return self.source_prior(result) if self.source_prior and result is not None else self.prior
 
     def shift_bytes(self, result: Estimate, refitted: float) -> int:
         """How much more memory the budget holds outside the KV cache with the refitted value."""
@@ -63,6 +73,15 @@ class Fit:
 
 def _era(*eras: str) -> Callable[[Estimate], bool]:
     return lambda result: result.rules.overhead_era in eras and result.settings.device != "cpu"
+
+
+def _penalty_state_gib(result: Estimate) -> float:
+    """Model Runner V2's penalty tensors (``overheads.penalty_state_bytes``), the part of the 0.27+ persistent memory
+    read from vLLM's source: what stands for it when the one source that measured it is left out."""
+    if not (result.rules.version.at_least(PENALTY_STATE_FROM_MINOR)
+            and uses_model_runner_v2(result.rules, result.model, result.quantization)):
+        return 0.0
+    return penalty_state_bytes(max_num_seqs=result.settings.max_num_seqs, vocab_size=result.model.vocab_size) / GIB
 
 
 def _p2p(*links: str) -> Callable[[Estimate], bool]:
@@ -98,7 +117,8 @@ FITS = (
     Fit("FREE_DROP_PERSISTENT_BYTES", FREE_DROP_PERSISTENT_BYTES / GIB,
         {("blog-l40s-qwen3-14b-awq-tuned",): 0.49, ("blog-l4-qwen3-14b-awq-pp2",): 0.70,
          ("blog-l4-qwen3-14b-awq-single", "blog-l4-qwen3-14b-awq-replica"): 0.38}, statistics.median,
-        lambda result: result.rules.version.at_least(27) and result.settings.device == "cuda"),
+        lambda result: result.rules.version.at_least(27) and result.settings.device == "cuda",
+        source_prior=_penalty_state_gib),
     # interconnect.py: NCCL's P2P buffers at TP > 1 (non-torch printed minus the era's TP = 1 figure).
     Fit("P2P_BUFFER_BYTES['pcie']", P2P_BUFFER_BYTES["pcie"] / GIB,
         {("vllm-13061-2x4090-r1-distill-qwen14b-tp2-failed",): 0.12}, statistics.mean, _p2p("pcie")),
@@ -125,7 +145,7 @@ def held_out(case: CalibrationCase, result: Estimate, together: Collection[str] 
     """
     shift, refitted = 0, []
     for fit in FITS:
-        value = fit.without({case.record_id, *together})
+        value = fit.without({case.record_id, *together}, result)
         if value is None or not fit.applies(result):
             continue
         shift += fit.shift_bytes(result, value)

@@ -60,6 +60,16 @@ def test_the_free_memory_drop_of_0_27_also_counts_persistent_memory():
     assert tp1("0.27.1") == pytest.approx(0.26 + 0.49, abs=0.005)
 
 
+def test_model_runner_v2_holds_a_penalty_bin_count_per_sequence_and_token():
+    from calculator.engine.overheads import penalty_state_bytes
+
+    # penalties.py (0.28): output_bin_counts int32 [256, 151,936] = 155,582,464 B and prompt_bin_mask int32
+    # [256, 151,936 / 32 = 4,748] = 4,861,952 B (Qwen3's vocabulary at the default 256 seqs)
+    assert penalty_state_bytes(max_num_seqs=256, vocab_size=151_936) == 155_582_464 + 4_861_952
+    # the mask rounds the vocabulary up to whole 32-bit words: 32,001 tokens -> 1,001 words
+    assert penalty_state_bytes(max_num_seqs=8, vocab_size=32_001) == 4 * 8 * 32_001 + 4 * 8 * 1_001
+
+
 def test_an_integrated_gpu_adds_the_hosts_growth_and_starts_from_the_hosts_use():
     from calculator.engine.overheads import cuda_context_bytes
 

@@ -69,9 +69,14 @@ ERA_CONSTANTS: dict[OverheadEra, EraConstants] = {
     # V1 before 0.17. Sampler 9.6-9.9x: llmd-h100-llama31-8b 4.76 GiB, llmd-h100-qwen3-0.6b-16k 5.56,
     # llmd-h100-qwen3-32b-tp1-16k 5.64, llmd-h100-gpt-oss-20b 7.38 at 1024 seqs, file-24gb-qwen3-8b-fp8-util080-len1k
     # 1.40 at 256 (9.66x). NOTE: that is torch's sort path. 0.10-0.11 sample top-p/top-k with FlashInfer whenever it is
-    # installed (the Docker image; an extra of the wheel), 0.13 only with VLLM_USE_FLASHINFER_SAMPLER=1, and the
-    # FlashInfer path leaves ~4x: llmd-h100-mistral-small-3.2-24b-v0110 (v0.11.0 image) 2.12 GiB, 4.2x, and
-    # file-44gb-llama32-1b-default-v0101dev 0.45, 3.7x, left as residuals (the install is not a setting we take).
+    # installed (the Docker image; an extra of the wheel: 0.11.0's metadata lists 'flashinfer-python==0.3.1; extra ==
+    # "flashinfer"'), 0.13 only with VLLM_USE_FLASHINFER_SAMPLER=1, and the FlashInfer path leaves ~4x:
+    # llmd-h100-mistral-small-3.2-24b-v0110 (v0.11.0 image) 2.12 GiB, 4.2x, and file-44gb-llama32-1b-default-v0101dev
+    # 0.45, 3.7x, left as residuals (the install is not a setting we take; pip installs of the same era print torch's
+    # figure: file-8xl40s-qwen3-235b-a22b-fp8-tp8-ep-v0102 1.40 GiB at 256 x 151,936, 9.7x). The Mistral record's
+    # whole -9 % is this term: weights 44.76 printed / 44.72 ours, non-torch 0.14 / 0.09, peak 2.12 / 4.85. Its
+    # Pixtral encoder adds little: two 1540 px images (55 x 56 = 3,080 tokens each) fill the 8,192-token encoder
+    # budget, 2 x 3,080 x 5,120 x 2 B = 0.06 GiB of cached outputs (not modelled: ``encoder_profile`` covers Qwen VL).
     # Non-torch at TP=1: llmd 0.13-0.14 (four set-ups), file-24gb-qwen3-8b-fp8-util080-len1k 0.02,
     # file-80gb-llava16-mistral-7b-v0102 0.07 (an H100), file-44gb-llama32-1b-default-v0101dev 0.02: the mean of the
     # seven set-ups, 0.091. NCCL at TP=2 on NVSwitch: llmd-h100-qwen3-32b-tp2-16k 0.54 and
@@ -115,6 +120,18 @@ ROCM_EXTRA_NON_TORCH_BYTES = int(0.40 * GIB)
 # about 1 GiB cancelling (graphs and compile on, off), not a measure of these tensors. Nor do the constant's records
 # follow max_num_seqs: the 8-seq run needs the most (0.49), the 256-seq runs 0.23-0.55 once the tensors are taken off.
 FREE_DROP_PERSISTENT_BYTES = int(0.49 * GIB)
+PENALTY_STATE_FROM_MINOR = 28  # penalties.py as quoted above: the same in the 0.28, 0.29, 0.30 and 0.32 wheels
+
+
+def penalty_state_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
+    """Model Runner V2's ``PenaltiesState`` on the GPU: ``output_bin_counts`` [seqs, vocab] and ``prompt_bin_mask``
+    [seqs, ceil(vocab / 32)], both int32 (``vllm/v1/worker/gpu/sample/penalties.py``, 0.28+).
+
+    The part of ``FREE_DROP_PERSISTENT_BYTES`` read from vLLM's source; ``benchmarks/held_out.py`` falls back to it
+    when every record that set the constant is left out. 256 seqs x 151,936 vocab: 160,444,416 bytes (0.15 GiB).
+    """
+    return 4 * max_num_seqs * (vocab_size + -(-vocab_size // 32))
+
 
 # --- Integrated GPUs (one memory pool with the host: GB10 / DGX Spark), ``GpuSpec.unified_memory`` ---------------
 # vLLM reads "free" as psutil's MemAvailable there (vllm/utils/mem_utils.py), so the host's own use is memory taken
