@@ -17,6 +17,7 @@ from calculator.model.spec import ModelSpec
 # The checkpoints' quantization_config blocks, as those repositories publish them.
 GPTQ_4BIT_G128 = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
 AWQ_4BIT_G128 = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": False, "version": "gemm"}
+AWQ_4BIT_G128_ZP = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
 FP8_BLOCK_128 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 
 
@@ -89,4 +90,10 @@ STAND_INS: dict[str, StandIn] = {
     "file-2xh200-qwen3-next-80b-a3b-tp2-defaults-v0102": StandIn(
         "Qwen/Qwen3-Coder-Next", "Qwen3-Next-80B-A3B-Instruct: the instruct model of the same Qwen3-Next-80B-A3B "
         "shapes (48 layers, 512 experts of 512, 2 KV heads x 256 every 4th layer) that the coder model is built on"),
+    "file-rtx5090-qwen3-32b-awq-util070-8k-v0280": StandIn(
+        "Qwen/Qwen3-32B", "Qwen's AWQ checkpoint of it: 4-bit with zero points in groups of 128 (GEMM)",
+        AWQ_4BIT_G128_ZP),
+    "file-rtx5090-qwen3-32b-awq-util085-8k-v0280": StandIn(
+        "Qwen/Qwen3-32B", "Qwen's AWQ checkpoint of it: 4-bit with zero points in groups of 128 (GEMM)",
+        AWQ_4BIT_G128_ZP),
 }
