@@ -15,6 +15,7 @@ from typing import get_args
 from pydantic import ValidationError
 
 from . import diagnose_cli
+from .engine.advice import weights_exceed
 from .engine.estimate import Estimate, estimate
 from .engine.expert_parallel import All2AllBackend
 from .engine.uncertainty import coverage_notes, verdict
@@ -116,7 +117,7 @@ def render_table(result: Estimate) -> str:
     unknown architecture says so before any figure, and a fit its widened band straddles reads "Borderline"."""
     s, b, c = result.settings, result.budget, result.capacity
     rows = [
-        ("verdict", lead_sentence(result, verdict(result), None)),
+        ("verdict", lead_sentence(result, verdict(result), None if result.fits else weights_exceed(result))),
         ("model", f"{result.model.model_id} ({result.model.num_params:,} params)"),
         ("GPU", f"{result.gpu.name if result.gpu else s.device} x {result.num_gpus} (TP {s.tensor_parallel_size}, "
                 f"PP {s.pipeline_parallel_size}), {gib(b.total_bytes):.2f} GiB each"

@@ -40,6 +40,17 @@ def test_exit_zero_when_it_does_not_fit():
     assert json.loads(done.stdout)["fits"] is False
 
 
+def test_weights_past_the_gpu_lead_the_table_and_fail_at_load_not_at_the_kv_sizing():
+    # Qwen3-30B-A3B: 30,532,122,624 parameters x 2 B = 56.87 GiB of bf16 weights; an L40S reports 44.39 GiB. vLLM never
+    # reaches "No available memory for the cache blocks": torch's allocator raises while the checkpoint loads.
+    done = run_cli("estimate", "--model", "Qwen/Qwen3-30B-A3B", "--gpu", "l40s")
+    assert done.returncode == 0, done.stderr
+    rows = dict(line.split(None, 1) for line in done.stdout.splitlines() if line.startswith(("verdict", "fits")))
+    assert rows["verdict"] == "Does not fit: the weights alone (56.87 GiB per GPU) exceed the GPU (44.39 GiB)."
+    assert rows["fits"] == ("NO — CUDA out of memory while loading the weights (torch.OutOfMemoryError): 56.87 GiB "
+                            "per GPU do not fit in the GPU's 44.39 GiB, so vLLM stops before it sizes the KV cache.")
+
+
 def test_readable_table_without_json():
     done = run_cli("estimate", "--model", "Qwen/Qwen3-8B", "--gpu", "a100-sxm-80gb", "--max-model-len", "32768")
     assert done.returncode == 0

@@ -51,7 +51,7 @@ from .kv_cache import (
     plan_kv_cache,
     stage_bytes_for_blocks,
 )
-from .memory import MemoryBudget, memory_budget, no_memory_error
+from .memory import MemoryBudget, load_oom_error, memory_budget, no_memory_error
 from .overheads import (
     activation_peak_bytes,
     cuda_context_bytes,
@@ -607,6 +607,9 @@ def _fit_error(rules: VersionRules, settings: ResolvedSettings, layout: KvCacheL
     for budget in budgets:
         if budget.startup_error:
             return budget.startup_error
+    for budget in budgets:
+        if oom := load_oom_error(budget, settings.device):
+            return oom
     if any([b.kv_cache_bytes <= 0 for b in budgets]):
         return no_memory_error(rules.version, _hint(settings))
     for stage, available in enumerate(usable):

@@ -30,6 +30,20 @@ _PLAIN_NO_MEMORY = ("No available memory for the cache blocks. Try increasing `g
 _DOCS_LINK = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
+# Weights past the device's memory never reach the KV sizing: torch's caching allocator raises while the checkpoint
+# loads (``torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...``; ROCm's torch says HIP).
+LOAD_OOM_ERROR = ("{vendor} out of memory while loading the weights (torch.OutOfMemoryError): {weights:.2f} GiB per GPU "
+                  "do not fit in the GPU's {total:.2f} GiB, so vLLM stops before it sizes the KV cache.")
+
+
+def load_oom_error(budget: MemoryBudget, device: str) -> str | None:
+    """The allocator's error where the weights alone exceed the GPU, else None."""
+    if device == "cpu" or budget.weights_bytes <= budget.total_bytes:
+        return None
+    return LOAD_OOM_ERROR.format(vendor="HIP" if device == "rocm" else "CUDA", weights=budget.weights_bytes / GIB,
+                                 total=budget.total_bytes / GIB)
+
+
 def no_memory_error(version: VllmVersion, hint: str) -> str:
     """vLLM's "No available memory for the cache blocks" error as ``version`` words it."""
     if not version.at_least(13):
