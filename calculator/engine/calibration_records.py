@@ -16,9 +16,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import CalculatorError, UnknownGpu
-from ..gpus import find_gpu
+from ..gpus import Interconnect, find_gpu
 from ..model.model_source import preset_ids
 from ..scenario import Scenario
+from .interconnect import INTERCONNECT_LABELS
 from .vllm_versions import VllmVersion, rules_for
 
 # NOTE: a record whose version is not printed (or names an engine the version never ran) is modelled as the
@@ -165,7 +166,23 @@ def _gpu_fields(record: dict[str, Any], assumptions: list[str]) -> dict[str, Any
         raise ValueError(f"GPU {record.get('gpu_name')!r} is not in the catalog and its memory was not printed")
     if memory is None:
         assumptions.append(f"GPU memory from the catalog ({gpu})")
-    return {"gpu": gpu, "gpu_memory_gib": memory, "device": device}
+    return {"gpu": gpu, "gpu_memory_gib": memory, "device": device, "interconnect": _interconnect(record, assumptions)}
+
+
+def _interconnect(record: dict[str, Any], assumptions: list[str]) -> Interconnect | None:
+    """The link the record's source names (its annotation, else the first word of its setting), as a user would pick it.
+
+    Without it a GPU outside the catalog would be taken as NVSwitch with NVLS buffers (the unknown link's default).
+    """
+    if (record.get("tensor_parallel_size") or 1) * (record.get("pipeline_parallel_size") or 1) <= 1:
+        return None
+    for said in ((record.get("annotations") or {}).get("interconnect"),
+                 (record.get("extra_settings") or {}).get("interconnect")):
+        word = (_first_word(said) or "").strip(",;").lower()
+        if word in INTERCONNECT_LABELS:
+            return word  # type: ignore[return-value]
+    assumptions.append("interconnect not stated: the card's usual link (NVSwitch with NVLS outside the catalog)")
+    return None
 
 
 def _engine_fields(record: dict[str, Any], assumptions: list[str]) -> dict[str, Any]:
