@@ -174,6 +174,23 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "1.7x. In sample the fitted step terms now land the TPOT within 10 % (table below); held out by source it is "
         "6-16 % fast on the CUDA cards, since those terms come from other sources' dense and MoE runs; the mechanism "
         "there is still missing (the MXFP4 MoE path at small batch on CUDA, priced as a generic MoE layer).",
+        "* **gpt-oss-20b's step growth with the batch is not set by memory traffic either** "
+        "(`gpuconc-*-c{4,8,16}`): from 1 to 16 requests the measured TPOT grows by 4.48 ms on both H200 and H100 "
+        "PCIe (2.0 TB/s against 4.8) and by 5.92 ms on B200, whose C = 16 step (10.48 ms) is slower than H200's "
+        "(9.01 ms) with 1.7x the bandwidth; the model's growth is the experts the batch touches, read at each "
+        "card's bandwidth, so held out it is 15-36 % fast on B200 and 14-16 % slow on H100 PCIe at C = 8-16. "
+        "A cost that grows with the batch whatever the card (per request on the CPU, or per expert tile in the "
+        "MXFP4 kernels) is what these runs ask for; no figure read in vLLM's source pins it yet.",
+        "* **Piecewise CUDA graphs before vLLM 0.11 (tried, not adopted)**: V1 until 0.11 splits the compiled graph "
+        "at every attention op (`splitting_ops`, vllm/config/compilation.py) and replays only the pieces between "
+        "them as CUDA graphs (cudagraph_mode PIECEWISE), so each layer costs the CPU a graph replay and a Python "
+        "attention call; vLLM PR #25444 made FULL_AND_PIECEWISE the default in 0.11.0 (Qwen3-Coder-30B-A3B-FP8 on "
+        "one H100: 4.07 -> 5.98 requests/s). Priced as the longer of the GPU step and layers x a CPU launch cost, "
+        "the fit keeps that cost below the GPU's time per layer: the 0.8-0.10 records are explained as well by the "
+        "per-kernel latency, and no record runs one MoE model on both sides of 0.11. Held out it changed nothing; "
+        "a tighter per-kernel prior that makes it bind took the held-out TPOT median from 15.9 to 15.1 % but "
+        "DeepSeek-R1 TP 8 (`tt356-*`) from 16 to 36 % fast and Qwen3-30B-A3B (`tt340-*`) from within 3 % to "
+        "10-15 % fast, so it is not in the model.",
         "* **MXFP4 experts on MI300X run through a Triton kernel that dequantizes in its K loop** "
         "(`gpuconc-mi300x-gptoss20b-*`): vLLM (0.10.2 `get_mxfp4_backend`, and 0.30-0.32 without VLLM_ROCM_USE_AITER) "
         "runs gpt-oss's experts on gfx942 through triton_kernels' matmul_ogs; ROCm/triton issue #970 times one "
