@@ -187,7 +187,8 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "attention call; vLLM PR #25444 made FULL_AND_PIECEWISE the default in 0.11.0 (Qwen3-Coder-30B-A3B-FP8 on "
         "one H100: 4.07 -> 5.98 requests/s). Priced as the longer of the GPU step and layers x a CPU launch cost, "
         "the fit keeps that cost below the GPU's time per layer: the 0.8-0.10 records are explained as well by the "
-        "per-kernel latency, and no record runs one MoE model on both sides of 0.11. Held out it changed nothing; "
+        "per-kernel latency, and no record runs one MoE model on both sides of 0.11. The fits left it at its prior "
+        "(60 us a layer), hidden on every record, so no figure moved; "
         "a tighter per-kernel prior that makes it bind took the held-out TPOT median from 15.9 to 15.1 % but "
         "DeepSeek-R1 TP 8 (`tt356-*`) from 16 to 36 % fast and Qwen3-30B-A3B (`tt340-*`) from within 3 % to "
         "10-15 % fast, so it is not in the model.",
