@@ -55,3 +55,52 @@ def test_after_the_warm_up_the_first_elements_of_a_run_find_streamlits_one_time_
     run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "[] True"
+
+
+def test_the_servers_connections_send_small_writes_at_once():
+    # NOTE: Streamlit binds its listening socket with protocol 0, and asyncio turns Nagle's algorithm off only for a
+    # socket whose protocol reads IPPROTO_TCP: a response written in two parts (headers, then body) then waited for
+    # the client's delayed acknowledgement, ~40 ms per request on Linux. Read from the accepted connection's socket.
+    import asyncio
+    import socket
+
+    from streamlit.web.server.starlette import starlette_server
+
+    original = starlette_server._bind_socket
+    try:
+        assert launch.serve_without_nagle()
+        listener = starlette_server._bind_socket("127.0.0.1", 0, 8)
+    finally:
+        starlette_server._bind_socket = original
+    assert listener.proto == socket.IPPROTO_TCP
+
+    async def accept_one() -> int:
+        accepted = asyncio.get_running_loop().create_future()
+
+        class Keep(asyncio.Protocol):
+            def connection_made(self, transport):
+                accepted.set_result(transport.get_extra_info("socket").getsockopt(
+                    socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Keep, sock=listener)
+        _, writer = await asyncio.open_connection(*listener.getsockname())
+        try:
+            return await asyncio.wait_for(accepted, 10)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accept_one()) != 0
+
+
+def test_what_the_warm_up_loaded_is_frozen_so_a_collection_after_each_run_does_not_walk_it():
+    # NOTE: a fresh interpreter: freezing this test process would keep its objects from ever being collected.
+    script = ("import gc, time\n"
+              "from pages.common import launch\n"
+              "launch.warm_imports()\n"
+              "frozen = launch.freeze_what_is_loaded()\n"
+              "print(frozen > 50_000, len(gc.get_objects()) < frozen / 10)\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "True True"

@@ -7,9 +7,11 @@ and Plotly (about a second on a small machine) before the first figure can be dr
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import pkgutil
+import socket
 import sys
 import time
 
@@ -25,6 +27,8 @@ WARM_PACKAGES = ("pages.common",)
 # against its emoji table (60 ms to import on an idle machine, 300 ms on a loaded one), and every page draws the menu
 # before its first figure.
 WARM_STREAMLIT = ("streamlit.emojis",)
+# What `streamlit run` imports to serve: imported before the freeze below, so that it is frozen too.
+SERVER_MODULES = ("streamlit.web.cli", "streamlit.web.bootstrap", "streamlit.web.server.starlette.starlette_app")
 SKIP = frozenset({__name__})
 
 
@@ -52,9 +56,62 @@ def warm_imports() -> list[str]:
     return names
 
 
+def bind_tcp(bind):
+    """Wrap Streamlit's ``_bind_socket`` so that the listening socket says it speaks TCP: each connection the server
+    accepts then sends its small writes at once (Nagle's algorithm off), as asyncio does for sockets it makes itself.
+
+    Streamlit 1.67 binds the socket itself with ``socket.socket(family)``, whose protocol reads 0; accepted sockets
+    copy it, and asyncio turns Nagle's algorithm off only for a socket whose protocol reads IPPROTO_TCP
+    (``asyncio.base_events._set_nodelay``, CPython 3.11). With it on, a response whose headers and body leave in two
+    writes (uvicorn's h11 does so) holds the body until the browser acknowledges the headers, and Linux delays that
+    acknowledgement by up to 40 ms: every static file, health check and host-config request took ~44 ms on a
+    keep-alive connection, so a first load's ~150 script chunks, six connections at a time, spent over a second
+    waiting (measured: benchmarks/browser_slider.py, README)."""
+    def bound(address: str, port: int, backlog: int) -> socket.socket:
+        sock = bind(address, port, backlog)
+        if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM \
+                or sock.proto == socket.IPPROTO_TCP:
+            return sock
+        tcp = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
+        tcp.setblocking(False)  # what Streamlit set on the socket it made
+        tcp.set_inheritable(True)
+        return tcp
+    return bound
+
+
+def serve_without_nagle() -> bool:
+    """Apply ``bind_tcp`` to Streamlit's server; False where this Streamlit binds its sockets some other way."""
+    from streamlit.web.server.starlette import starlette_server
+
+    bind = getattr(starlette_server, "_bind_socket", None)
+    if bind is None:
+        return False
+    starlette_server._bind_socket = bind_tcp(bind)
+    return True
+
+
+def freeze_what_is_loaded() -> int:
+    """Collect once, then move every object alive now (the modules and what they hold, ~140,000 objects) out of the
+    garbage collector's reach; return how many. They live as long as the server: nothing is lost by not scanning them.
+
+    Streamlit collects garbage after every script run (runner.postScriptGC), and a full collection walks every
+    tracked object: 125 ms after the warm-up on a loaded 2-core machine, 350-400 ms inside the server, holding the
+    interpreter lock, so the server answered nothing else meanwhile, right after a session's first run: the
+    browser's requests for the first figures' script chunks waited for it. Frozen, the collection walks only what
+    the sessions made since (gc.freeze, CPython docs)."""
+    for name in SERVER_MODULES:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 def main(argv: list[str]) -> None:
     started = time.perf_counter()
     warmed = warm_imports()
+    if not serve_without_nagle():
+        print("Streamlit binds its server socket another way: Nagle's algorithm is left as it is.", flush=True)
+    freeze_what_is_loaded()
     print(f"Warmed {len(warmed)} page modules and {len(sys.modules)} modules in all in "
           f"{time.perf_counter() - started:.1f} s, before the first visitor.", flush=True)
     from streamlit.web import cli
