@@ -18,6 +18,13 @@ from pages.common import launch
 REPO = Path(__file__).resolve().parents[1]
 
 
+
+def printed_by_a_fresh_interpreter(script: str) -> str:
+    """What ``script`` prints, run in a new Python in the repository (no state of this test process)."""
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout.strip()
+
 def test_the_imports_are_warm_before_the_server_listens_and_the_page_then_serves(tmp_path):
     log = tmp_path / "streamlit.log"
     with running_dashboard(log) as url:
@@ -52,9 +59,7 @@ def test_after_the_warm_up_the_first_elements_of_a_run_find_streamlits_one_time_
               "os.path.realpath = lambda *a, **k: calls.append(a) or realpath(*a, **k)\n"
               "env_util.is_repl()\n"
               "print(sorted(set(sys.modules) - before), len(calls) < 100)\n")
-    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip() == "[] True"
+    assert printed_by_a_fresh_interpreter(script) == "[] True"
 
 
 def test_the_servers_connections_send_small_writes_at_once():
@@ -101,6 +106,4 @@ def test_what_the_warm_up_loaded_is_frozen_so_a_collection_after_each_run_does_n
               "launch.warm_imports()\n"
               "frozen = launch.freeze_what_is_loaded()\n"
               "print(frozen > 50_000, len(gc.get_objects()) < frozen / 10)\n")
-    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip() == "True True"
+    assert printed_by_a_fresh_interpreter(script) == "True True"
