@@ -136,6 +136,22 @@ def test_pp_layer_split_gives_the_remainder_to_stages_before_the_last():
     assert pp_layer_ranges(80, 3) == ((0, 27), (27, 54), (54, 80))
     assert pp_layer_ranges(32, 4) == ((0, 8), (8, 16), (16, 24), (24, 32))
     assert pp_layer_ranges(61, 4) == ((0, 15), (15, 30), (30, 46), (46, 61))
+    # vllm/distributed/utils.py get_pp_indices (0.28): 94 // 4 = 23, remainder 2 -> partitions[-2] and [-3] gain one.
+    assert pp_layer_ranges(94, 4) == ((0, 23), (23, 47), (47, 71), (71, 94))
+
+
+def test_pipeline_pool_is_the_fullest_stage_blocks():
+    # blog-kubesimplify-4xrtxpro6000-qwen3-235b-fp8-pp4-32k-v0271 printed 555,680 tokens, 16.96x at 32k. Qwen3-235B's
+    # 94 layers split 23/24/24/23; a block of a 24-layer stage is 24 x 16 x 4 KV heads x 128 x 2 x 2 B = 786,432 B, of
+    # a 23-layer one 753,664 B. kv_cache_utils.get_kv_cache_configs (0.28) takes the smallest num_blocks over the
+    # workers: with 34,730 x 786,432 B per GPU the middle stages hold 34,730 blocks (the end ones 36,240), so
+    # 34,730 x 16 = 555,680 tokens and 555,680 / 32,768 = 16.958x.
+    result = estimate(Scenario(model="Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", pipeline_parallel_size=4,
+                               max_model_len=32768, max_num_seqs=32, vllm_version="0.27.1",
+                               kv_cache_memory_bytes=34_730 * 786_432))
+    assert result.layout.bytes_per_block_per_stage == (753_664, 786_432, 786_432, 753_664)
+    assert (result.capacity.num_gpu_blocks, result.capacity.kv_cache_tokens) == (34_730, 555_680)
+    assert round(result.capacity.max_concurrency, 2) == 16.96
 
 
 def test_pipeline_stages_each_price_their_own_layers():
