@@ -190,6 +190,13 @@ def _exclusion(case: CalibrationCase, record: dict) -> str | None:
             and rules_for(case.vllm_version).non_torch_counts_other_processes):
         return ("0.6.4 counts other processes' memory as its own non-torch memory, and other processes of unknown "
                 "size shared this GPU (the same card printed 0.15 to 0.47 GiB for it within hours)")
+    if variation := (record.get("extra_settings") or {}).get("boot_to_boot_variation"):
+        # NOTE: 0.27+ size the budget from the device's drop in free memory and count its non-torch memory
+        # device-wide (vllm/utils/mem_utils.py, 0.28: cuda_memory = total - free; total_consumed), so another
+        # process's allocations during start-up are charged to vLLM. Where the source itself shows a term that
+        # no setting moves changing between boots, that happened, by an amount the record cannot give.
+        return ("the source shows a deterministic term (weights + non-torch memory, same model, card and version) "
+                f"moving between boots, as another process on the GPU would: {variation}")
     if "video" in str((record.get("extra_settings") or {}).get("mm_profiling", "")):
         return ("vLLM profiled the vision encoder with a video item of maximum size; encoder_profile.py models the "
                 "largest image only (neither the video's cached outputs nor the encoder's own peak on it)")

@@ -40,9 +40,11 @@ def test_issue_13_targets_hold_on_the_calibration_records(report):
     # NOTE: the KV-token p90 (5 %, in sample and left one out) held (3.99 %) until the thirteen records mined for issue
     # 20 item 2 took it to 11.04 %: an RTX 5090 on 0.28 that printed ~1.9 GiB of non-torch memory (+21 %, twice: the
     # same pool at two lengths), two Turing cards at TP 2 (-14 %: 0.21 GiB non-torch printed against our 2.56) and PP 4
-    # over PCIe (+13 %). A record that shows a miss stays counted; these two are held here to 12 % so that a regression
-    # still fails, and to 5 % by accuracy.py --check (which exits 1 while they miss); every other target as set.
-    p90_guard = {"KV tokens p90 %": 12.0, "KV tokens p90 %, left out": 12.0}
+    # over PCIe (+13 %). The RTX 5090 pair then left the statistics by accuracy.py's boot-to-boot rule (its source shows
+    # weights + non-torch moving 1.42 GiB between boots): 8.37 % / 8.37 %. A record that shows a miss stays counted;
+    # these two are held here to 10 % so that a regression still fails, and to 5 % by accuracy.py --check (which exits
+    # 1 while they miss); every other target as set.
+    p90_guard = {"KV tokens p90 %": 10.0, "KV tokens p90 %, left out": 10.0}
     failed = [f"{what}: {value:.2f} > {limit}" for what, (value, limit, holds) in targets.items()
               if not (holds or (what in p90_guard and value <= p90_guard[what]))]
     assert not failed, "; ".join(failed) + " (run python benchmarks/accuracy.py)"
@@ -67,14 +69,16 @@ def test_issue_20_left_out_by_source(report):
     # runs alone, falls back to Model Runner V2's penalty tensors read in vLLM's source when that source is left out
     # (it fell back to nothing: 1.56). Thirteen records mined for issue 20 item 2 took it to 1.92 % (an RTX 5090 at
     # 0.28 printing 1.9 GiB of non-torch memory, +21 %; two Turing cards at TP 2 printing 0.21 GiB where we take 2.56,
-    # -14 %; PP 4 over PCIe, +13 %): a record that shows a miss stays counted; held here to 2 % so that a regression
-    # still fails, and to 1.5 % by accuracy.py --check.
-    assert targets["KV tokens median %, source left out"][0] <= 2.0
+    # -14 %; PP 4 over PCIe, +13 %); 1.73 % once the RTX 5090 pair left the statistics by the boot-to-boot rule: a
+    # record that shows a miss stays counted; held here to 1.9 % so that a regression still fails, and to 1.5 % by
+    # accuracy.py --check.
+    assert targets["KV tokens median %, source left out"][0] <= 1.9
     # NOTE: the p90's 5 % held until an RTX PRO 4000 Blackwell AWQ start-up on 0.28 (predicted +11.1 %, ~3 points of
     # it from the nvidia-smi total the record had to use) took it to 7.08 %; 5.29, then 11.21 with the thirteen
-    # records of issue 20 item 2 (the misses named above). A record that shows a miss stays counted; held here to
-    # 12 % so that a regression still fails, and to 5 % by accuracy.py --check.
-    assert targets["KV tokens p90 %, source left out"][0] <= 12.0
+    # records of issue 20 item 2 (the misses named above), 8.52 once the RTX 5090 pair left the statistics (boot-to-boot
+    # rule). A record that shows a miss stays counted; held here to 10 % so that a regression still fails, and to 5 %
+    # by accuracy.py --check.
+    assert targets["KV tokens p90 %, source left out"][0] <= 10.0
 
 
 def test_check_fails_when_any_issue_13_or_issue_20_target_fails(report, capsys) -> None:
@@ -267,7 +271,14 @@ def test_what_the_statistics_leave_out_and_why(report):
     left_out = {row.case.record_id: row.excluded for row in report.scored() if row.excluded and not row.stand_in}
     assert set(left_out) == {"vllm-19996-h100-llama31-8b-eagle", "vllm-5248-2xt4-deepseek-coder-6.7b-tp2",
                              "blog-l4-qwen3-14b-awq-replica", "file-gtx1080-phi15-v064post1",
-                             "file-gtx1080-opt125m-v064post1", "file-4x3090-qwen3-vl-30b-a3b-tp4-64k-v0110"}
+                             "file-gtx1080-opt125m-v064post1", "file-4x3090-qwen3-vl-30b-a3b-tp4-64k-v0110",
+                             "file-rtx5090-qwen3-14b-awq-util070-16k-v0280",
+                             "file-rtx5090-qwen3-14b-awq-util070-32k-v0280"}
+    # 0.28 charges another process's start-up allocations to vLLM (device-wide free memory); the source's Qwen3-32B-AWQ
+    # printed 'weights and non-torch' 18.62 then 20.04 GiB on the same card and version (only the utilization moved)
+    for record_id in ("file-rtx5090-qwen3-14b-awq-util070-16k-v0280", "file-rtx5090-qwen3-14b-awq-util070-32k-v0280"):
+        assert left_out[record_id].startswith("the source shows a deterministic term")
+        assert "18.62 GiB" in left_out[record_id] and "20.04 GiB" in left_out[record_id]
     # 0.11.0 profiled Qwen3-VL's encoder with a 153,600-token video ("profiled with 1 video items"), not an image
     assert left_out["file-4x3090-qwen3-vl-30b-a3b-tp4-64k-v0110"].startswith("vLLM profiled the vision encoder with a video")
     assert left_out["file-gtx1080-phi15-v064post1"].startswith("0.6.4 counts other processes' memory")
