@@ -159,6 +159,23 @@ def run_page(base_url: str, gpu: str | None = "cpu", dtype: str | None = "float3
     return app
 
 
+def until_metrics_arrive(app: AppTest, reads: int = 5) -> AppTest:
+    """The page once a read carried /metrics, rerunning it while the live client's deadline cut /metrics short.
+
+    Under the saturating load the engine, the API server's 24 open requests and this process share 2 cores:
+    measured, one read took 0.3-37 s (load 12-19), so some reads pass the 8 s deadline, and the page rightly shows
+    "/metrics ... did not answer completely within 8 s" without engine figures (its own tests cover that message).
+    A CI run failed so on the second read. Any other way to come without figures fails here."""
+    for _ in range(reads):
+        assert not app.exception and not app.error, [e.value for e in (*app.exception, *app.error)]
+        if "Running" in metrics(app):
+            return app
+        warnings = [w.value for w in app.warning]
+        assert any(w.startswith("/metrics:") and "did not answer completely within" in w for w in warnings), warnings
+        app.run()
+    raise AssertionError(f"/metrics passed the deadline in {reads} reads in a row")
+
+
 def comparison(app: AppTest) -> list[dict]:
     table = next(df.value for df in app.dataframe if "predicted" in df.value.columns)
     return table.to_dict("records")
@@ -193,12 +210,12 @@ def test_saturation_then_idle_the_page_shows_what_the_server_exposes(server):
         while (scrape(server.base_url).waiting or 0) < 1 and time.monotonic() < deadline:
             time.sleep(0.2)
 
-        busy = run_page(server.base_url)
+        busy = until_metrics_arrive(run_page(server.base_url))
         shown = metrics(busy)
         assert float(shown["Running"]) + float(shown["Waiting"]) >= 1
         time.sleep(1)
         busy.run()  # a second read in the same session: rates and the preemption trend need two points
-        shown = metrics(busy)
+        shown = metrics(until_metrics_arrive(busy))
         assert float(shown["Running"]) + float(shown["Waiting"]) >= 1, "the load ended before the second read"
         warnings = " ".join(w.value for w in busy.warning)
         # the Live page's diagnosis names the bottleneck; the per-read advice says the cache is full or requests wait
