@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 from calculator.speed.legacy_numpy_random import LegacyRandomState
+from calculator.speed.step_spread import StepSpread, bucket_quantile
 
 MS = 1e3
 MAX_SIMULATED_STEPS = 5_000_000  # a guard against a load that never drains (it cannot, but a bug must not hang)
@@ -337,9 +338,42 @@ def cached_test_prompt_tokens(prompt_tokens: int, block_size: int) -> int:
     return (prompt_tokens - 1) // block_size * block_size
 
 
-def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigures:
-    """The printed result of ``load`` on an engine with ``limits`` whose steps take ``cost``; ``ValueError`` when a
-    request can never fit in the KV cache."""
+def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost, spread: StepSpread | None = None) -> BenchFigures:
+    """The printed result of ``load`` on an engine with ``limits`` whose steps take ``cost`` (each multiplied by the
+    next factor of ``spread`` when one is given: a server's stalls); ``ValueError`` when a request can never fit in
+    the KV cache."""
+    return _figures(load, *_run(load, limits, cost, spread))
+
+
+SPREAD_RUNS = 16  # seeds a spread run's figures are averaged over: one seed's p99 moved by up to 9 % (sd)
+
+
+def simulate_spread(load: BenchLoad, limits: EngineLimits, cost: StepCost, spread: StepSpread,
+                    runs: int = SPREAD_RUNS) -> BenchFigures:
+    """Each figure's mean over ``runs`` simulations whose steps draw from ``spread`` (seeds ``spread.seed``,
+    ``spread.seed + 1``, ...): the expected result, where one simulated run is one draw of where the stalls fall."""
+    every = [simulate(load, limits, cost, spread.model_copy(update={"seed": spread.seed + i})) for i in range(runs)]
+    floats = {key: sum(getattr(run, key) for run in every) / runs
+              for key, value in every[0].model_dump().items() if isinstance(value, float)}
+    return every[0].model_copy(update=floats)
+
+
+def inter_token_gaps_s(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> list[tuple[float, int]]:
+    """The simulated run's inter-token latencies (seconds, how many token gaps had each), ascending."""
+    return sorted(_run(load, limits, cost, None)[1].items())
+
+
+def fit_step_spread(load: BenchLoad, limits: EngineLimits, cost: StepCost, itl_buckets: Sequence[tuple[float, float]],
+                    *, seed: int = 0) -> StepSpread:
+    """The spread of step times that a server's inter-token histogram over the run of ``load`` (cumulative
+    ``(le, count)`` buckets, +Inf last) shows beyond the one the simulated schedule under ``cost`` already has."""
+    gaps = inter_token_gaps_s(load, limits, cost)
+    return StepSpread.from_quantiles(lambda q: bucket_quantile(itl_buckets, q),
+                                     lambda q: weighted_percentile(gaps, 100 * q), seed=seed)
+
+
+def _run(load: BenchLoad, limits: EngineLimits, cost: StepCost, spread: StepSpread | None
+         ) -> tuple[list[_Request], dict[float, int], int, int, int]:
     requests = [_Request(index=i, prompt=p, output=o)
                 for i, (p, o) in enumerate(zip(load.input_tokens, load.output_tokens, strict=True))]
     if load.first_prompt_cached:
@@ -352,6 +386,7 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
     engine = _Engine(limits=limits, free_blocks=usable_blocks)
     client = _Client(load, limits.request_overhead_s)
     itl: dict[float, int] = {}  # gap (s) -> how many token gaps had it
+    factors = spread.draws() if spread is not None else None
     now, steps, reported_steps, finished = 0.0, 0, 0, 0
     client.send(now, requests)
     while finished < len(requests):
@@ -372,11 +407,14 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
         steps += 1
         if steps > MAX_SIMULATED_STEPS:
             raise ValueError("the simulated run did not drain")
-        repeat = _steady_steps(engine, scheduled, client, cost, now)
+        # NOTE: with a spread every step draws its own time, so no stretch of steps is advanced in one go.
+        repeat = _steady_steps(engine, scheduled, client, cost, now) if factors is None else 1
         decodes = [r for r, _ in scheduled if r.decoding]
         chunks = tuple((n, r.computed) for r, n in scheduled if not r.decoding)
         context = sum(r.prompt + r.generated for r in decodes) / len(decodes) if decodes else 0.0
         duration = cost(StepBatch(len(decodes), context + (repeat - 1) / 2, chunks))
+        if factors is not None:
+            duration *= next(factors)
         start = now
         for request, _ in scheduled:
             if request.scheduled_s is None:
@@ -405,7 +443,7 @@ def simulate(load: BenchLoad, limits: EngineLimits, cost: StepCost) -> BenchFigu
                 client.free_slots.append(now)
                 finished += 1
         client.send(now, requests)
-    return _figures(load, requests, itl, engine.preemptions, steps, reported_steps)
+    return requests, itl, engine.preemptions, steps, reported_steps
 
 
 def _steady_steps(engine: _Engine, scheduled: list[tuple[_Request, int]], client: _Client, cost: StepCost,
