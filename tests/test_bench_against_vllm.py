@@ -24,30 +24,50 @@ figures are not compared and the report says so in a warning (with two busy loop
 2-core development host every run lagged 26-750 ms and the client's median TPOT was 0 ms in one, every token in
 one chunk, so no bound on those figures would mean anything).
 
-Bounds, as (predicted - real) / real, for the clean runs: the medians of TTFT and end-to-end latency within the
-issue's 15 %; the median TPOT from 15 % below to 30 % above (the fit meets the server's mean step time, the real step
-times have a tail of stalls that lifts their mean above their median, and the simulation's steps have none, so its
-median TPOT sits 0-15 % above the real one on the development host and was +20.2 % in one CI run, lag 6.7 ms, where
-the stalls were longer: a one-sided bias of a known mechanism, not of the scheduler simulated); the p99s from 60 % below (the real p99 at most 2.5x the predicted) to
-35 % above: a p99 of 24-32 requests is the worst one or two, carried by one request whose first token or one chunk
-waited for a core, and the fit's split of fixed and per-token cost (it moves by +-30 % between runs) moves the
-simulated worst queueing. Spread over the clean attempts (load 1-5 from other jobs on the 2-core development host,
-client lag 4-19 ms a request), median TTFT / TPOT / e2e, then p99 TTFT / TPOT / e2e:
+The simulation's steps get the server's stalls too: the run's inter-token histogram, made fine with vLLM 0.32's
+``--custom-histogram-buckets`` (1 ms bounds to 200 ms), gives a spread of step times beyond the one the simulated
+schedule already has (``fit_step_spread``: measured over simulated quantile, scaled to mean 1 so the fitted mean
+step stays), one factor drawn per step and the figures averaged over 16 seeds (``simulate_spread``).
 
-    burst   (14 runs)  -7..+3 %   +1..+11 %  -4..+2 %    -19..+4 %   -47..-8 %   -19..+5 %
-    closed  (13 runs)  -4..+11 %  -1..+10 %  -1..+8 %    -46..-4 %   -35..-4 %   -21..-1 %
-    poisson  (9 runs)  -8..+0 %   -0..+15 %  -7..+4 %    -15..+26 %  -19..+2 %   -13..+9 %
+Bounds, as (predicted - real) / real, for the clean runs: the medians within the issue's 15 %; the p99s per run
+type as far as the measurements allow (``BOUNDS``). Spread over the clean attempts on the development host, 5 Dec
+2026 (tags a, b, c in the commit message; load average 1-18 from other jobs on the 2 cores, client lag 2.5-8 ms a
+request), median TTFT / TPOT / e2e, then p99 TTFT / TPOT / e2e, with the spread and (below) every step equal:
 
-(closed: one run gave +38 % median TTFT under the fit's earlier choice of the side above a step, see
-``fit_measured_run``; the same run could not be refitted. A clean closed run of the fresh-clone suite at 8b3bdae, lag
-5.8 ms, gave +17.8 %: its one-step prefills make TTFT two-valued, a step apart, by which side of a step boundary the
-next prompt lands on, so the median TTFT may also miss by half a full-budget step.) The runs the host loaded (lag 20-750 ms) gave down to
--64 % on medians and -86 % on p99s, and +600000 % on one median TPOT. The queue time (not fitted) is held to one
-full-budget step; clean runs showed -0.08 to +0.37 steps.
+    burst   (10 runs)  -4..+4 %   -1..+9 %   -3..+7 %    -10..+1 %   -10..+5 %   -10..+1 %
+          equal steps  -5..+3 %   -1..+14 %  -4..+5 %    -9..+1 %    -40..-3 %   -9..+1 %
+    closed  (11 runs)  -5..+9 %   -1..+4 %   -4..+6 %    -35..-2 %   -22..+0 %   -25..+1 %
+          equal steps  -3..+13 %  -1..+4 %   -4..+6 %    -35..-2 %   -25..-2 %   -25..+2 %
+    poisson (11 runs)  -9..-4 %   -3..+5 %   -6..+0 %    -3..+7 %    -41..+6 %   -19..+8 %
+          equal steps  -12..-6 %  -4..+3 %   -7..-2 %    -2..+9 %    -41..+7 %   -19..+9 %
+
+The spread brings the burst's p99 TPOT (3 gaps a request, so one stalled step is a request's TPOT) into 15 % and
+the median TPOT's bias down by about 5 points. Two misses remain, neither a step stall:
+
+- closed, p99 TTFT and e2e (down to -35 %): the burst of 4 prompts that starts the loop is slower at the server
+  than its steady state. The server's own histograms (request_latency and time_to_first_token made fine too, 4 runs)
+  put its worst TTFT at 95-122 ms against the simulated 86-95 ms, its worst prefill time at 54-64 ms against 45-52
+  ms, and show the 4 prompts reaching the engine apart (1 of them queued more than 1 ms, where the simulation,
+  sending all 4 at once, queues 2); its first 4 requests' e2e latency is 50-110 ms above the steady ones in most
+  runs. The front end's handling of simultaneous requests and the first steps after an idle engine are not modelled.
+- poisson, p99 TPOT (-41 % in 1 of 11 runs): 24 requests of 7 gaps, so the p99 is the worst request; one stall of
+  ~100 ms in one decode lifts it, and an expected p99 over draws spreads such a stall thin.
+
+Earlier spreads with every step equal (before the spread: 36 clean runs, lag 4-19 ms), which the bounds also hold: burst
+p99s -19..+4 % (TTFT, e2e), closed p99 TTFT -46..-4 %, poisson p99 TTFT -15..+26 %; one CI run gave median TPOT
++20.2 % (lag 6.7 ms) under equal steps. Under equal steps a closed run once gave +38 % median TTFT under the fit's
+earlier choice of the side above a step (``fit_measured_run``), and a clean closed run of the fresh-clone suite at
+8b3bdae, lag 5.8 ms, gave +17.8 %: its one-step prefills make TTFT two-valued, a step apart, by which side of a step
+boundary the next prompt lands on, so the median TTFT may also miss by half a full-budget step. Runs the host loaded
+(lag 20-750 ms) gave down to -64 % on medians and -86 % on p99s, and +600000 % on one median TPOT; one run in which a
+second vLLM server started beside this one (server ITL 93 ms against 14) passed the lag check and gave +740 % p99
+TTFT: a loaded server, not only a lagging client, so such runs say nothing about the model either. The queue time
+(not fitted) is held to one full-budget step; clean runs showed -0.08 to +0.37 steps.
 """
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -57,7 +77,7 @@ from support.vllm_server import VllmCpuServer
 
 from calculator.observe.activity import histogram_increase
 from calculator.observe.metrics import parse_metrics
-from calculator.speed.bench import EngineLimits, fit_measured_run, simulate
+from calculator.speed.bench import EngineLimits, fit_measured_run, fit_step_spread, simulate, simulate_spread
 from calculator.speed.bench_command import parse_bench_command
 
 pytestmark = pytest.mark.vllm_server
@@ -65,6 +85,12 @@ MODEL = "tiny-llama-deep"  # 32 layers: a step takes 20-40 ms, long beside the f
 BUDGET = 64
 SERVER_ARGS = ("--max-model-len", "512", "--max-num-batched-tokens", str(BUDGET), "--max-num-seqs", "16",
                "--no-enable-prefix-caching")
+# NOTE: a fine inter-token histogram (vLLM 0.32's --custom-histogram-buckets, family "inter_token_latency",
+# vllm/config/observability.py): 1 ms bounds to 200 ms and 5 ms bounds to 1 s hold the shape of the step times,
+# stalls included, where the default bounds (10, 25, 50, 75, 100 ms ...) hold two or three buckets of it.
+ITL_BUCKETS_S = ([round(0.001 * ms, 3) for ms in range(1, 201)] + [round(0.005 * i, 3) for i in range(41, 201)]
+                 + [1.5, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0])
+HISTOGRAM_ARGS = ("--custom-histogram-buckets", json.dumps({"inter_token_latency": ITL_BUCKETS_S}))
 RUNS = {
     # a burst of 8 prompts of 112 tokens (2 steps each) queued behind each other, then a closed loop
     "burst": "--random-input-len 112 --random-output-len 4 --max-concurrency 8 --num-prompts 32",
@@ -74,9 +100,19 @@ RUNS = {
     "poisson": "--random-input-len 112 --random-output-len 8 --request-rate 4 --num-prompts 24",
 }
 BOUND = 0.15
+MEDIANS = {"median_ttft_ms": (-BOUND, BOUND), "median_tpot_ms": (-BOUND, BOUND), "median_e2el_ms": (-BOUND, BOUND)}
 # (predicted - real) / real allowed for each figure of the client's result; see the docstring for the spread measured
-BOUNDS = {"median_ttft_ms": (-BOUND, BOUND), "median_tpot_ms": (-BOUND, 0.30), "median_e2el_ms": (-BOUND, BOUND),
-          **{f"p99_{figure}_ms": (-0.6, 0.35) for figure in ("ttft", "tpot", "e2el")}}
+BOUNDS = {
+    "burst": {**MEDIANS, "p99_ttft_ms": (-0.25, BOUND), "p99_tpot_ms": (-0.25, BOUND), "p99_e2el_ms": (-0.25, BOUND)},
+    # the burst of 4 at the start of a closed loop runs slower than its steady state (see the docstring)
+    "closed": {**MEDIANS, "p99_ttft_ms": (-0.50, BOUND), "p99_tpot_ms": (-0.40, BOUND), "p99_e2el_ms": (-0.30, BOUND)},
+    # one request of 24 whose decode met a stall carries the p99 TPOT (see the docstring)
+    "poisson": {**MEDIANS, "p99_ttft_ms": (-0.20, 0.30), "p99_tpot_ms": (-0.45, BOUND), "p99_e2el_ms": (-0.25, BOUND)},
+}
+# The saved run of the CLI test is simulated with every step of a batch equal (the CLI takes no spread): the bounds
+# before the spread (its p99 TPOT is 20.5 % under the real one).
+EQUAL_STEP_BOUNDS = {**MEDIANS, "median_tpot_ms": (-BOUND, 0.30),
+                     **{f"p99_{figure}_ms": (-0.6, 0.35) for figure in ("ttft", "tpot", "e2el")}}
 QUEUE_BOUND_STEPS = 1.0
 ATTEMPTS = 3
 CLEAN_LAG_ITL = 0.5
@@ -85,7 +121,7 @@ SAVED = Path(__file__).parent / "data" / "bench"
 
 @pytest.fixture(scope="module")
 def server(tiny_model_factory):
-    with VllmCpuServer(tiny_model_factory(MODEL), extra_args=SERVER_ARGS) as running:
+    with VllmCpuServer(tiny_model_factory(MODEL), extra_args=SERVER_ARGS + HISTOGRAM_ARGS) as running:
         yield running
 
 
@@ -105,6 +141,12 @@ def runs(server, tiny_model_factory, vllm_cpu_venv) -> dict[str, dict]:
             if name not in chosen or client_lag_ms(outcome) < client_lag_ms(chosen[name]):
                 chosen[name] = outcome
     return chosen
+
+
+def itl_buckets(outcome: dict) -> tuple[tuple[float, float], ...]:
+    """The server's inter-token histogram over the run (after less before): cumulative (le, count), +Inf last."""
+    before = parse_metrics(outcome["before"]).engine("tiny").histograms["itl_s"]
+    return histogram_increase(before, parse_metrics(outcome["after"]).engine("tiny").histograms["itl_s"]).buckets
 
 
 def measured_means(outcome: dict) -> dict[str, float]:
@@ -128,12 +170,20 @@ def clean(outcome: dict) -> bool:
     return client_lag_ms(outcome) <= CLEAN_LAG_ITL * measured_means(outcome)["itl_s"] * 1e3
 
 
-def predicted(line: str, means: dict[str, float]):
+def predicted(line: str, outcome: dict, *, equal_steps: bool = False):
+    """The simulated run fed what the server measured during ``outcome``: a step cost and the time outside the
+    engine fitted to its histograms' means, and the spread of its inter-token histogram beyond the simulated
+    schedule's (``fit_step_spread``; every step of a batch equal with ``equal_steps``)."""
+    means = measured_means(outcome)
     load = parse_bench_command(line, special_tokens=0).load  # NOTE: the tiny tokenizer adds no BOS
     limits = EngineLimits(max_num_seqs=16, max_num_batched_tokens=BUDGET, kv_cache_tokens=1_000_000, block_size=128)
     cost, overhead_s = fit_measured_run(load, limits, mean_ttft_s=means["ttft_s"], mean_queue_s=means["queue_s"],
                                         mean_prefill_s=means["prefill_s"], mean_itl_s=means["itl_s"])
-    return simulate(load, limits.model_copy(update={"request_overhead_s": overhead_s}), cost), cost, overhead_s
+    limits = limits.model_copy(update={"request_overhead_s": overhead_s})
+    if equal_steps:
+        return simulate(load, limits, cost), cost, overhead_s
+    spread = fit_step_spread(load, limits, cost, itl_buckets(outcome))
+    return simulate_spread(load, limits, cost, spread), cost, overhead_s
 
 
 def too_loaded(name: str, outcome: dict) -> bool:
@@ -152,7 +202,7 @@ def test_the_engine_queues_prompts_as_the_server_did(runs, name: str) -> None:
     # Queue time is not fitted: it is where prompts wait for each other's chunks (vLLM's queue time starts when the
     # engine loop takes a request in, between steps).
     means = measured_means(runs[name])
-    run, cost, _ = predicted(RUNS[name], means)
+    run, cost, _ = predicted(RUNS[name], runs[name])
     if too_loaded(name, runs[name]):
         return
     full_step_ms = (cost.fixed_s + BUDGET * cost.per_token_s) * 1e3
@@ -186,7 +236,7 @@ STEP_BOUNDS = {"burst": 0.03, "closed": 0.03, "poisson": 0.10}
 def test_the_engine_runs_as_many_steps_as_the_server_did(runs, name: str) -> None:
     # The scheduler half, apart from any timing: how V1 batches decodes with prompt chunks under the token budget.
     # A simulation that chunked, admitted or batched differently would run a different number of steps.
-    run, _, _ = predicted(RUNS[name], measured_means(runs[name]))
+    run, _, _ = predicted(RUNS[name], runs[name])
     real = engine_steps(runs[name])
     print(f"{name}: {run.reported_steps} steps reported ({run.steps} run), the server reported {real:.0f}")
     if too_loaded(name, runs[name]):
@@ -197,10 +247,13 @@ def test_the_engine_runs_as_many_steps_as_the_server_did(runs, name: str) -> Non
 @pytest.mark.parametrize("name", RUNS)
 def test_the_client_sees_the_simulated_timeline(runs, name: str) -> None:
     real = runs[name]["result"]
-    run, cost, overhead_s = predicted(RUNS[name], measured_means(runs[name]))
-    errors = {key: (getattr(run, key) - real[key]) / real[key] for key in BOUNDS}
+    run, cost, overhead_s = predicted(RUNS[name], runs[name])
+    errors = {key: (getattr(run, key) - real[key]) / real[key] for key in BOUNDS[name]}
+    equal = predicted(RUNS[name], runs[name], equal_steps=True)[0]
     shown = (f"{name}: {cost}, {overhead_s * 1e3:.1f} ms outside the engine, client lag "
-             f"{client_lag_ms(runs[name]):.1f} ms, errors {({k: f'{v:+.1%}' for k, v in errors.items()})}")
+             f"{client_lag_ms(runs[name]):.1f} ms, load {os.getloadavg()[0]:.1f}, "
+             f"errors {({k: f'{v:+.1%}' for k, v in errors.items()})}, with equal steps "
+             f"{({k: f'{(getattr(equal, k) - real[k]) / real[k]:+.1%}' for k in errors})}")
     print(shown)  # NOTE: in the report with -rP: the spread the docstring quotes was gathered so
     assert real["completed"] == parse_bench_command(RUNS[name]).load.num_prompts
     assert real["total_output_tokens"] == run.total_output_tokens, shown
@@ -210,7 +263,7 @@ def test_the_client_sees_the_simulated_timeline(runs, name: str) -> None:
     # boundary a closed loop's next prompt lands on depends on how the time outside the engine splits before and
     # after it, which the server's histograms do not tell. So the median TTFT may also miss by half a full step.
     half_step_ms = (cost.fixed_s + BUDGET * cost.per_token_s) * 1e3 / 2
-    for key, (low, high) in BOUNDS.items():
+    for key, (low, high) in BOUNDS[name].items():
         if key == "median_ttft_ms" and abs(getattr(run, key) - real[key]) <= half_step_ms:
             continue
         assert low <= errors[key] <= high, (key, shown)
@@ -233,7 +286,7 @@ def test_bench_cli_meets_a_saved_real_run(capsys) -> None:
                  *measured["bench_command"].split()])
     predicted_run = json.loads(capsys.readouterr().out)
     assert code == 0
-    for key, (low, high) in BOUNDS.items():
+    for key, (low, high) in EQUAL_STEP_BOUNDS.items():
         assert low <= (predicted_run[key] - real[key]) / real[key] <= high, (key, predicted_run[key], real[key])
     assert predicted_run["total_output_tokens"] == real["total_output_tokens"]
     assert predicted_run["arrival"].startswith("closed loop of 8 clients: a burst of 8 prompts")
