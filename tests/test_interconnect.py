@@ -88,6 +88,26 @@ def test_choosing_pcie_for_an_sxm_card_frees_the_nvls_memory_for_the_kv_cache_an
     assert not any("is sold with" in w for w in nvswitch.warnings)
 
 
+def test_a_gpu_outside_the_catalog_is_taken_as_pcie_and_the_warning_says_so():
+    # Every NVSwitch system with NVLS (Hopper+) is in the catalog by name; a card outside it is a PCIe card. The
+    # Turing TP 2 record (vLLM 0.28.1rc1, two 24 GB cards) printed 0.21 GiB non-torch with custom all-reduce on,
+    # where NVSwitch with NVLS would be 1.81 GiB more than the TP 1 terms.
+    custom = estimate(Scenario(model=MODEL, gpu=None, gpu_memory_gib=23.47, tensor_parallel_size=2,
+                               vllm_version="0.32.0"))
+    assert custom.settings.interconnect == "pcie"
+    # as the L40S at TP 2: 0.26 (cuBLAS, TP 1) + 0.49 (0.27+ free drop) + 0.12 (NCCL P2P over PCIe)
+    assert custom.budget.non_torch_bytes == int(0.26 * GIB) + int(0.49 * GIB) + int(0.12 * GIB)
+    # context 0.50 + communicators 0.25 + custom all-reduce (two PCIe GPUs): 8 + 16 + 8 MiB
+    assert custom.budget.context_bytes == int(0.50 * GIB) + int(0.25 * GIB) + 32 * MIB
+    assert any("outside the catalog is not known: PCIe only" in w and "--interconnect" in w for w in custom.warnings)
+    chosen = estimate(Scenario(model=MODEL, gpu=None, gpu_memory_gib=23.47, tensor_parallel_size=2,
+                               vllm_version="0.32.0", interconnect="nvlink"))
+    assert chosen.settings.interconnect == "nvlink"
+    assert not any("outside the catalog" in w for w in chosen.warnings)
+    alone = estimate(Scenario(model=MODEL, gpu=None, gpu_memory_gib=23.47, vllm_version="0.32.0"))
+    assert not any("outside the catalog" in w for w in alone.warnings)
+
+
 def test_the_link_does_not_matter_on_one_gpu():
     assert _budget("h100-sxm-80gb", 1).budget == _budget("h100-sxm-80gb", 1, interconnect="pcie").budget
     assert not any("is sold with" in w for w in _budget("h100-sxm-80gb", 1, interconnect="pcie").warnings)

@@ -172,7 +172,7 @@ def _gpu_fields(record: dict[str, Any], assumptions: list[str]) -> dict[str, Any
 def _interconnect(record: dict[str, Any], assumptions: list[str]) -> Interconnect | None:
     """The link the record's source names (its annotation, else the first word of its setting), as a user would pick it.
 
-    Without it a GPU outside the catalog would be taken as NVSwitch with NVLS buffers (the unknown link's default).
+    Without it a GPU outside the catalog is taken as PCIe (``interconnect.CUSTOM_GPU_INTERCONNECT``).
     """
     if (record.get("tensor_parallel_size") or 1) * (record.get("pipeline_parallel_size") or 1) <= 1:
         return None
@@ -181,7 +181,7 @@ def _interconnect(record: dict[str, Any], assumptions: list[str]) -> Interconnec
         word = (_first_word(said) or "").strip(",;").lower()
         if word in INTERCONNECT_LABELS:
             return word  # type: ignore[return-value]
-    assumptions.append("interconnect not stated: the card's usual link (NVSwitch with NVLS outside the catalog)")
+    assumptions.append("interconnect not stated: the card's usual link (PCIe outside the catalog)")
     return None
 
 

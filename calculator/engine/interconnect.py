@@ -36,8 +36,14 @@ INTERCONNECT_LABELS: dict[Interconnect, str] = {
     "pcie": "PCIe only (no NVLink)",
     "xgmi": "AMD Infinity Fabric (xGMI)",
 }
-# NOTE: a custom GPU's link is unknown; the NVSwitch figures are the largest, so the KV pool is not overstated.
+# NOTE: the overhead functions' default where no link is passed: the NVSwitch figures, the largest.
 UNKNOWN_INTERCONNECT: Interconnect = "nvswitch"
+# NOTE: a GPU outside the catalog, link not stated, is taken as PCIe. NVSwitch boards take SXM/OAM modules, and every
+# one that NCCL builds NVLS buffers on (Hopper or later: H100, H200, H20, B200, B300) is in the catalog by name; the
+# cards left out are PCIe cards (consumer, workstation, older data-centre), some with an NVLink bridge. Evidence: the
+# Turing TP 2 record (file-2xturing24g-..., vLLM 0.28.1rc1) printed 0.21 GiB non-torch with vLLM's custom all-reduce
+# on (two GPUs), where NVSwitch with NVLS would be 2.56 GiB. The page and the CLI say so (``custom_gpu_link_note``).
+CUSTOM_GPU_INTERCONNECT: Interconnect = "pcie"
 NVLS_MIN_COMPUTE_CAPABILITY = (9, 0)  # NVLink SHARP multicast: Hopper and later on an NVSwitch fabric
 
 # custom_all_reduce.py (0.28-0.32): ``_SUPPORTED_WORLD_SIZES``, ``max_size=8192 * 1024``, ``rank_data`` and the
@@ -78,8 +84,17 @@ def resolve_interconnect(requested: Interconnect | None, gpu: GpuSpec | None) ->
     if requested is not None:
         return requested
     if gpu is None or gpu.family is None:
-        return UNKNOWN_INTERCONNECT
+        return CUSTOM_GPU_INTERCONNECT
     return gpu.topologies[0]
+
+
+def custom_gpu_link_note(requested: Interconnect | None, gpu: GpuSpec | None, world_size: int) -> str | None:
+    """A sentence when a GPU outside the catalog runs TP/PP > 1 and no link was chosen: PCIe is assumed."""
+    if requested is not None or world_size <= 1 or (gpu is not None and gpu.family is not None):
+        return None
+    return (f"the link between GPUs outside the catalog is not known: {INTERCONNECT_LABELS[CUSTOM_GPU_INTERCONNECT]} "
+            "is assumed (every NVSwitch system, where NCCL's NVLS buffers take 1-2 GiB per GPU, is in the catalog by "
+            "name); choose the interconnect (--interconnect nvswitch|nvlink|pcie|xgmi) if yours differs")
 
 
 def interconnect_warning(interconnect: Interconnect, gpu: GpuSpec | None, world_size: int) -> str | None:

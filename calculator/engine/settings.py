@@ -23,7 +23,7 @@ from .expert_parallel import (
     moonep_runs_eager,
 )
 from .flag_checks import flag_problems
-from .interconnect import interconnect_warning, resolve_interconnect
+from .interconnect import custom_gpu_link_note, interconnect_warning, resolve_interconnect
 from .kv_cache import SUPPORTED_KV_CACHE_DTYPES
 from .vllm_versions import (
     BatchDefaults,
@@ -142,6 +142,8 @@ def deployment_settings(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | Non
     warnings += dtype_warnings
     interconnect = resolve_interconnect(interconnect_flag, gpu)
     if link_note := interconnect_warning(interconnect, gpu, tp * pp):
+        warnings.append(link_note)
+    if link_note := custom_gpu_link_note(interconnect_flag, gpu, tp * pp):
         warnings.append(link_note)
     if kv_dtype not in SUPPORTED_KV_CACHE_DTYPES:
         raise InvalidInput(f"unknown --kv-cache-dtype {kv_dtype!r}; vLLM {rules.version} accepts "
