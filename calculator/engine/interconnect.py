@@ -70,6 +70,12 @@ REDUCE_SCATTER_BUFFER_FROM_MINOR = 28
 # not grow with it). PCIe: vllm-project/vllm#13061, 2 x RTX 4090, vLLM 0.7 (V0), TP 2 printed "non_torch_memory
 # takes 0.25GiB", 0.12 above the TP = 1 figure of the era (0.13). NVLink P2P without NVLS: vllm-16570 (4 x A100
 # 40GB SXM, NVSwitch but no NVLS before Hopper) grew 0.25 GiB at TP 4; more channels than PCIe.
+# NOTE: why these are small and do not grow with TP (NCCL v2.27.7 src/): each connection's buffers are
+# ``init.cc`` DEFAULT_LL_BUFFSIZE 512 KiB (8 lines x 512 threads x 8 steps x 16 B) + DEFAULT_LL128_BUFFSIZE 4.69 MiB
+# (120 x 640 x 8 x 8 B) + DEFAULT_BUFFSIZE 4 MiB, on device only over P2P; ``graph/paths.cc`` disables P2P past a
+# PCIe host bridge by default (``p2pLevel = PATH_PXB``; PATH_SYS only for <= 2 GPUs on AMD CPUs), and the SHM
+# transport then used keeps its buffers in host memory (``transport/shm.cc``: ncclCuMemHostAlloc / ncclShmOpen).
+# So NCCL's buffers do not explain the 4 x RTX PRO 6000 (SYS) TP 4 record's 1.70 GiB non-torch (0.83 above ours).
 P2P_BUFFER_BYTES: dict[Interconnect, int] = {
     "pcie": int(0.12 * GIB),
     "nvlink": int(0.25 * GIB),
