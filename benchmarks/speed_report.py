@@ -181,6 +181,15 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "card's bandwidth, so held out it is 15-36 % fast on B200 and 14-16 % slow on H100 PCIe at C = 8-16. "
         "A cost that grows with the batch whatever the card (per request on the CPU, or per expert tile in the "
         "MXFP4 kernels) is what these runs ask for; no figure read in vLLM's source pins it yet.",
+        "* **Distinct active experts per step (tested against the records, not adopted)**: the fused MoE kernels "
+        "launch tiles for each expert a step's tokens touch, so a cost per active expert (E(1 - (1 - k/E)^n), "
+        "gpt-oss-20b E = 32, k = 4: 4.0, 13.2, 21.0 and 28.2 experts at 1, 4, 8 and 16 requests) would grow "
+        "concavely with the batch. The `gpuconc-*` growth is linear in requests instead: over C = 1 it adds "
+        "0.30 / 0.24 / 0.30 ms per extra request on H200, 0.32 / 0.31 / 0.30 on H100 PCIe and 0.41 / 0.37 / "
+        "0.40 on B200 at C = 4 / 8 / 16, while per extra active expert it rises from 0.10 to 0.19 ms (H200, "
+        "H100 PCIe) and 0.13 to 0.24 ms (B200), so no single cost per expert fits a card's three points; the "
+        "model's per-request CPU term (78 us) is a quarter of what these runs show. Not refit; what costs ~0.3 ms "
+        "a request a step here (gpt-oss's output path or the harness's own client) is open.",
         "* **Piecewise CUDA graphs before vLLM 0.11 (tried, not adopted)**: V1 until 0.11 splits the compiled graph "
         "at every attention op (`splitting_ops`, vllm/config/compilation.py) and replays only the pieces between "
         "them as CUDA graphs (cudagraph_mode PIECEWISE), so each layer costs the CPU a graph replay and a Python "
