@@ -188,8 +188,10 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "0.30 / 0.24 / 0.30 ms per extra request on H200, 0.32 / 0.31 / 0.30 on H100 PCIe and 0.41 / 0.37 / "
         "0.40 on B200 at C = 4 / 8 / 16, while per extra active expert it rises from 0.10 to 0.19 ms (H200, "
         "H100 PCIe) and 0.13 to 0.24 ms (B200), so no single cost per expert fits a card's three points; the "
-        "model's per-request CPU term (78 us) is a quarter of what these runs show. Not refit; what costs ~0.3 ms "
-        "a request a step here (gpt-oss's output path or the harness's own client) is open.",
+        "model's per-request CPU term (78 us) is a quarter of what these runs show. Not refit. The harness "
+        "(sariekr/gpu_conc concurrency.py at 077f396) streams every request through one AsyncOpenAI client in "
+        "one Python event loop and counts a token per chunk that carries `delta.content`, so the ~0.3 ms a "
+        "request a step may be the client's or the API server's per-chunk streaming work, not the GPU's: open.",
         "* **Piecewise CUDA graphs before vLLM 0.11 (tried, not adopted)**: V1 until 0.11 splits the compiled graph "
         "at every attention op (`splitting_ops`, vllm/config/compilation.py) and replays only the pieces between "
         "them as CUDA graphs (cudagraph_mode PIECEWISE), so each layer costs the CPU a graph replay and a Python "
