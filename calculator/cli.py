@@ -19,7 +19,7 @@ from .engine.advice import weights_exceed
 from .engine.estimate import Estimate, estimate
 from .engine.expert_parallel import All2AllBackend
 from .engine.uncertainty import coverage_notes, verdict
-from .engine.vllm_versions import LATEST_VERSION
+from .engine.vllm_versions import LATEST_VERSION, Install
 from .errors import CalculatorError, one_line_validation_error
 from .explain import lead_sentence
 from .gpus import Interconnect, gpu_catalog
@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     add_eplb_flags(est)
     est.add_argument("--interconnect", choices=get_args(Interconnect),
                      help="how the GPUs talk (NCCL and all-reduce memory at TP > 1); default: the card's usual link")
+    est.add_argument("--install", choices=get_args(Install),
+                     help="how vLLM was installed: the Docker image ships FlashInfer, whose top-k/top-p sampler "
+                          "0.10-0.11.0 take (a smaller profiling peak); default pip")
     est.add_argument("--gpu-memory-utilization", type=float)
     est.add_argument("--max-model-len", type=_max_model_len, help="tokens, e.g. 32k; auto or -1: the model's own")
     est.add_argument("--max-num-seqs", type=int)
@@ -122,7 +125,8 @@ def render_table(result: Estimate) -> str:
         ("GPU", f"{result.gpu.name if result.gpu else s.device} x {result.num_gpus} (TP {s.tensor_parallel_size}, "
                 f"PP {s.pipeline_parallel_size}), {gib(b.total_bytes):.2f} GiB each"
                 + (f", linked by {s.interconnect}" if result.num_gpus > 1 else "")),
-        ("vLLM", f"{result.rules.version} — {result.rules.era}"),
+        ("vLLM", f"{result.rules.version} — {result.rules.era}"
+                 + (", Docker image" if result.scenario.install == "docker" else "")),
         ("settings", f"dtype {s.dtype}, kv {s.kv_cache_dtype}, block {s.block_size}, util {s.gpu_memory_utilization}, "
                      f"max_num_seqs {s.max_num_seqs}, max_num_batched_tokens {s.max_num_batched_tokens}"),
         ("weights", f"{gib(b.weights_bytes):.2f} GiB"),

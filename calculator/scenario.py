@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .engine.expert_parallel import All2AllBackend
-from .engine.vllm_versions import LATEST_VERSION, Device
+from .engine.vllm_versions import LATEST_VERSION, Device, Install
 from .gpus import MAX_GPU_MEMORY_GIB, MIN_GPU_MEMORY_GIB, Interconnect
 from .limits import (
     MAX_BLOCK_SIZE_TOKENS,
@@ -43,6 +43,7 @@ class Scenario(BaseModel):
     gpu_memory_gib: float | None = Field(None, ge=MIN_GPU_MEMORY_GIB, lt=MAX_GPU_MEMORY_GIB)  # custom memory; overrides the catalog's
     device: Device | None = None  # None: the GPU's platform (cuda or rocm)
     interconnect: Interconnect | None = None  # how the GPUs talk (NCCL's buffers); None: the card's usual link
+    install: Install = "pip"  # "docker": the vllm/vllm-openai image, with FlashInfer (its sampler in 0.10-0.11.0)
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_PARALLEL_SIZE)
     pipeline_parallel_size: int = Field(1, ge=1, le=MAX_PARALLEL_SIZE)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)

@@ -43,7 +43,7 @@ SCENARIO_KEYS: dict[str, str] = {
     "other_processes_memory_gib": "other", "overhead_adjustment_gib": "adj", "data_parallel_size": "dp",
     "enable_expert_parallel": "ep", "cpu_offload_gb": "offload", "enable_prefix_caching": "pc",
     "cudagraph_capture_sizes": "cgs", "interconnect": "link", "all2all_backend": "a2a", "enable_eplb": "eplb",
-    "num_redundant_experts": "redundant",
+    "num_redundant_experts": "redundant", "install": "inst",
     "enable_lora": "lora", "max_loras": "loras", "max_lora_rank": "lrank", "max_cpu_loras": "cpuloras",
     "lora_dtype": "ldt", "fully_sharded_loras": "lshard", "speculative_method": "spec", "speculative_model": "draft",
     "num_speculative_tokens": "ntok", "draft_tensor_parallel_size": "dtp", "speculative_acceptance_rate": "accept",

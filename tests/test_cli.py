@@ -196,3 +196,13 @@ def test_the_json_caps_requests_at_once_by_max_num_seqs_and_names_the_limit():
     assert (free["max_running_requests"], free["max_running_requests_limited_by"]) == (3, "kv_cache")
     capped = json.loads(run_cli(*args, "--max-num-seqs", "2").stdout)
     assert (capped["max_running_requests"], capped["max_running_requests_limited_by"]) == (2, "max_num_seqs")
+
+
+def test_install_docker_takes_flashinfers_sampler_in_0_11_0():
+    base = ("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm-80gb", "--vllm-version",
+            "0.11.0", "--json")
+    pip, docker = (json.loads(run_cli(*base, *extra).stdout) for extra in ((), ("--install", "docker")))
+    # 1024 seqs x 128,256 vocab: torch's 9.7 fp32 copies against FlashInfer's bf16 logits + 3 fp32 copies + the
+    # 8,192 x 4,096 bf16 hidden states (tests/test_overheads.py TestFlashInferSampler)
+    assert (pip["activation_bytes"], docker["activation_bytes"]) == (5_095_764_787, 1_905_786_880)
+    assert run_cli(*base, "--install", "conda").returncode == 2

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from calculator import load_model_spec, rules_for
-from calculator.engine.overheads import activation_peak_bytes, cudagraph_capture_sizes, non_torch_bytes
+from calculator.engine.overheads import (
+    activation_peak_bytes,
+    cudagraph_capture_sizes,
+    flashinfer_sampler_bytes,
+    non_torch_bytes,
+)
 from calculator.units import GIB
 
 
@@ -32,6 +37,30 @@ def sampler_peak_gib(version: str, model: str = "meta-llama/Llama-3.1-8B-Instruc
 def test_the_sampler_peak_follows_the_era():
     assert sampler_peak_gib("0.11.0") == pytest.approx(4.76, rel=0.01)  # llmd-h100-llama31-8b
     assert sampler_peak_gib("0.19.0") == pytest.approx(1024 * 128_256 * 4 * 4.5 / GIB)  # 1.89 printed by llm-d
+
+
+class TestFlashInferSampler:
+    """vLLM 0.11.0's ``_dummy_sampler_run`` on Llama-3.1-8B, 1,024 seqs x 128,256 vocab, 8,192 tokens x 4,096 hidden."""
+
+    def peak_bytes(self, flashinfer: bool) -> int:
+        return activation_peak_bytes(load_model_spec("meta-llama/Llama-3.1-8B-Instruct"), max_num_batched_tokens=8192,
+                                     max_num_seqs=1024, activation_dtype_bytes=2, tensor_parallel_size=1,
+                                     is_last_stage=True, rules=rules_for("0.11.0"), flashinfer_sampler=flashinfer)
+
+    def test_flashinfer_path_holds_the_tensors_read_in_the_source(self):
+        # bf16 logits 1024 x 128,256 x 2 = 262,668,288; their fp32 copy, top_k_mask_logits' output and the softmax
+        # 3 x 525,336,576 = 1,576,009,728; the dummy forward's hidden states 8,192 x 4,096 x 2 = 67,108,864
+        assert self.peak_bytes(True) == 262_668_288 + 1_576_009_728 + 67_108_864  # 1,905,786,880 B = 1.77 GiB
+
+    def test_torch_path_keeps_the_fitted_copies(self):
+        # 9.7 fp32 copies (llmd-h100-llama31-8b printed 4.76 GiB): 9.7 x 525,336,576 = 5,095,764,787.2
+        assert self.peak_bytes(False) == pytest.approx(5_095_764_787, abs=1)
+
+    def test_a_float32_model_has_no_separate_fp32_copy(self):
+        spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct")
+        # 1024 x 128,256 x (4 + 2 x 4) + 8,192 x 4,096 x 4
+        assert flashinfer_sampler_bytes(spec, rows=1024, max_num_batched_tokens=8192,
+                                        activation_dtype_bytes=4) == 1_576_009_728 + 134_217_728
 
 
 @pytest.mark.parametrize(("version", "tp", "device", "expected_gib"), [

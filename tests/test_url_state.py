@@ -57,7 +57,7 @@ EVERY_KEY = {
     "m": "Qwen/Qwen3-8B", "g": "a100-sxm-80gb", "mem": "5000", "dev": "rocm", "tp": "2", "pp": "2", "u": "0.1",
     "len": "50000000", "seqs": "500000", "mbt": "50000000", "bs": "32", "dt": "float16", "kv": "fp8", "q": "fp8",
     "kvb": "8589934592", "blocks": "1000", "eager": "1", "ext": "0", "async": "0", "v": "0.30.0", "other": "5000",
-    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8", "link": "nvlink", "a2a": "deepep_high_throughput",
+    "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8", "link": "nvlink", "inst": "docker", "a2a": "deepep_high_throughput",
     "eplb": "1", "redundant": "32",
     "lora": "1", "loras": "4096", "lrank": "512", "cpuloras": "4096", "ldt": "bfloat16", "lshard": "1",
     "spec": "draft_model", "draft": "meta-llama/Llama-3.2-1B-Instruct", "ntok": "128", "dtp": "1", "accept": "0.99",
@@ -202,3 +202,11 @@ def test_a_link_takes_the_size_suffixes_the_cli_and_vllm_take():
     assert read_recommend_link({"len": "32k"}).request.max_model_len == 32_000
     bad = read_link({"len": "12x"})
     assert bad.scenario.max_model_len is None and bad.warnings[0].startswith("ignored link value len='12x'")
+
+
+def test_the_install_round_trips_and_an_unknown_one_falls_back_to_pip():
+    scenario, _, _, warnings = from_query_params({"inst": "docker", "v": "0.11.0"})
+    assert (scenario.install, warnings) == ("docker", [])
+    assert to_query_params(scenario, Workload())["inst"] == "docker"
+    scenario, _, _, warnings = from_query_params({"inst": "conda"})
+    assert scenario.install == "pip" and any("inst" in w for w in warnings)

@@ -16,6 +16,7 @@ from calculator.engine.vllm_versions import (
     VllmVersion,
     batch_defaults,
     default_block_size,
+    flashinfer_sampler,
     known_versions,
     rules_for,
     version_provenance,
@@ -371,3 +372,24 @@ def test_only_0_6_4_counts_other_processes_memory_as_non_torch(version, charged)
     alone = estimate(gtx_1080).budget.kv_cache_bytes
     beside_desktop = estimate(gtx_1080.replace(other_processes_memory_gib=0.29)).budget.kv_cache_bytes
     assert alone - beside_desktop == (int(0.29 * GIB) if charged else 0)
+
+
+@pytest.mark.parametrize(("version", "install", "device", "expected"), [
+    ("0.10.0", "docker", "cuda", True),  # the image ships FlashInfer; VLLM_USE_FLASHINFER_SAMPLER unset = None
+    ("0.11.0", "docker", "cuda", True),  # llmd-h100-mistral-small-3.2-24b-v0110: 2.12 GiB printed, not torch's 4.85
+    ("0.11.0", "pip", "cuda", False),  # the wheel lists FlashInfer only as an extra
+    ("0.11.1", "docker", "cuda", False),  # vLLM PR #26859: opt-in from 0.11.1
+    ("0.34.0", "docker", "cuda", False),
+    ("0.11.0", "docker", "rocm", False),  # TopKTopPSampler takes FlashInfer on CUDA only
+])
+def test_flashinfer_sampler_by_install_and_version(version, install, device, expected):
+    assert flashinfer_sampler(VllmVersion.parse(version), install, device=device) is expected
+
+
+def test_the_docker_image_of_0_11_0_holds_flashinfers_sampler_peak_not_torchs():
+    base = {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "h100-sxm-80gb", "vllm_version": "0.11.0"}
+    pip, docker = estimate(Scenario(**base)), estimate(Scenario(**base, install="docker"))
+    assert (docker.settings.max_num_seqs, docker.settings.max_num_batched_tokens) == (1024, 8192)
+    # test_overheads.TestFlashInferSampler: 9.7 x 1024 x 128,256 x 4 = 5,095,764,787 against 1,905,786,880
+    assert pip.budget.activation_bytes - docker.budget.activation_bytes == 5_095_764_787 - 1_905_786_880
+    assert docker.capacity.kv_cache_tokens > pip.capacity.kv_cache_tokens

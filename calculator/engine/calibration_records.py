@@ -202,6 +202,9 @@ def _engine_fields(record: dict[str, Any], assumptions: list[str]) -> dict[str, 
         fields["enforce_eager"] = bool(record["enforce_eager"])
     if (record.get("extra_settings") or {}).get("enable_expert_parallel") is True:
         fields["enable_expert_parallel"] = True
+    # NOTE: "install": "docker" where the source ran the vllm/vllm-openai image (FlashInfer's sampler in 0.10-0.11.0)
+    if (record.get("extra_settings") or {}).get("install") in ("pip", "docker"):
+        fields["install"] = record["extra_settings"]["install"]
     kv_dtype = _first_word(record.get("kv_cache_dtype"))
     if kv_dtype:
         fields["kv_cache_dtype"] = kv_dtype

@@ -96,6 +96,7 @@ from .vllm_versions import (
     EXTENSIBLE_HINT_UTIL_ONE,
     VersionRules,
     as_v0_engine,
+    flashinfer_sampler,
     rules_for,
 )
 
@@ -567,7 +568,9 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
                 rules=rules, data_parallel_size=dp, enable_expert_parallel=ep,
                 drafter_forward_bytes=drafter_activation_bytes(
                     drafter, spec, max_num_batched_tokens=max_num_batched_tokens,
-                    activation_dtype_bytes=dtype_bytes) if drafter and not v0_drafter else 0)
+                    activation_dtype_bytes=dtype_bytes) if drafter and not v0_drafter else 0,
+                flashinfer_sampler=flashinfer_sampler(rules.version, scenario.install, engine=rules.engine,
+                                                      device=device))
             + (lora.shrink_buffer_bytes if lora else 0),
             non_torch_bytes=fixed.non_torch_bytes + all2all,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,

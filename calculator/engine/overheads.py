@@ -70,13 +70,14 @@ ERA_CONSTANTS: dict[OverheadEra, EraConstants] = {
     # llmd-h100-qwen3-32b-tp1-16k 5.64, llmd-h100-gpt-oss-20b 7.38 at 1024 seqs, file-24gb-qwen3-8b-fp8-util080-len1k
     # 1.40 at 256 (9.66x). NOTE: that is torch's sort path. 0.10-0.11 sample top-p/top-k with FlashInfer whenever it is
     # installed (the Docker image; an extra of the wheel: 0.11.0's metadata lists 'flashinfer-python==0.3.1; extra ==
-    # "flashinfer"'), 0.13 only with VLLM_USE_FLASHINFER_SAMPLER=1, and the FlashInfer path leaves ~4x:
+    # "flashinfer"'), 0.11.1+ only with VLLM_USE_FLASHINFER_SAMPLER=1 (PR #26859), and the FlashInfer path leaves ~4x:
     # llmd-h100-mistral-small-3.2-24b-v0110 (v0.11.0 image) 2.12 GiB, 4.2x, and file-44gb-llama32-1b-default-v0101dev
-    # 0.45, 3.7x, left as residuals (the install is not a setting we take; pip installs of the same era print torch's
-    # figure: file-8xl40s-qwen3-235b-a22b-fp8-tp8-ep-v0102 1.40 GiB at 256 x 151,936, 9.7x). The Mistral record's
-    # whole -9 % is this term: weights 44.76 printed / 44.72 ours, non-torch 0.14 / 0.09, peak 2.12 / 4.85. Its
-    # Pixtral encoder adds little: two 1540 px images (55 x 56 = 3,080 tokens each) fill the 8,192-token encoder
-    # budget, 2 x 3,080 x 5,120 x 2 B = 0.06 GiB of cached outputs (not modelled: ``encoder_profile`` covers Qwen VL).
+    # 0.45, 3.7x: the ``install`` setting ("docker") takes that path (``flashinfer_sampler_bytes``); pip installs of
+    # the same era print torch's figure: file-8xl40s-qwen3-235b-a22b-fp8-tp8-ep-v0102 1.40 GiB at 256 x 151,936, 9.7x.
+    # The Mistral record's whole -9 % was this term: weights 44.76 printed / 44.72 ours, non-torch 0.14 / 0.09, peak
+    # 2.12 / 4.85 (1.83 on FlashInfer's path: -9.1 % -> +1.6 % KV tokens). Its Pixtral encoder adds little: two
+    # 1540 px images (55 x 56 = 3,080 tokens each) fill the 8,192-token encoder budget, 2 x 3,080 x 5,120 x 2 B =
+    # 0.06 GiB of cached outputs (not modelled: ``encoder_profile`` covers Qwen VL).
     # Non-torch at TP=1: llmd 0.13-0.14 (four set-ups), file-24gb-qwen3-8b-fp8-util080-len1k 0.02,
     # file-80gb-llava16-mistral-7b-v0102 0.07 (an H100), file-44gb-llama32-1b-default-v0101dev 0.02: the mean of the
     # seven set-ups, 0.091. NCCL at TP=2 on NVSwitch: llmd-h100-qwen3-32b-tp2-16k 0.54 and
@@ -222,16 +223,41 @@ def forward_activation_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, ac
 
 
 def sampler_activation_bytes(spec: ModelSpec, *, max_num_seqs: int, max_num_batched_tokens: int,
-                             rules: VersionRules | None = None) -> int:
-    """Peak of the sampler warm-up: a few fp32 copies of [min(seqs, tokens), vocab] logits."""
+                             rules: VersionRules | None = None, flashinfer: bool = False,
+                             activation_dtype_bytes: int = 2) -> int:
+    """Peak of the sampler warm-up: a few fp32 copies of [min(seqs, tokens), vocab] logits (torch's path, fitted), or
+    FlashInfer's top-k/top-p path (``flashinfer_sampler_bytes``, read in the source) where vLLM takes it."""
     rows = min(max_num_seqs, max_num_batched_tokens)
+    if flashinfer:
+        return flashinfer_sampler_bytes(spec, rows=rows, max_num_batched_tokens=max_num_batched_tokens,
+                                        activation_dtype_bytes=activation_dtype_bytes)
     return int(sampler_logits_copies(rules) * rows * spec.vocab_size * LOGITS_BYTES_PER_ELEMENT)
+
+
+def flashinfer_sampler_bytes(spec: ModelSpec, *, rows: int, max_num_batched_tokens: int,
+                             activation_dtype_bytes: int) -> int:
+    """The tensors alive at the peak of ``_dummy_sampler_run`` on FlashInfer's path (vLLM 0.10-0.11.0):
+
+    * the dummy forward's hidden states, [max_num_batched_tokens, hidden] in the model's dtype (still referenced by
+      ``profile_run`` while the sampler runs);
+    * the lm_head's logits, [rows, vocab] in the model's dtype, and ``Sampler.forward``'s ``logits.to(float32)``;
+    * ``flashinfer.sampling.top_k_top_p_sampling_from_logits`` (``filter_apply_order="top_k_first"``): the fp32
+      ``top_k_mask_logits`` output and ``torch.softmax`` of it; ``top_p_sampling_from_probs`` returns [rows] int32.
+
+    No sort, hence ~3.5 fp32 copies where torch's ``apply_top_k_top_p`` (sort values + int64 indices + the sort's
+    buffers, the masks, the scatter, softmax and the exponential noise) leaves 9.7. Mistral-Small-3.2 at 1,024 seqs x
+    131,072 vocab, 8,192 tokens x 5,120 hidden, bf16: 1,962,934,272 bytes (1.83 GiB; vLLM 0.11.0's image printed 2.12).
+    """
+    fp32_copies = 3 if activation_dtype_bytes != LOGITS_BYTES_PER_ELEMENT else 2  # .to(float32) is a no-op in fp32
+    logits = rows * spec.vocab_size * (activation_dtype_bytes + fp32_copies * LOGITS_BYTES_PER_ELEMENT)
+    return logits + max_num_batched_tokens * spec.hidden_size * activation_dtype_bytes
 
 
 def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_num_seqs: int,
                           activation_dtype_bytes: int, tensor_parallel_size: int, is_last_stage: bool,
                           rules: VersionRules | None = None, data_parallel_size: int = 1,
-                          enable_expert_parallel: bool = False, drafter_forward_bytes: int = 0) -> int:
+                          enable_expert_parallel: bool = False, drafter_forward_bytes: int = 0,
+                          flashinfer_sampler: bool = False) -> int:
     """The profiled peak: the forward pass (then the drafter's, ``drafter_forward_bytes``) and the sampler run one
     after the other, so the larger one counts, on top of the multimodal encoder's dummy outputs, which stay cached
     through all of them (``encoder_profile``)."""
@@ -246,7 +272,8 @@ def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_n
         return forward
     return max(forward, encoder_cache + sampler_activation_bytes(spec, max_num_seqs=max_num_seqs,
                                                                  max_num_batched_tokens=max_num_batched_tokens,
-                                                                 rules=rules))
+                                                                 rules=rules, flashinfer=flashinfer_sampler,
+                                                                 activation_dtype_bytes=activation_dtype_bytes))
 
 
 def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,

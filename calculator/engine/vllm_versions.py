@@ -22,6 +22,9 @@ TokenSemantics = Literal["blocks_times_block_size", "blocks_per_group", "concurr
 # sampler warm-up peak fell ~60% and NCCL buffers moved after the snapshot (competitors.md §3, llm-d's v0.19.0
 # accuracy report).
 OverheadEra = Literal["v0_used_memory", "v0", "v1", "v1_0_17"]
+# How vLLM was installed: "pip" (the wheel, without FlashInfer before 0.11.1) or "docker" (vllm/vllm-openai, which
+# ships FlashInfer). It decides the sampler's top-k/top-p path (``flashinfer_sampler``).
+Install = Literal["pip", "docker"]
 # Default CUDA-graph capture sizes (§1.5): V0 [1, 2, 4] + 8..256 up to max_num_seqs; V1 0.8-0.10 [1, 2, 4] + 8..512;
 # V1 0.11+ [1, 2, 4] + 8..248 + 256..min(2 x max_num_seqs, 512) step 16.
 CudagraphCaptureRule = Literal["v0", "v1_fixed_512", "v1_twice_max_num_seqs"]
@@ -558,3 +561,17 @@ def provenance_summary() -> str:
     bench = ", ".join(v for v, w in PROVEN_VERSIONS.items() if w == "benchmark")
     return (f"Proven against real vLLM CPU builds: {ci} in every test run; {bench} by the version-matrix benchmark. "
             "Every other version is modelled from its source.")
+
+
+def flashinfer_sampler(version: VllmVersion, install: Install, *, engine: str = "v1", device: Device = "cuda") -> bool:
+    """Whether the V1 sampler takes FlashInfer's top-k/top-p path (``vllm/v1/sample/ops/topk_topp_sampler.py``).
+
+    0.10.0-0.11.0: ``TopKTopPSampler.__init__`` uses FlashInfer on CUDA whenever ``flashinfer`` imports and
+    ``VLLM_USE_FLASHINFER_SAMPLER`` is not set to 0 (its default is None). The wheel does not pull FlashInfer in
+    before 0.11.1 (0.11.0's metadata lists ``flashinfer-python==0.3.1; extra == "flashinfer"``); the Docker image
+    ships it. vLLM PR #26859 (merged 2025-10-15, first in 0.11.1) made it opt-in (``if
+    envs.VLLM_USE_FLASHINFER_SAMPLER``) as FlashInfer became a default dependency, so from 0.11.1 both installs
+    take torch's path unless the user sets the variable (not a setting we take). Versions before 0.10 are not read.
+    """
+    return (install == "docker" and engine == "v1" and device == "cuda"
+            and version.at_least(10) and not version.at_least(11, 1))
