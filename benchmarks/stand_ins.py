@@ -16,6 +16,7 @@ from calculator.model.spec import ModelSpec
 
 # The checkpoints' quantization_config blocks, as those repositories publish them.
 GPTQ_4BIT_G128 = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+GPTQ_4BIT_G128_ACT_ORDER = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True, "sym": True}
 AWQ_4BIT_G128 = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": False, "version": "gemm"}
 AWQ_4BIT_G128_ZP = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
 FP8_BLOCK_128 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
@@ -96,4 +97,8 @@ STAND_INS: dict[str, StandIn] = {
     "file-rtx5090-qwen3-32b-awq-util085-8k-v0280": StandIn(
         "Qwen/Qwen3-32B", "Qwen's AWQ checkpoint of it: 4-bit with zero points in groups of 128 (GEMM)",
         AWQ_4BIT_G128_ZP),
+    "file-gb10-mistral-7b-v02-gptq-32k-v0110nv": StandIn(
+        "mistralai/Mistral-7B-Instruct-v0.3", "TheBloke's GPTQ of v0.2 (4-bit, groups of 128, act-order): the same "
+        "shapes with v0.2's 32,000-token vocabulary (v0.3 adds 768 tokens)", GPTQ_4BIT_G128_ACT_ORDER,
+        config={"vocab_size": 32000}),
 }
