@@ -18,7 +18,7 @@ from . import diagnose_cli
 from .engine.advice import weights_exceed
 from .engine.estimate import Estimate, estimate
 from .engine.expert_parallel import All2AllBackend
-from .engine.uncertainty import coverage_notes, verdict
+from .engine.uncertainty import coverage_notes, verdict, verdict_reason
 from .engine.vllm_versions import LATEST_VERSION, Install
 from .errors import CalculatorError, one_line_validation_error
 from .explain import lead_sentence
@@ -121,6 +121,8 @@ def render_table(result: Estimate) -> str:
     s, b, c = result.settings, result.budget, result.capacity
     rows = [
         ("verdict", lead_sentence(result, verdict(result), None if result.fits else weights_exceed(result))),
+        *([("why borderline", reason)] if verdict(result) == "borderline" and result.fits
+          and (reason := verdict_reason(result)) else []),
         ("model", f"{result.model.model_id} ({result.model.num_params:,} params)"),
         ("GPU", f"{result.gpu.name if result.gpu else s.device} x {result.num_gpus} (TP {s.tensor_parallel_size}, "
                 f"PP {s.pipeline_parallel_size}), {gib(b.total_bytes):.2f} GiB each"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .engine.estimate import Estimate
+from .engine.uncertainty import confidence, start_risks
 from .engine.kv_cache import group_blocks_per_request, in_flight_tokens
 from .engine.overheads import (
     FORWARD_HIDDEN_TENSORS,
@@ -123,6 +124,16 @@ def lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) -
             f"{sentence[0].lower()}{sentence[1:]}")
 
 
+def _borderline_cause(result: Estimate) -> str:
+    """Why a deployment that starts at the estimate is borderline, in the order ``verdict_reason`` gives it."""
+    if start_risks(result):
+        return "something outside the memory budget can stop the start (why below)"
+    if confidence(result) == "outside the records":
+        return ("the error band, widened because the deployment lies outside the calibration records, reaches below "
+                "what one full-length request needs")
+    return "the calibrated error band reaches below what one full-length request needs"
+
+
 def _lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) -> str:
     s, cap = result.settings, result.capacity
     running = min(int(cap.max_concurrency), s.max_num_seqs)
@@ -134,8 +145,7 @@ def _lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) 
         return f"Fits: vLLM {result.rules.version} starts, and {room}."
     if verdict == "borderline":
         if result.fits:
-            return (f"Borderline: vLLM starts at the estimate ({room}), but the calibrated error band reaches below "
-                    "what one full-length request needs.")
+            return f"Borderline: vLLM starts at the estimate ({room}), but {_borderline_cause(result)}."
         return ("Borderline: vLLM refuses at the estimate, but would start if the overheads come out at the low end "
                 "of the calibrated error band.")
     if verdict == "does not run":

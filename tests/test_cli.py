@@ -206,3 +206,25 @@ def test_install_docker_takes_flashinfers_sampler_in_0_11_0():
     # 8,192 x 4,096 bf16 hidden states (tests/test_overheads.py TestFlashInferSampler)
     assert (pip["activation_bytes"], docker["activation_bytes"]) == (5_095_764_787, 1_905_786_880)
     assert run_cli(*base, "--install", "conda").returncode == 2
+
+
+def test_a_borderline_start_names_its_cause_not_the_band():
+    # DGX Spark at the default 0.9 asks vLLM 0.11.0 for 0.9 x 121.69 = 109.52 GiB free at start on a pool the host
+    # shares: the budget holds ~93 GiB of KV, so the risk is the start-up check, not the band (which the lead
+    # sentence used to blame); the table says why in a row of its own, as the Plan page does under the verdict
+    done = run_cli("estimate", "--model", "mistralai/Mistral-7B-Instruct-v0.3", "--gpu", "gb10-dgx-spark",
+                   "--max-model-len", "32768", "--vllm-version", "0.11.0")
+    assert done.returncode == 0, done.stderr
+    verdict_line, why_line = done.stdout.splitlines()[:2]
+    assert verdict_line.startswith("verdict          Borderline: vLLM starts at the estimate (")
+    assert verdict_line.endswith("but something outside the memory budget can stop the start (why below).")
+    assert why_line.startswith("why borderline") and "vLLM needs 109.52 GiB free at start" in why_line
+
+
+def test_a_borderline_fit_within_the_records_blames_the_calibrated_band():
+    done = run_cli("estimate", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "2",
+                   "--max-model-len", "20000")
+    assert done.returncode == 0, done.stderr
+    verdict_line, why_line = done.stdout.splitlines()[:2]
+    assert verdict_line.endswith("but the calibrated error band reaches below what one full-length request needs.")
+    assert why_line.startswith("why borderline") and "the KV cache does not hold one request at the low end" in why_line

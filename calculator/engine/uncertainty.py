@@ -107,7 +107,7 @@ def verdict(result: Estimate) -> Verdict:
         return "fits with margin" if result.fits else "does not fit"
     if result.fits:
         starts_low = _starts(result, _stage_pools(result, -1))
-        return "fits with margin" if starts_low and not _start_reasons(result) else "borderline"
+        return "fits with margin" if starts_low and not start_risks(result) else "borderline"
     return "borderline" if _starts(result, _stage_pools(result, +1)) else "does not fit"
 
 
@@ -145,7 +145,7 @@ def verdict_reason(result: Estimate) -> str | None:
     call = verdict(result)
     widened = confidence(result)
     if call == "borderline" and widened != "calibrated":
-        detail = result.error if not result.fits else " ".join(_start_reasons(result)) or None
+        detail = result.error if not result.fits else " ".join(start_risks(result)) or None
         why = (unknown_architecture_note(result) + "." if widened == "unknown architecture"
                else " ".join(coverage_notes(result)))
         return why + (f" {detail}" if detail else "")
@@ -153,13 +153,13 @@ def verdict_reason(result: Estimate) -> str | None:
         return None
     if call == "does not fit" or not result.fits:
         return result.error
-    reasons = _start_reasons(result)
+    reasons = start_risks(result)
     if reasons:
         return " ".join(reasons)
     return "the KV cache does not hold one request at the low end of the calibrated error band"
 
 
-def _start_reasons(result: Estimate) -> list[str]:
+def start_risks(result: Estimate) -> list[str]:
     """What can stop a start the budget says fits: reported failures, the host's memory or page cache in the way."""
     s = result.settings
     reasons = [issue.summary + "." for issue in known_issues(result.rules, result.model, result.gpu,
