@@ -246,8 +246,8 @@ def test_we_beat_both_baselines_on_available_kv_memory_and_tokens(report):
 
 def test_records_without_a_config_are_listed_not_scored(report):
     skipped = [row for row in report.rows if row.result is None]
-    assert len(report.rows) == 47 + 22 + 60  # the two shared files and calibration-mined.jsonl
-    assert len(skipped) + len(report.scored()) == 129
+    assert len(report.rows) == 47 + 22 + 61  # the two shared files and calibration-mined.jsonl
+    assert len(skipped) + len(report.scored()) == 130
     unnamed_gpu = "file-24gb-llama31-8b-v064dev-131k-failed"  # kept for the chunked-prefill budget it prints
     assert all(row.problem.startswith("no config") for row in skipped
                if not row.stand_in and row.case.record_id != unnamed_gpu)
@@ -271,7 +271,8 @@ def test_what_the_statistics_leave_out_and_why(report):
     left_out = {row.case.record_id: row.excluded for row in report.scored() if row.excluded and not row.stand_in}
     assert set(left_out) == {"vllm-19996-h100-llama31-8b-eagle", "vllm-5248-2xt4-deepseek-coder-6.7b-tp2",
                              "blog-l4-qwen3-14b-awq-replica", "file-gtx1080-phi15-v064post1",
-                             "file-gtx1080-opt125m-v064post1", "file-4x3090-qwen3-vl-30b-a3b-tp4-64k-v0110",
+                             "file-gtx1080-opt125m-v064post1", "file-gtx1080-opt125m-v064post1-nvcc126",
+                             "file-4x3090-qwen3-vl-30b-a3b-tp4-64k-v0110",
                              "file-rtx5090-qwen3-14b-awq-util070-16k-v0280",
                              "file-rtx5090-qwen3-14b-awq-util070-32k-v0280"}
     # 0.28 charges another process's start-up allocations to vLLM (device-wide free memory); the source's Qwen3-32B-AWQ
@@ -282,6 +283,7 @@ def test_what_the_statistics_leave_out_and_why(report):
     # 0.11.0 profiled Qwen3-VL's encoder with a 153,600-token video ("profiled with 1 video items"), not an image
     assert left_out["file-4x3090-qwen3-vl-30b-a3b-tp4-64k-v0110"].startswith("vLLM profiled the vision encoder with a video")
     assert left_out["file-gtx1080-phi15-v064post1"].startswith("0.6.4 counts other processes' memory")
+    assert left_out["file-gtx1080-opt125m-v064post1-nvcc126"].startswith("0.6.4 counts other processes' memory")
     assert left_out["vllm-19996-h100-llama31-8b-eagle"].startswith("speculative decoding")
     assert left_out["blog-l4-qwen3-14b-awq-replica"].startswith("same settings as blog-l4-qwen3-14b-awq-single")
 
