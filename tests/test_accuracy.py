@@ -38,15 +38,10 @@ def report():
 def test_issue_13_targets_hold_on_the_calibration_records(report):
     targets = {what: (value, limit, holds) for what, value, limit, holds in check_targets(report)}
     # NOTE: the KV-token p90 (5 %, in sample and left one out) held (3.99 %) until the thirteen records mined for issue
-    # 20 item 2 took it to 11.04 %: an RTX 5090 on 0.28 that printed ~1.9 GiB of non-torch memory (+21 %, twice: the
-    # same pool at two lengths), two Turing cards at TP 2 (-14 %: 0.21 GiB non-torch printed against our 2.56) and PP 4
-    # over PCIe (+13 %). The RTX 5090 pair then left the statistics by accuracy.py's boot-to-boot rule (its source shows
-    # weights + non-torch moving 1.42 GiB between boots): 8.37 % / 8.37 %. A record that shows a miss stays counted;
-    # these two are held here to 10 % so that a regression still fails, and to 5 % by accuracy.py --check (which exits
-    # 1 while they miss); every other target as set.
-    p90_guard = {"KV tokens p90 %": 10.0, "KV tokens p90 %, left out": 10.0}
-    failed = [f"{what}: {value:.2f} > {limit}" for what, (value, limit, holds) in targets.items()
-              if not (holds or (what in p90_guard and value <= p90_guard[what]))]
+    # 20 item 2 took it to 11.04 %; the RTX 5090 pair's boot-to-boot rule (8.37 %), PCIe for a card outside the catalog
+    # (the Turing TP 2 pair: 4.67 %) and the Docker image's FlashInfer sampler (llm-d's Mistral-Small-3.2: 4.37 %)
+    # brought it back, so every target is held as set again.
+    failed = [f"{what}: {value:.2f} > {limit}" for what, (value, limit, holds) in targets.items() if not holds]
     assert not failed, "; ".join(failed) + " (run python benchmarks/accuracy.py)"
     assert {what: limit for what, (_, limit, _) in targets.items()} == {
         "weights median %": 1.0, "KV tokens median %": 2.0, "KV tokens p90 %": 5.0,
@@ -70,15 +65,18 @@ def test_issue_20_left_out_by_source(report):
     # (it fell back to nothing: 1.56). Thirteen records mined for issue 20 item 2 took it to 1.92 % (an RTX 5090 at
     # 0.28 printing 1.9 GiB of non-torch memory, +21 %; two Turing cards at TP 2 printing 0.21 GiB where we take 2.56,
     # -14 %; PP 4 over PCIe, +13 %); 1.73 % once the RTX 5090 pair left the statistics by the boot-to-boot rule: a
-    # record that shows a miss stays counted; held here to 1.9 % so that a regression still fails, and to 1.5 % by
+    # record that shows a miss stays counted; held here (below) so that a regression still fails, and to 1.5 % by
     # accuracy.py --check.
-    assert targets["KV tokens median %, source left out"][0] <= 1.9
+    # 1.71 % with PCIe for a card outside the catalog and the Docker image's sampler (this session's mechanisms).
+    assert targets["KV tokens median %, source left out"][0] <= 1.8
     # NOTE: the p90's 5 % held until an RTX PRO 4000 Blackwell AWQ start-up on 0.28 (predicted +11.1 %, ~3 points of
     # it from the nvidia-smi total the record had to use) took it to 7.08 %; 5.29, then 11.21 with the thirteen
     # records of issue 20 item 2 (the misses named above), 8.52 once the RTX 5090 pair left the statistics (boot-to-boot
-    # rule). A record that shows a miss stays counted; held here to 10 % so that a regression still fails, and to 5 %
+    # rule). A record that shows a miss stays counted; held here (below) so that a regression still fails, and to 5 %
     # by accuracy.py --check.
-    assert targets["KV tokens p90 %, source left out"][0] <= 10.0
+    # 5.08 % with PCIe for a card outside the catalog (Turing TP 2: -13.7 -> -4.8 %) and the Docker image's sampler
+    # (Mistral-Small-3.2: -9.1 -> +1.6 %); held here to 6 %.
+    assert targets["KV tokens p90 %, source left out"][0] <= 6.0
 
 
 def test_check_fails_when_any_issue_13_or_issue_20_target_fails(report, capsys) -> None:
