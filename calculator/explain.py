@@ -99,7 +99,7 @@ def deployment_line(result: Estimate) -> str:
     kv = s.kv_cache_dtype if s.kv_cache_dtype != "auto" else f"auto ({s.dtype})"
     return (f"{result.model.model_id} · {gpu} × {result.num_gpus}{engines} · TP {s.tensor_parallel_size} / "
             f"PP {s.pipeline_parallel_size} · max_model_len {s.max_model_len:,} · weights {weights} / KV {kv} · "
-            f"vLLM {result.rules.version}")
+            f"vLLM {result.rules.version}" + (" (Docker image)" if scenario.install == "docker" else ""))
 
 
 VERDICT_WORDS = {"fits with margin": "Fits", "borderline": "Borderline", "does not fit": "Does not fit",

@@ -161,6 +161,12 @@ def test_every_page_says_which_deployment_its_numbers_are_about():
                       "32,768 · weights bfloat16 / KV fp8 · vLLM 0.32.0**")
 
 
+def test_the_header_names_the_docker_image_when_the_link_says_so():
+    app = run_app({"m": "mistralai/Mistral-7B-Instruct-v0.3", "v": "0.11.0", "inst": "docker"})
+    header = next(md.value for md in app.markdown if "·" in md.value)
+    assert header.endswith("· vLLM 0.11.0 (Docker image)**")
+
+
 def test_workload_concurrency_is_capped_by_max_num_seqs_and_names_the_limit():
     app = import_command(run_app(), "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64")
     card = next(m for m in app.metric if m.label == "Workload concurrency")
