@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from calculator.observe.metrics import Histogram
+
 SPREAD_STRATA = 100  # equally likely factors: the quantiles at 0.5 %, 1.5 %, ... 99.5 %
 
 
@@ -64,14 +66,8 @@ class StepSpread(BaseModel):
 
 
 def bucket_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float:
-    """PromQL's ``histogram_quantile`` of cumulative ``(le, count)`` buckets (+Inf last): linear inside the bucket
-    that holds the q-th value, from 0 below the first bound; the last finite bound when it falls in +Inf."""
-    total = buckets[-1][1]
-    rank, lower, below = q * total, 0.0, 0.0
-    for upper, cumulative in buckets:
-        if cumulative >= rank and cumulative > below:
-            if math.isinf(upper):
-                return lower
-            return lower + (upper - lower) * (rank - below) / (cumulative - below)
-        lower, below = upper, cumulative
-    return lower
+    """PromQL's ``histogram_quantile`` of cumulative ``(le, count)`` buckets (+Inf last), as the Live page reads it
+    (``Histogram.quantile``): linear inside the bucket that holds the q-th value, from 0 below the first bound; the
+    last finite bound when it falls in +Inf."""
+    quantile = Histogram(buckets=tuple(buckets), sum=0.0, count=buckets[-1][1]).quantile(q)
+    return 0.0 if quantile is None else quantile
