@@ -247,9 +247,14 @@ STEP_BOUNDS = {"burst": 0.03, "closed": 0.03, "poisson": 0.10}
 def test_the_engine_runs_as_many_steps_as_the_server_did(runs, name: str) -> None:
     # The scheduler half, apart from any timing: how V1 batches decodes with prompt chunks under the token budget.
     # A simulation that chunked, admitted or batched differently would run a different number of steps.
-    run, _, _ = predicted(RUNS[name], runs[name])
+    # NOTE: with every step of a batch equal: the drawn stalls move where a closed loop's next prompt lands against
+    # the step boundaries, so one draw's count is a timing figure (a CI run at c766c7e: seed 0's draw ran 143 steps
+    # where the server reported 138)
+    run, _, _ = predicted(RUNS[name], runs[name], equal_steps=True)
+    drawn, _, _ = predicted(RUNS[name], runs[name])
     real = engine_steps(runs[name])
-    print(f"{name}: {run.reported_steps} steps reported ({run.steps} run), the server reported {real:.0f}")
+    print(f"{name}: {run.reported_steps} steps reported ({run.steps} run; {drawn.reported_steps} in the first drawn "
+          f"spread), the server reported {real:.0f}")
     if too_loaded(name, runs[name]):
         return
     assert abs(run.reported_steps - real) <= max(2, STEP_BOUNDS[name] * real), (name, run.reported_steps, real)
