@@ -101,4 +101,10 @@ STAND_INS: dict[str, StandIn] = {
         "mistralai/Mistral-7B-Instruct-v0.3", "TheBloke's GPTQ of v0.2 (4-bit, groups of 128, act-order): the same "
         "shapes with v0.2's 32,000-token vocabulary (v0.3 adds 768 tokens)", GPTQ_4BIT_G128_ACT_ORDER,
         config={"vocab_size": 32000}),
+    "cclbench-perlmutter-4xa100-40g-llama31-8b-tp2-dp2-eager-v0101rc2": StandIn(
+        "meta-llama/Llama-3.1-8B-Instruct", "the base model of the same shapes"),
+    "cclbench-perlmutter-4xa100-40g-llama31-8b-tp2-pp2-eager-v0101rc2": StandIn(
+        "meta-llama/Llama-3.1-8B-Instruct", "the base model of the same shapes"),
+    "cclbench-perlmutter-4xa100-40g-llama31-8b-pp2-dp2-eager-v0101rc2": StandIn(
+        "meta-llama/Llama-3.1-8B-Instruct", "the base model of the same shapes"),
 }
