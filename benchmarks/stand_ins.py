@@ -107,4 +107,13 @@ STAND_INS: dict[str, StandIn] = {
         "meta-llama/Llama-3.1-8B-Instruct", "the base model of the same shapes"),
     "cclbench-perlmutter-4xa100-40g-llama31-8b-pp2-dp2-eager-v0101rc2": StandIn(
         "meta-llama/Llama-3.1-8B-Instruct", "the base model of the same shapes"),
+    "file-4x3090-qwen25-7b-tp2-pcie-nop2p-util080-4k-v084": StandIn(
+        "Qwen/Qwen2.5-7B-Instruct", "the base model of the same shapes (ModelScope's copy of Qwen/Qwen2.5-7B), whose "
+        "config sets 131,072 positions; the record sets max_model_len 4,096"),
+    "file-4x3090-qwen25-7b-tp1-4k-v084": StandIn(
+        "Qwen/Qwen2.5-7B-Instruct", "the base model of the same shapes (ModelScope's copy of Qwen/Qwen2.5-7B), whose "
+        "config sets 131,072 positions; the record sets max_model_len 4,096"),
+    "file-l40-qwen25-math-1.5b-util085-4k-v072": StandIn(
+        "Qwen/Qwen2.5-1.5B-Instruct", "Qwen2.5-Math-1.5B: the same shapes with 4,096 positions and rope_theta 10,000",
+        config={"max_position_embeddings": 4096, "rope_theta": 10000.0}),
 }
