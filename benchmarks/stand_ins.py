@@ -116,4 +116,7 @@ STAND_INS: dict[str, StandIn] = {
     "file-l40-qwen25-math-1.5b-util085-4k-v072": StandIn(
         "Qwen/Qwen2.5-1.5B-Instruct", "Qwen2.5-Math-1.5B: the same shapes with 4,096 positions and rope_theta 10,000",
         config={"max_position_embeddings": 4096, "rope_theta": 10000.0}),
+    "rhaiis-h200-deepseek-r1-0528-tp8-8k-v0112": StandIn(
+        "deepseek-ai/DeepSeek-V3", "DeepSeek-R1-0528: the reasoning model trained from DeepSeek-V3-Base, the same shapes "
+        "(61 layers, MLA latent 512 + 64, 256 experts of 2,048, FP8 in 128 x 128 blocks) and the same config.json fields"),
 }
