@@ -119,4 +119,11 @@ STAND_INS: dict[str, StandIn] = {
     "rhaiis-h200-deepseek-r1-0528-tp8-8k-v0112": StandIn(
         "deepseek-ai/DeepSeek-V3", "DeepSeek-R1-0528: the reasoning model trained from DeepSeek-V3-Base, the same shapes "
         "(61 layers, MLA latent 512 + 64, 256 experts of 2,048, FP8 in 128 x 128 blocks) and the same config.json fields"),
+    "blog-4x22g-turing-qwen3-30b-a3b-fp16-tp4-131k-yarn-v085": StandIn(
+        "Qwen/Qwen3-30B-A3B", "the same checkpoint with the record's --rope-scaling (YaRN x4 from 32,768 positions: "
+        "vLLM derives a 131,072-token limit)",
+        config={"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}),
+    "file-a10-qwen25-math-1.5b-util090-4k-v072": StandIn(
+        "Qwen/Qwen2.5-1.5B-Instruct", "Qwen2.5-Math-1.5B: the same shapes with 4,096 positions and rope_theta 10,000",
+        config={"max_position_embeddings": 4096, "rope_theta": 10000.0}),
 }
