@@ -126,4 +126,16 @@ STAND_INS: dict[str, StandIn] = {
     "file-a10-qwen25-math-1.5b-util090-4k-v072": StandIn(
         "Qwen/Qwen2.5-1.5B-Instruct", "Qwen2.5-Math-1.5B: the same shapes with 4,096 positions and rope_theta 10,000",
         config={"max_position_embeddings": 4096, "rope_theta": 10000.0}),
+    "dennislee22-a100-80g-qwen2-7b-util025-16k-v01011": StandIn(
+        "Qwen/Qwen2.5-7B-Instruct", "Qwen2-7B-Instruct: the same shapes (28 layers, 3,584 hidden, 28 heads, 4 KV heads "
+        "x 128, MLP 18,944, vocabulary 152,064, untied)"),
+    "dennislee22-a100-80g-qwen2-7b-util050-16k-v01011": StandIn(
+        "Qwen/Qwen2.5-7B-Instruct", "Qwen2-7B-Instruct: the same shapes (28 layers, 3,584 hidden, 28 heads, 4 KV heads "
+        "x 128, MLP 18,944, vocabulary 152,064, untied)"),
+    "dennislee22-2xa100-80g-pcie-qwen2-7b-tp2-util025-16k-v01011": StandIn(
+        "Qwen/Qwen2.5-7B-Instruct", "Qwen2-7B-Instruct: the same shapes (28 layers, 3,584 hidden, 28 heads, 4 KV heads "
+        "x 128, MLP 18,944, vocabulary 152,064, untied)"),
+    "dennislee22-2xa100-80g-pcie-qwen2-7b-tp2-util050-16k-v01011": StandIn(
+        "Qwen/Qwen2.5-7B-Instruct", "Qwen2-7B-Instruct: the same shapes (28 layers, 3,584 hidden, 28 heads, 4 KV heads "
+        "x 128, MLP 18,944, vocabulary 152,064, untied)"),
 }
