@@ -49,6 +49,36 @@ class Run:
     # benchmark_serving.py: vLLM sends it, with the role, as soon as the prefill yields a token); or "text", the first
     # chunk whose content or reasoning is non-empty (gpu_conc), which tokens that stream as no text precede.
     first_token: str = "chunk"
+    # The one-request runs (prompt tokens, output tokens, prompts) that the harness sent the same server before, in
+    # order, when it seeds prompt i alike in every run (``sweep_cached_prompt_tokens``); empty: none, or unknown.
+    sweep: tuple[tuple[int, int, int], ...] = ()
+
+
+# tt-inference-server's one-request sweep, in the order run_benchmarks.py runs it (release v0.0.5, July 2025:
+# benchmarking/benchmark_config.py, BATCH_1_BENCHMARK_COMMON_ISL_OSL_PAIRS, with get_num_prompts' counts: 8 for
+# 128 / 128, 4 up to 4,000 prompt tokens, 2 above). Its client's "cleaned-random" dataset (CleanedPromptGenerator.
+# generate_multiple_stable_tokens) seeds prompt i with --seed + i in every run, and torch.randint draws a prompt's
+# tokens in order, so every run of a sweep sends the same prompts, and prompt i of a longer run begins with prompt i
+# of a shorter one (decoded and re-encoded, so only its last tokens may differ).
+TT_BATCH_1_SWEEP = ((128, 128, 8), (128, 1024, 4), (1024, 128, 4), (2048, 128, 4), (3072, 128, 4), (4096, 128, 2),
+                    (8192, 128, 2), (16384, 128, 2), (32000, 128, 2))
+
+
+def sweep_cached_prompt_tokens(prompt_tokens: int, num_prompts: int, earlier: tuple[tuple[int, int, int], ...],
+                               block_size: int, kv_cache_tokens: int) -> tuple[int, ...]:
+    """Tokens of each prompt of a run that a prefix-caching server finds cached when the harness sent ``earlier``
+    runs (prompt tokens, output tokens, prompts) of the same seeded prompts before it (the run's own test prompt
+    aside: ``cached_prompt_tokens``).
+
+    Prompt i shares with an earlier run's prompt i its first ``min`` of both lengths, less the last token (where
+    re-encoding may part them and V1 recomputes a prompt's last token anyway), counted in whole blocks
+    (``cached_test_prompt_tokens``). The earlier runs' blocks stay cached while the sweep has not used the KV cache
+    up (V1 hands out never-used free blocks before it evicts a cached one); beyond that, nothing is counted."""
+    if sum(count * (prompt + output) for prompt, output, count in earlier) > kv_cache_tokens:
+        earlier = ()
+    return tuple(max((cached_test_prompt_tokens(min(prompt_tokens, prompt), block_size)
+                      for prompt, _, count in earlier if index < count), default=0)
+                 for index in range(num_prompts))
 
 
 # NOTE: gpt-oss's harmony format opens every reply with <|channel|>analysis<|message|> (tokens 200005, 35644,
@@ -90,7 +120,7 @@ RUNS: dict[str, Run] = {
     "qwen3-1536-a100-80g": Run("Qwen/Qwen3-14B-AWQ", "a100-sxm-80gb", "0.9.0", "closed",
                                {"max_num_seqs": 30, "enforce_eager": True}),
     "tt356-8xh100": Run(_config("DeepSeek-R1-0528-AWQ"), "h100-sxm-80gb", "0.9.0", "closed",
-                        {"tensor_parallel_size": 8, "max_model_len": 16384}, test_prompt=True),
+                        {"tensor_parallel_size": 8, "max_model_len": 16384}, test_prompt=True, sweep=TT_BATCH_1_SWEEP),
     # benchmark_throughput.py: 200 ShareGPT prompts to LLM.generate at once, max_num_seqs 256: one wave that lasts
     # as long as the longest ShareGPT output (sharegpt_longest_output), the batch shrinking as outputs end.
     "vllm-12315-4xa100": Run("meta-llama/Llama-3.3-70B-Instruct", "a100-sxm-80gb", "0.6.6", "burst",
@@ -143,11 +173,11 @@ RUNS: dict[str, Run] = {
                              {"tensor_parallel_size": 4, "kv_cache_dtype": "fp8", "max_model_len": 32768,
                               "gpu_memory_utilization": 0.85, "enable_prefix_caching": True}),  # 0.22: no test prompt
     "tt340-a100-qwen3-30b-a3b": Run("Qwen/Qwen3-30B-A3B", "a100-sxm-80gb", "0.9.2", "closed",
-                           {"max_model_len": 16384}, test_prompt=True),
+                           {"max_model_len": 16384}, test_prompt=True, sweep=TT_BATCH_1_SWEEP),
     "tt340-a100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.9.2", "closed",
-                       {"max_model_len": 16384}, test_prompt=True),
+                       {"max_model_len": 16384}, test_prompt=True, sweep=TT_BATCH_1_SWEEP),
     "tt340-a100-qwen3-1.7b": Run(_config("Qwen__Qwen3-1.7B"), "a100-sxm-80gb", "0.9.2", "closed",
-                                  {"max_model_len": 16384}, test_prompt=True),
+                                  {"max_model_len": 16384}, test_prompt=True, sweep=TT_BATCH_1_SWEEP),
     "kvcached-h100-qwen3-0.6b-rate-inf": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate_inf",
                                              {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
     "kvcached-h100-qwen3-0.6b-rate16": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate",
@@ -261,13 +291,13 @@ def served(record: dict, constants: SpeedConstants | None = None, *, step_by_ste
                 "tpot_ms": replica.token_latency_s(timeline.decode_step.total_s) * 1e3,
                 "output_tok_s": batch * output / pp_total, "request_per_s": batch / pp_total,
                 "e2e_ms": pp_total * 1e3}
-    if step_by_step and run.mode == "closed" and (concurrency or 1) > 1 and record.get("num_prompts") \
+    if step_by_step and run.mode == "closed" and ((concurrency or 1) > 1 or run.sweep) and record.get("num_prompts") \
             and result.settings.pipeline_parallel_size == 1:
         return _simulated(record, result, constants, prompt, output)
     if run.mode == "closed":
         traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(concurrency))
-        if concurrency == 1 and record.get("num_prompts") and first_prompt_cached(record, result):
-            return _one_at_a_time_with_cached_first(record, result, constants, prompt, output)
+        if concurrency == 1 and record.get("num_prompts") and any(cached := cached_prompt_tokens(record, result)):
+            return _one_at_a_time_with_cached(result, constants, prompt, output, cached)
     elif run.mode == "rate_inf":
         traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(record["num_prompts"]))
     else:
@@ -291,27 +321,49 @@ def served(record: dict, constants: SpeedConstants | None = None, *, step_by_ste
     return values
 
 
+def prefix_caching(record: dict, result: Estimate) -> bool:
+    """Whether the record's server cached prefixes: V1's default, V0's off, unless the run says."""
+    return run_for(record).settings.get("enable_prefix_caching", engine_generation(result) != "V0")
+
+
 def first_prompt_cached(record: dict, result: Estimate) -> bool:
     """Whether the run's first prompt was in the server's prefix cache: vLLM's benchmark client sent it once before
-    the run (``Run.test_prompt``) and the server caches prefixes (V1's default, V0's off)."""
-    run = run_for(record)
-    return run.test_prompt and run.settings.get("enable_prefix_caching", engine_generation(result) != "V0")
+    the run (``Run.test_prompt``) and the server caches prefixes."""
+    return run_for(record).test_prompt and prefix_caching(record, result)
 
 
-def _one_at_a_time_with_cached_first(record: dict, result: Estimate, constants: SpeedConstants | None, prompt: int,
-                                     output: int) -> dict[str, float]:
-    """A closed loop of one request whose first prompt finds its blocks cached (``cached_test_prompt_tokens``): the
-    means over the run's N requests take one prefill of the uncached tail and N - 1 full ones.
+def cached_prompt_tokens(record: dict, result: Estimate) -> tuple[int, ...]:
+    """Tokens of each of the record's prompts that the server found cached when the run began: its test prompt's
+    (``cached_test_prompt_tokens``) and what the earlier runs of its harness's sweep left (``Run.sweep``)."""
+    count, (prompt, output), run = int(record["num_prompts"]), lengths(record), run_for(record)
+    if not prefix_caching(record, result):
+        return (0,) * count
+    block = result.layout.block_size
+    cached = [0] * count
+    if (prompt, output, count) in run.sweep:
+        fits = tuple(earlier for earlier in run.sweep[:run.sweep.index((prompt, output, count))]
+                     if earlier[0] + earlier[1] <= result.settings.max_model_len)  # longer ones vLLM refuses
+        cached = list(sweep_cached_prompt_tokens(prompt, count, fits, block,
+                                                 result.capacity.num_gpu_blocks * block))
+    if run.test_prompt:
+        cached[0] = max(cached[0], cached_test_prompt_tokens(prompt, block))
+    return tuple(cached)
 
-    NOTE: the cached request is priced as a prompt of the uncached tail alone (its attention over the cached
-    blocks is left out; at one request that is a small share of the step)."""
-    count = int(record["num_prompts"])
+
+def _one_at_a_time_with_cached(result: Estimate, constants: SpeedConstants | None, prompt: int, output: int,
+                               cached: tuple[int, ...]) -> dict[str, float]:
+    """A closed loop of one request whose prompts find ``cached`` tokens each in the prefix cache: the means over
+    the run's requests take each prompt's prefill of its uncached tail.
+
+    NOTE: a cached request is priced as a prompt of the uncached tail alone (its attention over the cached blocks
+    is left out: a small share of the step for the test prompt's one-block tail, up to ~10 % for a sweep's
+    half-cached prompt; the scored prediction simulates the run step by step, which counts it)."""
     full = speed_estimate(result, Traffic(input_tokens=prompt, output_tokens=output, concurrency=1),
                           constants=constants, prices={})
-    tail = prompt - cached_test_prompt_tokens(prompt, result.layout.block_size)
-    cached = speed_estimate(result, Traffic(input_tokens=tail, output_tokens=output, concurrency=1),
-                            constants=constants, prices={})
-    saved_ms = (full.ttft_ms - cached.ttft_ms) / count
+    tails = {tail: speed_estimate(result, Traffic(input_tokens=tail, output_tokens=output, concurrency=1),
+                                  constants=constants, prices={}).ttft_ms
+             for tail in {prompt - hit for hit in cached if hit}}
+    saved_ms = sum(full.ttft_ms - tails[prompt - hit] for hit in cached if hit) / len(cached)
     e2e_ms = full.e2e_ms - saved_ms
     return {"ttft_ms": full.ttft_ms - saved_ms, "tpot_ms": full.tpot_ms, "e2e_ms": e2e_ms,
             "output_tok_s": full.output_throughput_tok_s * full.e2e_ms / e2e_ms,
@@ -336,7 +388,8 @@ def bench_load(record: dict, result: Estimate, prompt: int, output: int) -> Benc
         limit = run_for(record).longest_output_tokens or result.settings.max_model_len - prompt
         outputs = eos_output_lengths(float(record["output_tokens"]), count, cap_tokens=limit)
     return BenchLoad(input_tokens=(prompt,) * count, output_tokens=outputs,
-                     max_concurrency=int(record["concurrency"]), first_prompt_cached=first_prompt_cached(record, result))
+                     max_concurrency=int(record["concurrency"]), first_prompt_cached=first_prompt_cached(record, result),
+                     cached_prompt_tokens=cached_prompt_tokens(record, result) if run_for(record).sweep else ())
 
 
 def _simulated(record: dict, result: Estimate, constants: SpeedConstants | None, prompt: int,

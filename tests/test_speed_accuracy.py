@@ -128,22 +128,48 @@ def test_a_finite_closed_loop_is_sent_as_the_benchmark_sends_it() -> None:
 
 def test_one_request_runs_of_vllms_client_have_their_first_prompt_cached() -> None:
     # tt340's 4,096-token Qwen3-14B row: 2 prompts through benchmark_serving on a V1 server (prefix caching on by
-    # default). The one-request replay (the steady state of one prompt, plus one of the 15-token tail, 4095 // 16
-    # = 255 blocks cached) must agree with the step-by-step simulation of the same two prompts, an independent path.
+    # default), the sweep's 3,072-token run before it (3071 // 16 = 191 blocks = 3,056 tokens of each prompt) and its
+    # own test prompt (4095 // 16 = 255 blocks = 4,080 tokens of prompt 0). The one-request replay (the steady state
+    # of one prompt, less what each cached tail saves) must agree with the step-by-step simulation of the same two
+    # prompts, an independent path, up to the attention over the cached blocks that only the simulation counts.
     record = next(r for r in speed_replay.load_records() if r["id"] == "tt340-a100-qwen3-14b-isl4096-osl128-c1")
     result = speed_replay.deployment(record["id"])
     assert speed_replay.first_prompt_cached(record, result)
     cached = bench_prediction(result, BenchLoad(input_tokens=(4096, 4096), output_tokens=(128, 128),
-                                                max_concurrency=1, first_prompt_cached=True))
+                                                max_concurrency=1, cached_prompt_tokens=(4080, 3056)))
     cold = bench_prediction(result, BenchLoad(input_tokens=(4096, 4096), output_tokens=(128, 128),
                                               max_concurrency=1))
-    replayed = speed_replay.predict(record)["ttft_ms"]
-    assert replayed == pytest.approx(cached.mean_ttft_ms, rel=0.03)
-    # the cached prompt's TTFT is a small share: the mean is about half the cold one
-    assert 0.5 < cached.mean_ttft_ms / cold.mean_ttft_ms < 0.56
+    assert speed_replay.predict(record)["ttft_ms"] == pytest.approx(cached.mean_ttft_ms, rel=1e-9)
+    assert speed_replay.predict(record, step_by_step=False)["ttft_ms"] == pytest.approx(cached.mean_ttft_ms, rel=0.1)
+    # prompt 0 costs what a request costs outside the engine and one block's step, prompt 1 the prefill of its last
+    # 1,040 tokens (a quarter of the prompt, over 3,056 cached ones): the mean is above an eighth of the cold one and
+    # under a fifth
+    assert 0.125 < cached.mean_ttft_ms / cold.mean_ttft_ms < 0.2
     # gpu_conc's own harness sends no test prompt
     gpuconc = next(r for r in speed_replay.load_records() if r["id"] == "gpuconc-h200-gptoss20b-c1")
     assert not speed_replay.first_prompt_cached(gpuconc, speed_replay.deployment(gpuconc["id"]))
+
+
+def test_a_tt_inference_server_sweep_leaves_each_later_run_its_prompts_prefixes_cached() -> None:
+    # tt-inference-server seeds prompt i alike in every run of its one-request sweep, which runs 128/128 (8
+    # prompts), 128/1024 (4), 1024/128 (4), 2048/128 (4), ... (benchmark_config.py, v0.0.5). The 2,048-token run's
+    # prompts 0-3 begin with the 1,024-token run's: (1024 - 1) // 16 = 63 blocks = 1,008 tokens cached (the 128-token
+    # runs' 112 are inside them); its own test prompt leaves prompt 0's (2048 - 1) // 16 = 127 blocks = 2,032.
+    records = {r["id"]: r for r in speed_replay.load_records()}
+    record = records["tt340-a100-qwen3-14b-isl2048-osl128-c1"]
+    result = speed_replay.deployment(record["id"])
+    assert speed_replay.cached_prompt_tokens(record, result) == (2032, 1008, 1008, 1008)
+    # the sweep's first run finds only its test prompt's 112 tokens; the 128/1024 run finds all four prompts' 112
+    assert speed_replay.cached_prompt_tokens(records["tt340-a100-qwen3-14b-isl128-osl128-c1"], result) == (
+        112, 0, 0, 0, 0, 0, 0, 0)
+    assert speed_replay.cached_prompt_tokens(records["tt340-a100-qwen3-14b-isl128-osl1024-c1"], result) == (112,) * 4
+    # 8,192 tokens, 2 prompts: the 4,096-token run's prompts 0 and 1 give 4,080 each, the test prompt 8,176
+    assert speed_replay.cached_prompt_tokens(records["tt340-a100-qwen3-14b-isl8192-osl128-c1"], result) == (
+        8176, 4080)
+    # a sweep that filled the KV cache before the run has had its blocks evicted: nothing is counted
+    earlier = ((1024, 128, 4),)
+    assert speed_replay.sweep_cached_prompt_tokens(2048, 2, earlier, 16, kv_cache_tokens=4 * 1152) == (1008, 1008)
+    assert speed_replay.sweep_cached_prompt_tokens(2048, 2, earlier, 16, kv_cache_tokens=4 * 1152 - 1) == (0, 0)
 
 
 def test_gpu_conc_times_the_first_text_after_gpt_osss_harmony_header() -> None:

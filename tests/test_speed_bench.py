@@ -308,6 +308,22 @@ def test_the_first_request_of_a_run_prefills_only_what_the_test_prompt_did_not_c
     assert simulate(cached, limits, cost).total_input_tokens == 200  # the client still counts the whole prompts
 
 
+def test_prompts_a_sweep_left_cached_prefill_only_their_uncached_tails() -> None:
+    # Two 100-token prompts one at a time, the second finding 96 tokens cached (an earlier run of the same seeded
+    # prompts): its first step computes 4 tokens, 10 ms + 4 x 0.1 ms = 10.4 ms; the first computes all 100, 20 ms.
+    limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=1000, kv_cache_tokens=10_000, block_size=16)
+    cost = LinearStepCost(fixed_s=0.010, per_token_s=1e-4)
+    load = BenchLoad(input_tokens=(100, 100), output_tokens=(3, 3), max_concurrency=1, cached_prompt_tokens=(0, 96))
+    assert simulate(load, limits, cost).mean_ttft_ms == pytest.approx(15.2)
+    # with the test prompt's hit on the first as well, both take 10.4 ms
+    both = load.model_copy(update={"first_prompt_cached": True})
+    assert simulate(both, limits, cost).mean_ttft_ms == pytest.approx(10.4)
+    with pytest.raises(ValueError, match="1 cached-token counts for 2 prompts"):
+        BenchLoad(input_tokens=(100, 100), output_tokens=(3, 3), cached_prompt_tokens=(96,))
+    with pytest.raises(ValueError, match="fewer than its tokens"):
+        BenchLoad(input_tokens=(100,), output_tokens=(3,), cached_prompt_tokens=(100,))
+
+
 @pytest.mark.parametrize(("server", "bench", "mean_ttft_ms"), [
     ([], [], 40.0),  # vllm bench serve's defaults (0.14+, vllm#30975): no ready check, so nothing cached before the run
     ([], ["--ready-check-timeout-sec", "600"], 27.2),  # the ready check sends the first prompt; V1 caches it

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculator.speed.legacy_numpy_random import LegacyRandomState
 from calculator.speed.step_spread import StepSpread, bucket_quantile
@@ -77,6 +77,18 @@ class BenchLoad(BaseModel):
     test_prompt: bool = False
     # ... and the server caches prefixes (V1's default), so the run's first request finds that prompt's blocks
     first_prompt_cached: bool = False
+    # Tokens of each prompt the engine finds in its prefix cache before the run (empty: none but the test prompt's):
+    # a harness that sends the same seeded prompts in every run of a sweep, so a later run finds an earlier one's
+    cached_prompt_tokens: tuple[int, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_cached_count_per_prompt(self) -> BenchLoad:
+        if self.cached_prompt_tokens and len(self.cached_prompt_tokens) != len(self.input_tokens):
+            raise ValueError(f"{len(self.cached_prompt_tokens)} cached-token counts for {len(self.input_tokens)} "
+                             "prompts")
+        if any(not 0 <= cached < prompt for cached, prompt in zip(self.cached_prompt_tokens, self.input_tokens)):
+            raise ValueError("a prompt's cached tokens must be fewer than its tokens (vLLM recomputes the last one)")
+        return self
 
     @property
     def num_prompts(self) -> int:
@@ -378,6 +390,8 @@ def _run(load: BenchLoad, limits: EngineLimits, cost: StepCost, spread: StepSpre
                 for i, (p, o) in enumerate(zip(load.input_tokens, load.output_tokens, strict=True))]
     if load.first_prompt_cached:
         requests[0].computed = cached_test_prompt_tokens(requests[0].prompt, limits.block_size)
+    for request, cached in zip(requests, load.cached_prompt_tokens):
+        request.computed = max(request.computed, cached)
     usable_blocks = limits.kv_cache_tokens // limits.block_size
     longest = max(r.prompt + r.output for r in requests)
     if -(-longest // limits.block_size) > usable_blocks:
