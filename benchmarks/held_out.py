@@ -67,7 +67,7 @@ class Fit:
                                            max_num_batched_tokens=s.max_num_batched_tokens, rules=result.rules)
         forward = forward_activation_bytes(spec, max_num_batched_tokens=s.max_num_batched_tokens,
                                            activation_dtype_bytes=s.dtype_bytes,
-                                           tensor_parallel_size=s.tensor_parallel_size)
+                                           tensor_parallel_size=s.tensor_parallel_size, rules=result.rules)
         return max(forward, round(sampler * refitted / self.used)) - max(forward, sampler)
 
 

@@ -75,8 +75,10 @@ def test_issue_20_left_out_by_source(report):
     # rule). A record that shows a miss stays counted; held here (below) so that a regression still fails, and to 5 %
     # by accuracy.py --check.
     # 5.08 % with PCIe for a card outside the catalog (Turing TP 2: -13.7 -> -4.8 %) and the Docker image's sampler
-    # (Mistral-Small-3.2: -9.1 -> +1.6 %); held here to 6 %.
-    assert targets["KV tokens p90 %, source left out"][0] <= 6.0
+    # (Mistral-Small-3.2: -9.1 -> +1.6 %); 4.69 % with the fused-MoE workspace read in vLLM's source (moe_workspace.py:
+    # the 4 x RTX PRO 6000 Qwen3-235B runs, TP 4 +5.20 -> +2.11 %, TP 4 + EP +3.30 -> +1.74, PP 4 +12.92 -> +11.20):
+    # the target holds again and is guarded here.
+    assert targets["KV tokens p90 %, source left out"][0] <= 5.0
 
 
 def test_check_fails_when_any_issue_13_or_issue_20_target_fails(report, capsys) -> None:
@@ -187,9 +189,10 @@ def test_every_failed_start_with_a_config_is_not_called_a_fit_and_says_why(repor
     failed = {row.case.record_id: row for row in report.scored() if row.case.observed.started is False}
     calls = {record_id: (verdict(row.result), verdict_reason(row.result)) for record_id, row in failed.items()}
     assert {record_id: call for record_id, (call, _) in calls.items()} == {
-        # NOTE: the KV bands are sized from leave-one-source-out residuals (issue 20): wide enough in V0 to make these
-        # failures borderline rather than certain
-        "vllm-16570-4xa100-40g-qwen25-vl-72b-tp4": "borderline", "llmd-h100-llama33-70b-fp8-tp1-failed":
+        # NOTE: the KV bands are sized from leave-one-source-out residuals (issue 20); the V0 era's activation band
+        # (2.06 -> 0.82) and non-torch band (0.30 -> 0.22 GiB) narrowed with the V0 records of 2423220 / 90a080c, so
+        # this OOM is now called for what it was
+        "vllm-16570-4xa100-40g-qwen25-vl-72b-tp4": "does not fit", "llmd-h100-llama33-70b-fp8-tp1-failed":
         "does not fit", "llmd-h100-qwen3-32b-tp1-32k-failed": "does not fit",
         "vllm-33155-h100-gpt-oss-120b-v0141-oom": "borderline",
         # on stand-in configs (benchmarks/stand_ins.py)

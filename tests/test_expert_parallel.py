@@ -15,6 +15,7 @@ from calculator.engine import uncertainty
 from calculator.cli import main
 from calculator.engine.estimate import estimate
 from calculator.engine.overheads import forward_activation_bytes
+from calculator.engine.vllm_versions import rules_for
 from calculator.gpus import find_gpu
 from calculator.model.model_source import load_model_spec
 from calculator.scenario import Scenario
@@ -47,19 +48,26 @@ def test_data_parallel_without_expert_parallel_splits_every_expert_over_tp_x_dp(
 
 def test_the_moe_layers_work_on_the_tokens_of_every_dp_rank():
     spec = load_model_spec(MOE)
-    tokens, width = 8192, 8 * 768  # routed intermediate per token: top_k x expert width
+    tokens = 8192
 
-    def forward(**parallel):
+    def forward(version=None, **parallel):
         return forward_activation_bytes(spec, max_num_batched_tokens=tokens, activation_dtype_bytes=2,
-                                        tensor_parallel_size=1, **parallel)
+                                        tensor_parallel_size=1, rules=rules_for(version) if version else None,
+                                        **parallel)
 
-    # one engine: 4 hidden-size tensors and 3 routed-intermediate ones per token
-    assert forward() == tokens * (4 * 2048 + 3 * width) * 2
-    # DP 4: 4 x the tokens reach each MoE layer (gathered input + 3 x a quarter of the routed width each)
+    # one engine: 4 hidden-size tensors per token, and TritonExperts' workspaces (0.14+): top_k x (max(768, 2,048)
+    # + max(2 x 768, 2,048)) values per routed token
+    workspace = 8 * (2048 + 2048)
+    assert forward() == tokens * (4 * 2048 + workspace) * 2
+    # DP 4: 4 x the tokens reach each MoE layer (gathered input + 3 x a quarter of the routed width each; the DP
+    # path's experts and their buffers are not read, so the estimate before the workspace was read stays)
+    width = 8 * 768  # routed intermediate per token: top_k x expert width
     assert forward(data_parallel_size=4) == tokens * (4 * 2048 + 4 * (3 * width // 4 + 2048)) * 2
     # DP 4 with EP: whole experts, so the full routed width for each gathered token
     assert forward(data_parallel_size=4, enable_expert_parallel=True) == (
         tokens * (4 * 2048 + 4 * (3 * width + 2048)) * 2)
+    # 0.10.2's fused_experts_impl, one engine: cache13 [M, 8, max(2 x 768, 2,048)] + cache2 [M x 8, 768]
+    assert forward("0.10.2") == tokens * (4 * 2048 + 8 * (2048 + 768)) * 2
 
 
 @pytest.mark.parametrize(("fields", "bytes_per_token_and_layer"), [

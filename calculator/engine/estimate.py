@@ -56,6 +56,7 @@ from .overheads import (
     activation_peak_bytes,
     cuda_context_bytes,
     cudagraph_bytes,
+    kept_moe_workspace_bytes,
     non_torch_bytes,
 )
 from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
@@ -552,6 +553,12 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
     # NOTE: the all-to-all buffers are sized for the batch budget, a point field (not in the cached deployment terms)
     all2all = all2all_bytes(scenario, spec, rules, settings)
     v0_drafter = _draft_outside_profile(drafter, settings, rules)
+    # NOTE: from 0.27 vLLM prints what stays allocated after profiling as consumed memory ("weights + non-torch"),
+    # so the fused-MoE workspace its WorkspaceManager keeps moves from the peak to that term (same total).
+    consumed_workspace = kept_moe_workspace_bytes(
+        spec, max_num_batched_tokens=max_num_batched_tokens, activation_dtype_bytes=dtype_bytes,
+        tensor_parallel_size=tp, data_parallel_size=dp, enable_expert_parallel=ep,
+        rules=rules) if formula in ("v1_free_drop", "v1_extensible") else 0
     budgets = []
     for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
         layers_on_stage = deployment.layers_on_stage[stage]
@@ -571,8 +578,8 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
                     activation_dtype_bytes=dtype_bytes) if drafter and not v0_drafter else 0,
                 flashinfer_sampler=flashinfer_sampler(rules.version, scenario.install, engine=rules.engine,
                                                       device=device))
-            + (lora.shrink_buffer_bytes if lora else 0),
-            non_torch_bytes=fixed.non_torch_bytes + all2all,
+            + (lora.shrink_buffer_bytes if lora else 0) - consumed_workspace,
+            non_torch_bytes=fixed.non_torch_bytes + all2all + consumed_workspace,
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=max_num_batched_tokens,

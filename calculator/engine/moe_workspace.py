@@ -1,0 +1,47 @@
+"""The fused-MoE kernel's buffers in the profiled forward pass: what one MoE layer allocates per routed token.
+
+Read in vLLM's source (``model_executor/layers/fused_moe/``). ``N`` is the gate-and-up projection's width on the rank
+(2 x the expert's intermediate width there), ``K`` the hidden size, ``M`` the tokens (``max_num_batched_tokens`` in the
+profile run, x dp when the MoE layers gather every DP rank's tokens):
+
+* 0.14+ (read in 0.14.0, 0.20.0, 0.27.1 and the 0.28-0.32 builds): every layer runs ``FusedMoEModularKernel``, whose
+  default experts are ``TritonExperts`` (the fallback of every oracle; the unquantized path, block FP8 on Hopper at
+  TP, and on sm_120 with ``VLLM_USE_DEEP_GEMM=0``). ``TritonExperts.workspace_shapes`` asks for workspace13
+  [M, top_k, max(N / 2, K)] and workspace2 [M, top_k, max(N, K)] (``experts/triton_moe.py`` from 0.27; ``fused_moe.py``
+  before), both from the worker's ``WorkspaceManager`` (``v1/worker/workspace.py``) and alive together
+  (``get_simultaneous``); the [M, K] output reuses workspace13 (``modular_kernel.py``: "Reuse workspace13 for the
+  output"). Since ``max(., K)`` takes the hidden size, the workspace does not shrink with TP: Qwen3-235B-A22B
+  (K 4,096, width 1,536, top 8) needs 8 x (4,096 + 4,096) values per token at TP 1 and at TP 4 alike.
+* up to 0.13 (read in 0.10.2 ``fused_moe.py`` ``fused_experts_impl``; 0.11-0.13 not read): ``cache13``
+  [M, top_k, max(N, K)] shared by the gate-and-up output and the down output, ``intermediate_cache2``
+  [M x top_k, N / 2]; the unquantized layer writes its output in place (``layer.py``: ``inplace=True``; the FP8
+  method's extra [M, K] output, ``inplace=False`` in ``fp8.py``, is left out).
+
+Other experts (DeepGEMM, CUTLASS, FlashInfer, Marlin) size theirs differently; the Triton shapes stand for them.
+"""
+
+from __future__ import annotations
+
+from .vllm_versions import VllmVersion
+
+MODULAR_KERNEL_FROM_MINOR = 14  # unquantized_fused_moe_method.py 0.14.0: ``mk.FusedMoEModularKernel(..., TritonExperts)``
+
+
+def routed_workspace_elements_per_token(*, hidden_size: int, expert_width_per_rank: float, experts_per_token: int,
+                                        version: VllmVersion | None = None) -> float:
+    """Values (of the activation dtype) the fused-MoE kernel holds per token routed to the rank's MoE layer.
+
+    ``expert_width_per_rank``: one expert's intermediate width on this rank (whole under expert parallelism).
+    ``version`` None: the current layout. Qwen3-235B-A22B at TP 4: 8 x (max(384, 4,096) + max(768, 4,096)) = 65,536.
+    """
+    width, gate_up = expert_width_per_rank, 2 * expert_width_per_rank
+    if version is None or version.at_least(MODULAR_KERNEL_FROM_MINOR):
+        return experts_per_token * (max(width, hidden_size) + max(gate_up, hidden_size))
+    return experts_per_token * (max(gate_up, hidden_size) + width)
+
+
+def workspace_kept(version: VllmVersion | None) -> bool:
+    """Whether the workspace outlives the forward pass: the ``WorkspaceManager`` (``v1/worker/workspace.py``, in 0.14.0
+    and every later build read) holds one buffer per micro-batch and only grows it; ``fused_experts_impl`` (0.10.2)
+    allocates its caches per call and frees them."""
+    return version is None or version.at_least(MODULAR_KERNEL_FROM_MINOR)
