@@ -138,4 +138,6 @@ STAND_INS: dict[str, StandIn] = {
     "dennislee22-2xa100-80g-pcie-qwen2-7b-tp2-util050-16k-v01011": StandIn(
         "Qwen/Qwen2.5-7B-Instruct", "Qwen2-7B-Instruct: the same shapes (28 layers, 3,584 hidden, 28 heads, 4 KV heads "
         "x 128, MLP 18,944, vocabulary 152,064, untied)"),
+    "file-colab-t4-llama32-3b-unsloth-sdk-util089-2k-v082": StandIn(
+        "meta-llama/Llama-3.2-3B-Instruct", "unsloth's re-upload of the same checkpoint"),
 }
