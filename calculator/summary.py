@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .engine.estimate import Estimate, all2all_bytes
+from .engine.estimate import Estimate, all2all_bytes, moe_workspace
 from .engine.uncertainty import confidence, coverage_notes, kv_band, verdict, verdict_reason
 from .engine.workload import Workload, workload_capacity
 
@@ -61,6 +61,8 @@ def estimate_summary(result: Estimate, workload: Workload | None = None) -> dict
         "non_torch_bytes": result.budget.non_torch_bytes,
         "all2all_buffer_bytes": all2all_bytes(  # part of non_torch_bytes
             result.scenario, result.model, result.rules, result.settings),
+        # the fused-MoE workspace (engine/moe_workspace.py): part of activation_bytes, of non_torch_bytes from 0.27
+        "moe_workspace_bytes": moe_workspace(result),
         "cudagraph_bytes": result.budget.cudagraph_bytes,
         "cuda_context_bytes": result.budget.context_bytes,
         "kv_cache_bytes": result.kv_cache_bytes,

@@ -67,3 +67,12 @@ def test_before_0_27_the_workspace_is_part_of_the_peak():
     assert full.budget.non_torch_bytes == half.budget.non_torch_bytes
     assert full.budget.activation_bytes - half.budget.activation_bytes == 4096 * (4 * 4096 + 65_536) * 2
     assert full.budget.activation_bytes == 8192 * (4 * 4096 + 65_536) * 2 == int(1.25 * GIB)
+
+
+def test_the_cli_summary_names_the_workspace():
+    from calculator.summary import estimate_summary
+
+    # 8,192 tokens x 8 x (4,096 + 4,096) values x 2 bytes
+    assert estimate_summary(_qwen3_235b_tp4("0.27.1"))["moe_workspace_bytes"] == 8192 * 65_536 * 2 == GIB
+    dense = estimate(Scenario(model="Qwen/Qwen3-14B", gpu="l40s-48gb", vllm_version="0.28.0"))
+    assert estimate_summary(dense)["moe_workspace_bytes"] == 0

@@ -56,10 +56,10 @@ from .overheads import (
     activation_peak_bytes,
     cuda_context_bytes,
     cudagraph_bytes,
-    kept_moe_workspace_bytes,
     non_torch_bytes,
 )
 from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
+from .moe_workspace import kept_moe_workspace_bytes, moe_workspace_bytes
 from .eplb import (
     eplb_config_error,
     eplb_layout_error,
@@ -122,6 +122,15 @@ def all2all_bytes(scenario: Scenario, spec: ModelSpec, rules: VersionRules, sett
                                 max_num_batched_tokens=settings.max_num_batched_tokens,
                                 quantization=applied_quantization(scenario, spec), sm_count=_sm_count(scenario),
                                 gpus_per_node=_gpus_per_node(scenario))
+
+
+def moe_workspace(result: Estimate) -> int:
+    """The fused-MoE kernel's workspace in the estimate's profiled forward pass (``overheads.moe_workspace_bytes``)."""
+    s = result.settings
+    return moe_workspace_bytes(result.model, max_num_batched_tokens=s.max_num_batched_tokens,
+                               activation_dtype_bytes=s.dtype_bytes, tensor_parallel_size=s.tensor_parallel_size,
+                               data_parallel_size=result.scenario.data_parallel_size,
+                               enable_expert_parallel=result.scenario.enable_expert_parallel, rules=result.rules)
 
 
 def _gpus_per_node(scenario: Scenario) -> int:

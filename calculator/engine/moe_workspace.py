@@ -22,7 +22,9 @@ Other experts (DeepGEMM, CUTLASS, FlashInfer, Marlin) size theirs differently; t
 
 from __future__ import annotations
 
-from .vllm_versions import VllmVersion
+from ..model.spec import ModelSpec
+from .expert_parallel import moe_token_factor
+from .vllm_versions import VersionRules, VllmVersion
 
 MODULAR_KERNEL_FROM_MINOR = 14  # unquantized_fused_moe_method.py 0.14.0: ``mk.FusedMoEModularKernel(..., TritonExperts)``
 
@@ -45,3 +47,55 @@ def workspace_kept(version: VllmVersion | None) -> bool:
     and every later build read) holds one buffer per micro-batch and only grows it; ``fused_experts_impl`` (0.10.2)
     allocates its caches per call and frees them."""
     return version is None or version.at_least(MODULAR_KERNEL_FROM_MINOR)
+
+
+# NOTE: with DP the MoE layers work on the tokens of every DP rank, gathered (``expert_parallel.moe_token_factor``),
+# through a prepare/finalize and experts (DeepEP, FlashInfer, batched formats) whose buffers were not read here: there
+# each routed token keeps three tensors of the expert's width on the rank, the estimate before the workspace was read.
+GATHERED_ROUTED_TENSORS = 3
+
+
+def expert_width_per_rank(spec: ModelSpec, *, tensor_parallel_size: int, data_parallel_size: int = 1,
+                          enable_expert_parallel: bool = False) -> float:
+    """One routed expert's intermediate width on a rank: split over tp x dp ranks (``FusedMoEParallelConfig``
+    flattens TP across DP), whole under expert parallelism."""
+    assert spec.moe is not None
+    if enable_expert_parallel and tensor_parallel_size * data_parallel_size > 1:
+        return float(spec.moe.expert_intermediate_size)
+    return spec.moe.expert_intermediate_size / (tensor_parallel_size * data_parallel_size)
+
+
+def moe_workspace_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, activation_dtype_bytes: int,
+                        tensor_parallel_size: int, data_parallel_size: int = 1, enable_expert_parallel: bool = False,
+                        rules: VersionRules | None = None) -> int:
+    """The fused-MoE kernel's buffers for the profiled batch; 0 for a dense model.
+
+    Qwen3-235B-A22B at TP 4, 8,192 tokens, bf16 activations: 8,192 x 65,536 x 2 bytes = 1 GiB.
+    """
+    if spec.moe is None:
+        return 0
+    width = expert_width_per_rank(spec, tensor_parallel_size=tensor_parallel_size,
+                                  data_parallel_size=data_parallel_size, enable_expert_parallel=enable_expert_parallel)
+    gathered = moe_token_factor(spec, data_parallel_size=data_parallel_size)
+    if gathered > 1:
+        per_token = GATHERED_ROUTED_TENSORS * spec.moe.experts_per_token * width
+    else:
+        per_token = routed_workspace_elements_per_token(
+            hidden_size=spec.hidden_size, expert_width_per_rank=width, experts_per_token=spec.moe.experts_per_token,
+            version=rules.version if rules else None)
+    return int(max_num_batched_tokens * gathered * per_token * activation_dtype_bytes)
+
+
+def kept_moe_workspace_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, activation_dtype_bytes: int,
+                             tensor_parallel_size: int, data_parallel_size: int = 1,
+                             enable_expert_parallel: bool = False, rules: VersionRules | None = None) -> int:
+    """The workspace where the ``WorkspaceManager`` keeps it after the forward pass (``workspace_kept``; one engine):
+    still allocated while the sampler warms up, and from 0.27 part of the memory vLLM prints as consumed
+    (weights + non-torch) rather than as peak activation."""
+    gathered = moe_token_factor(spec, data_parallel_size=data_parallel_size) > 1
+    if gathered or not workspace_kept(rules.version if rules else None):
+        return 0
+    return moe_workspace_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
+                               activation_dtype_bytes=activation_dtype_bytes, tensor_parallel_size=tensor_parallel_size,
+                               data_parallel_size=data_parallel_size, enable_expert_parallel=enable_expert_parallel,
+                               rules=rules)

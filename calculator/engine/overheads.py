@@ -18,7 +18,7 @@ from ..units import GIB
 from .encoder_profile import profiled_encoder_cache_bytes
 from .expert_parallel import moe_token_factor
 from .interconnect import UNKNOWN_INTERCONNECT, all_reduce_buffer_bytes, nccl_buffer_bytes
-from .moe_workspace import routed_workspace_elements_per_token, workspace_kept
+from .moe_workspace import kept_moe_workspace_bytes, moe_workspace_bytes
 from .vllm_versions import CudagraphCaptureRule, Device, OverheadEra, VersionRules
 
 # --- Activation peak (profile_run, §1.4) -------------------------------------------------------------------
@@ -192,42 +192,11 @@ def sampler_logits_copies(rules: VersionRules | None) -> float:
     return ERA_CONSTANTS[rules.overhead_era if rules else "v1"].sampler_logits_copies
 
 
-def _mlp_intermediate_per_rank(spec: ModelSpec, tensor_parallel_size: int, data_parallel_size: int = 1,
-                               enable_expert_parallel: bool = False) -> tuple[float, float]:
-    """(dense or shared-expert MLP width, one routed expert's width) on one rank.
-
-    NOTE: the experts are split over tp x dp ranks under DP (``FusedMoEParallelConfig``), and whole on each rank
-    under expert parallelism.
-    """
+def _dense_intermediate_per_rank(spec: ModelSpec, tensor_parallel_size: int) -> float:
+    """The dense (or shared-expert) MLP's width on one rank; routed experts: ``moe_workspace``."""
     if spec.moe is None:
-        return spec.intermediate_size / tensor_parallel_size, 0.0
-    moe = spec.moe
-    expert_parallel = enable_expert_parallel and tensor_parallel_size * data_parallel_size > 1
-    routed_shards = 1 if expert_parallel else tensor_parallel_size * data_parallel_size
-    return moe.shared_expert_intermediate_size / tensor_parallel_size, moe.expert_intermediate_size / routed_shards
-
-
-def moe_workspace_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, activation_dtype_bytes: int,
-                        tensor_parallel_size: int, data_parallel_size: int = 1, enable_expert_parallel: bool = False,
-                        rules: VersionRules | None = None) -> int:
-    """The fused-MoE kernel's buffers for the profiled batch (``moe_workspace``); 0 for a dense model.
-
-    NOTE: with DP the MoE layers work on the tokens of every DP rank, gathered (``expert_parallel.moe_token_factor``),
-    through a prepare/finalize and experts (DeepEP, FlashInfer, batched formats) whose buffers were not read here: there
-    each routed token keeps three tensors of the expert's width on the rank, the estimate before the workspace was read.
-    """
-    if spec.moe is None:
-        return 0
-    _, expert_width = _mlp_intermediate_per_rank(spec, tensor_parallel_size, data_parallel_size,
-                                                 enable_expert_parallel)
-    gathered = moe_token_factor(spec, data_parallel_size=data_parallel_size)
-    if gathered > 1:
-        per_token = FORWARD_INTERMEDIATE_TENSORS * spec.moe.experts_per_token * expert_width
-    else:
-        per_token = routed_workspace_elements_per_token(
-            hidden_size=spec.hidden_size, expert_width_per_rank=expert_width,
-            experts_per_token=spec.moe.experts_per_token, version=rules.version if rules else None)
-    return int(max_num_batched_tokens * gathered * per_token * activation_dtype_bytes)
+        return spec.intermediate_size / tensor_parallel_size
+    return spec.moe.shared_expert_intermediate_size / tensor_parallel_size
 
 
 def forward_activation_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, activation_dtype_bytes: int,
@@ -236,7 +205,7 @@ def forward_activation_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, ac
     """Peak of the dummy forward pass over ``max_num_batched_tokens`` tokens (attention skipped): the hidden-size
     and dense-MLP tensors, and in an MoE model the fused-MoE workspace (``moe_workspace_bytes``) and, with DP, the
     gathered hidden states of the other ranks' tokens."""
-    dense, _ = _mlp_intermediate_per_rank(spec, tensor_parallel_size, data_parallel_size, enable_expert_parallel)
+    dense = _dense_intermediate_per_rank(spec, tensor_parallel_size)
     gathered = moe_token_factor(spec, data_parallel_size=data_parallel_size)
     per_token = (FORWARD_HIDDEN_TENSORS * spec.hidden_size + FORWARD_INTERMEDIATE_TENSORS * dense
                  + (gathered * spec.hidden_size if gathered > 1 else 0))
@@ -302,21 +271,6 @@ def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_n
                                                                         max_num_batched_tokens=max_num_batched_tokens,
                                                                         rules=rules, flashinfer=flashinfer_sampler,
                                                                         activation_dtype_bytes=activation_dtype_bytes))
-
-
-def kept_moe_workspace_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, activation_dtype_bytes: int,
-                             tensor_parallel_size: int, data_parallel_size: int = 1,
-                             enable_expert_parallel: bool = False, rules: VersionRules | None = None) -> int:
-    """The fused-MoE workspace where the worker's ``WorkspaceManager`` keeps it after the forward pass (0.14+,
-    ``moe_workspace.workspace_kept``): still allocated while the sampler warms up, and from 0.27 part of the memory
-    vLLM prints as consumed (weights + non-torch) rather than as peak activation."""
-    gathered = moe_token_factor(spec, data_parallel_size=data_parallel_size) > 1  # NOTE: see moe_workspace_bytes
-    if gathered or not workspace_kept(rules.version if rules else None):
-        return 0
-    return moe_workspace_bytes(spec, max_num_batched_tokens=max_num_batched_tokens,
-                               activation_dtype_bytes=activation_dtype_bytes, tensor_parallel_size=tensor_parallel_size,
-                               data_parallel_size=data_parallel_size, enable_expert_parallel=enable_expert_parallel,
-                               rules=rules)
 
 
 def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, device: Device,
