@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
     est.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
                      help="default: vLLM's (on in V1, off in V0)")
+    est.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None,
+                     help="default: vLLM's (V0: on past 32K tokens; V1: on, and from 0.12 it may be turned off, "
+                          "which batches whole prompts)")
     est.add_argument("--vllm-version", default=LATEST_VERSION)
     est.add_argument("--other-processes-memory-gib", type=float, default=0.0,
                      help="memory other processes already hold on each GPU")

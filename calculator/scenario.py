@@ -71,6 +71,9 @@ class Scenario(BaseModel):
     num_redundant_experts: int = Field(0, ge=0, le=100_000)
     cpu_offload_gb: float = Field(0.0, ge=0, le=100_000)  # weights per GPU kept in pinned CPU memory (UVA)
     enable_prefix_caching: bool | None = None  # None: the version's default (on in V1)
+    # --enable-chunked-prefill / --no-enable-chunked-prefill; None: the version's default (V0: on only past 32K tokens
+    # on a GPU; V1: always, and from 0.12 it may be turned off)
+    enable_chunked_prefill: bool | None = None
     # The batch sizes vLLM captures CUDA graphs for (--cudagraph-capture-sizes); None: the version's default list.
     cudagraph_capture_sizes: tuple[CaptureSize, ...] | None = Field(None, min_length=1, max_length=MAX_CAPTURE_SIZES)
     # Overhead the estimate missed, back-solved from a running server (live page "Calibrate"); may be negative.

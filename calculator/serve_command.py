@@ -58,6 +58,7 @@ _BOOLEAN_FLAGS: dict[str, str] = {
     "--enable-expert-parallel": "enable_expert_parallel",
     "--enable-eplb": "enable_eplb",
     "--enable-prefix-caching": "enable_prefix_caching",
+    "--enable-chunked-prefill": "enable_chunked_prefill",
     "--enable-lora": "enable_lora",
     "--fully-sharded-loras": "fully_sharded_loras",
 }
@@ -115,17 +116,12 @@ PLAN_IS_OFF: dict[str, str] = {
 }
 
 
-def _reason(flag: str, base: Scenario) -> str:
+def _reason(flag: str) -> str:
     """Why a known flag leaves the plan unchanged (or what it would need)."""
-    v0 = base.vllm_version.startswith(("0.4.", "0.5.", "0.6.", "0.7."))
     reasons = {
         "--swap-space": "CPU memory for swapped-out KV blocks (V0; V1 recomputes instead): the GPU plan is unchanged",
         "--kv-offloading-size": "a CPU buffer for offloaded KV blocks: the GPU pool is unchanged",
         "--kv-offloading-backend": "how KV blocks are offloaded to the CPU: the GPU pool is unchanged",
-        "--enable-chunked-prefill": ("changes V0's default max_num_batched_tokens; give --max-num-batched-tokens to "
-                                     "plan with it") if v0 else "always on in the V1 engine: nothing changes",
-        "--no-enable-chunked-prefill": ("V0 then batches whole prompts (the plan's default)") if v0 else
-        "the V1 engine always chunks prefills: nothing changes",
     }
     if flag in reasons:
         return reasons[flag]
@@ -258,7 +254,7 @@ def import_serve_command(text: str, base: Scenario | None = None) -> tuple[Scena
             imported.append(shown)
         else:
             negative = option.value is False and not canonical.startswith("--no-")
-            ignored.append(f"{shown}: {_reason('--no-' + canonical[2:] if negative else canonical, base)}")
+            ignored.append(f"{shown}: {_reason('--no-' + canonical[2:] if negative else canonical)}")
     if not fields.get("model"):
         raise InvalidInput("the command names no model (expected `vllm serve MODEL ...` or `--model MODEL`)")
     ignored += [f"environment variable {name}: not modelled" for name in line.environment

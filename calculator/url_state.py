@@ -42,6 +42,7 @@ SCENARIO_KEYS: dict[str, str] = {
     "enable_extensible_kv_cache": "ext", "async_scheduling": "async", "vllm_version": "v",
     "other_processes_memory_gib": "other", "overhead_adjustment_gib": "adj", "data_parallel_size": "dp",
     "enable_expert_parallel": "ep", "cpu_offload_gb": "offload", "enable_prefix_caching": "pc",
+    "enable_chunked_prefill": "cp",
     "cudagraph_capture_sizes": "cgs", "interconnect": "link", "all2all_backend": "a2a", "enable_eplb": "eplb",
     "num_redundant_experts": "redundant", "install": "inst",
     "enable_lora": "lora", "max_loras": "loras", "max_lora_rank": "lrank", "max_cpu_loras": "cpuloras",

@@ -290,7 +290,7 @@ EVERY_KEY = {
     "len": "50000000", "seqs": "500000", "mbt": "50000000", "bs": "32", "dt": "float16", "kv": "fp8", "q": "fp8",
     "kvb": "8589934592", "blocks": "1000", "eager": "1", "ext": "0", "async": "0", "v": "0.30.0", "other": "5000",
     "adj": "-1.5", "dp": "4", "ep": "1", "offload": "2.5", "pc": "0", "cgs": "1,2,4,8", "link": "nvlink", "inst": "docker",
-    "a2a": "deepep_high_throughput", "eplb": "1", "redundant": "8",
+    "a2a": "deepep_high_throughput", "eplb": "1", "redundant": "8", "cp": "0",
     "lora": "1", "loras": "4096", "lrank": "512", "cpuloras": "4096", "ldt": "bfloat16", "lshard": "1",
     "spec": "draft_model", "draft": "meta-llama/Llama-3.2-1B-Instruct", "ntok": "128", "dtp": "1", "accept": "0.99",
     "hfo": '{"num_hidden_layers":16}',
@@ -308,7 +308,8 @@ def test_every_link_key_is_read_and_written_back_unchanged():
 
 
 @pytest.mark.parametrize("key", ["adj", "kvb", "blocks", "ext", "async", "dev", "dp", "ep", "offload", "pc", "u", "cgs",
-                                 "link", "inst", "a2a", "seqs", "mbt", "len", "mem", "other", "eplb", "redundant"])
+                                 "link", "inst", "a2a", "seqs", "mbt", "len", "mem", "other", "eplb", "redundant",
+                                 "cp"])
 def test_each_key_alone_survives_the_round_trip(key):
     query = {key: EVERY_KEY[key]} if key != "mem" else {"g": "none", "mem": "5000"}
     assert link_of(run_app(query)) == query

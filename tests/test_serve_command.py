@@ -125,11 +125,11 @@ def test_flags_that_change_nothing_are_listed_by_name_with_the_reason():
     _, report = import_serve_command("vllm serve m --swap-space 16", base=Scenario(vllm_version="0.10.2"))
     assert report.ignored == (
         "--swap-space 16: CPU memory for swapped-out KV blocks (V0; V1 recomputes instead): the GPU plan is unchanged",)
-    _, report = import_serve_command("vllm serve m --enable-chunked-prefill --kv-offloading-size 64 "
-                                     "--speculative-config '{}'", base=Scenario(vllm_version="0.32.0"))
+    parsed, report = import_serve_command("vllm serve m --no-enable-chunked-prefill --kv-offloading-size 64 "
+                                          "--speculative-config '{}'", base=Scenario(vllm_version="0.32.0"))
+    assert parsed.enable_chunked_prefill is False  # V1 batches whole prompts then (0.11.1+): a setting, not ignored
     assert report.ignored == (
-        "--enable-chunked-prefill: always on in the V1 engine: nothing changes",
-        "--kv-offloading-size 64: a CPU buffer for offloaded KV blocks: the GPU pool is unchanged")
+        "--kv-offloading-size 64: a CPU buffer for offloaded KV blocks: the GPU pool is unchanged",)
     assert report.incomplete == ("--speculative-config {}: names no method, model or num_speculative_tokens: vLLM "
                                  "has nothing to propose tokens with, and the plan leaves speculative decoding out",)
 
@@ -200,6 +200,14 @@ def test_prefix_caching_zero_is_refused_and_the_no_form_is_read():
     assert "ignored explicit argument '0'" in report.unknown[0]
     parsed, report = import_serve_command("vllm serve m --no-enable-prefix-caching", base=V032)
     assert parsed.enable_prefix_caching is False and report.unknown == ()
+
+
+def test_chunked_prefill_is_read_and_written_back_as_vllm_spells_it():
+    parsed, report = import_serve_command("vllm serve m --no-enable-chunked-prefill --max-model-len 8192", base=V032)
+    assert parsed.enable_chunked_prefill is False and report.unknown == () and report.ignored == ()
+    assert "--no-enable-chunked-prefill" in serve_command(parsed)
+    parsed, _ = import_serve_command("vllm serve m --enable-chunked-prefill", base=Scenario(vllm_version="0.8.5"))
+    assert parsed.enable_chunked_prefill is True and "--enable-chunked-prefill" in serve_command(parsed)
 
 
 def test_a_store_true_flag_of_an_old_release_has_no_no_form():

@@ -241,6 +241,22 @@ def test_v0_engine_config_line_as_vllm_0_6_prints_it():
         "tensor_parallel_size": 1, "enforce_eager": False, "kv_cache_dtype": "auto"}
 
 
+def test_v0_engine_config_line_says_whether_prefills_are_chunked():
+    # vllm/config.py 0.8.5 (VllmConfig.__str__): "... enable_prefix_caching=..., chunked_prefill_enabled=..., ...".
+    # A V0 server started with --enable-chunked-prefill and a batch below max_model_len: the plan must take the flag,
+    # or it calls the start-up "does not run" (vLLM refuses such a batch without chunked prefill).
+    line = ("INFO 06-03 10:00:00 [llm_engine.py:240] Initializing a V0 LLM engine (v0.8.5) with config: "
+            "model='/qwen/qwen3-30b-a3b', dtype=torch.float16, max_seq_len=32768, download_dir=None, "
+            "load_format=auto, tensor_parallel_size=4, pipeline_parallel_size=1, disable_custom_all_reduce=True, "
+            "quantization=None, enforce_eager=False, kv_cache_dtype=auto,  device_config=cuda, seed=None, "
+            "num_scheduler_steps=1, multi_step_stream_outputs=True, enable_prefix_caching=None, "
+            "chunked_prefill_enabled=True, use_async_output_proc=True\n")
+    log = read_startup_log(line)
+    assert (log.vllm_version, log.engine) == ("0.8.5", "v0")
+    assert log.settings["enable_chunked_prefill"] is True
+    assert log.settings["max_model_len"] == 32768 and log.settings["tensor_parallel_size"] == 4
+
+
 def test_docker_run_line_names_the_version_by_its_image_tag():
     text = ("docker run --gpus all -p 8000:8000 vllm/vllm-openai:v0.8.5 --model Qwen/Qwen3-8B "
             "--tensor-parallel-size 2 --max-model-len 32768 --kv-cache-dtype fp8\n"

@@ -279,6 +279,34 @@ def test_v0_refuses_a_batch_smaller_than_max_model_len():
     assert _cpu("tiny-llama", "0.10.2", max_model_len=2048, max_num_batched_tokens=512).fits  # V1 chunks prefills
 
 
+def test_chunked_prefill_is_what_the_flag_says_where_the_version_lets_it():
+    # V0 (0.8.5 on Turing, which V1 refuses before 0.10.2): --enable-chunked-prefill lets a 4,096-token batch serve
+    # 32,768-token requests, and alone it batches 2,048 tokens (SchedulerConfig, _DEFAULT_MAX_NUM_BATCHED_TOKENS);
+    # without it vLLM raises _verify_args' error (a record of 4 x 22 GB Turing cards started with the flag).
+    turing = Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="t4-16gb", tensor_parallel_size=2,
+                      dtype="float16", vllm_version="0.8.5", max_model_len=32768, max_num_batched_tokens=4096)
+    assert estimate(turing).refusal == (
+        "max_num_batched_tokens (4096) is smaller than max_model_len (32768). This effectively limits the maximum "
+        "sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+        "max_num_batched_tokens or decrease max_model_len.")
+    chunked = turing.replace(enable_chunked_prefill=True)
+    assert estimate(chunked).refusal is None
+    assert estimate(chunked).settings.max_num_batched_tokens == 4096
+    assert estimate(chunked.replace(max_num_batched_tokens=None)).settings.max_num_batched_tokens == 2048
+    assert estimate(turing.replace(max_num_batched_tokens=None)).settings.max_num_batched_tokens == 32768
+    # V1 turned chunked prefill on whatever the flag said until 0.11.0 ("V1 always uses chunked prefills",
+    # _set_default_args); from 0.11.1 --no-enable-chunked-prefill holds, and the batch defaults to
+    # max(max_model_len, the default batch): the profiling run then prefills a whole 32,768-token prompt.
+    a100 = Scenario(model="Qwen/Qwen3-30B-A3B", gpu="a100-sxm-80gb", tensor_parallel_size=4, max_model_len=32768,
+                    enable_chunked_prefill=False)
+    assert estimate(a100.replace(vllm_version="0.11.0")).settings.max_num_batched_tokens == 2048
+    assert estimate(a100.replace(vllm_version="0.11.1")).settings.max_num_batched_tokens == 32768
+    assert estimate(a100.replace(vllm_version="0.32.0", max_num_batched_tokens=8192)).refusal == (
+        "max_num_batched_tokens (8192) is smaller than max_model_len (32768). This effectively limits the maximum "
+        "sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+        "max_num_batched_tokens or decrease max_model_len.")
+
+
 def test_gemma_model_classes_asserted_tied_embeddings(tmp_path):
     # models/gemma3.py __init__ `assert config.tie_word_embeddings`: the real 0.10.2 server stopped on it.
     untied_gemma3 = _cpu("tiny-gemma3", "0.10.2")

@@ -205,6 +205,10 @@ def _engine_fields(record: dict[str, Any], assumptions: list[str]) -> dict[str, 
     # NOTE: "install": "docker" where the source ran the vllm/vllm-openai image (FlashInfer's sampler in 0.10-0.11.0)
     if (record.get("extra_settings") or {}).get("install") in ("pip", "docker"):
         fields["install"] = record["extra_settings"]["install"]
+    # NOTE: records note the flag as true, or as "True (--enable-chunked-prefill): why ..."
+    chunked = _first_word((record.get("extra_settings") or {}).get("enable_chunked_prefill"))
+    if chunked in ("True", "False"):
+        fields["enable_chunked_prefill"] = chunked == "True"
     kv_dtype = _first_word(record.get("kv_cache_dtype"))
     if kv_dtype:
         fields["kv_cache_dtype"] = kv_dtype

@@ -93,10 +93,20 @@ class EngineSupport(BaseModel):
     refusal_context: str | None = None  # what the verbatim error leaves unsaid
 
 
+def chunked_prefill_on(engine: Literal["v0", "v1"], rules: VersionRules, given: bool | None, *,
+                       v0_long_context: bool) -> bool:
+    """Whether vLLM chunks prefills (``SchedulerConfig.enable_chunked_prefill``): as --enable-chunked-prefill says, or
+    by default V0 past 32K tokens (``v0_long_context``) and V1 always; V1 before 0.11.1 turns it on whatever the
+    flag says."""
+    if engine == "v0":
+        return v0_long_context if given is None else given
+    return given is not False or not rules.v1_chunked_prefill_optional
+
+
 def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_family: str | None, spec: ModelSpec,
                    block_size: int, kv_cache_dtype: str = "auto", block_size_given: bool = False,
                    max_model_len: int = 0, max_num_batched_tokens_given: int | None = None,
-                   prefix_caching_given: bool | None = None,
+                   prefix_caching_given: bool | None = None, chunked_prefill_given: bool | None = None,
                    speculative_method: str | None = None) -> EngineSupport:
     """``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py) and the refusals, in the order vLLM meets them:
     argparse, ``SchedulerConfig._verify_args``, the CPU platform's ``check_and_update_config``, the worker's dtype
@@ -104,9 +114,10 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
     fallback = _v1_fallback(rules, device=device, dtype=dtype, gpu_family=gpu_family, spec=spec,
                             kv_cache_dtype=kv_cache_dtype, speculative_method=speculative_method)
     engine: Literal["v0", "v1"] = "v0" if rules.engine == "v0" or fallback else "v1"
-    # NOTE: V0 chunks prefills only on a GPU above 32K tokens (EngineArgs._set_default_args_v0), so elsewhere a whole
-    # prompt must fit one batch.
-    v0_without_chunked_prefill = engine == "v0" and (device == "cpu" or max_model_len <= 32768)
+    # NOTE: unasked, V0 chunks prefills only on a GPU above 32K tokens (EngineArgs._set_default_args_v0), so elsewhere
+    # a whole prompt must fit one batch.
+    unchunked = not chunked_prefill_on(engine, rules, chunked_prefill_given,
+                                       v0_long_context=device != "cpu" and max_model_len > 32768)
     refusal = context = None
     if block_size_given and rules.block_size_choices and block_size not in rules.block_size_choices:
         choices = ", ".join(str(size) for size in rules.block_size_choices)
@@ -117,7 +128,7 @@ def engine_support(rules: VersionRules, *, device: Device, dtype: str, gpu_famil
         refusal = rules.draft_model_refusal
         context = (f"vLLM {rules.version}'s V1 engine has no draft-model proposer (0.15.0 added one); EAGLE, "
                    "EAGLE-3, MTP and n-gram run.")
-    elif (v0_without_chunked_prefill and max_num_batched_tokens_given is not None
+    elif (unchunked and max_num_batched_tokens_given is not None
           and max_num_batched_tokens_given < max_model_len):
         refusal = (f"max_num_batched_tokens ({max_num_batched_tokens_given}) is smaller than max_model_len "
                    f"({max_model_len}). This effectively limits the maximum sequence length to max_num_batched_tokens "

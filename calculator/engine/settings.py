@@ -14,7 +14,7 @@ from ..gpus import GpuSpec, Interconnect
 from ..model.spec import ModelSpec
 from ..scenario import Scenario
 from ..units import GIB
-from .engine_support import PRE_AMPERE_FAMILIES, EngineSupport, engine_support
+from .engine_support import PRE_AMPERE_FAMILIES, EngineSupport, chunked_prefill_on, engine_support
 from .expert_parallel import (
     BATCHED_DP_MOE_BATCHED_TOKENS,
     MOONEP_EAGER_NOTE,
@@ -214,6 +214,7 @@ def _engine_support(scenario: Scenario, spec: ModelSpec, rules: VersionRules, de
                           max_model_len=scenario.max_model_len or spec.derived_max_model_len,
                           max_num_batched_tokens_given=scenario.max_num_batched_tokens,
                           prefix_caching_given=scenario.enable_prefix_caching,
+                          chunked_prefill_given=scenario.enable_chunked_prefill,
                           speculative_method=scenario.speculative_method)
 
 
@@ -252,9 +253,12 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
                  "outputs or CUDA errors. Make sure the value is correct and within the model context size, or set "
                  "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
     max_num_seqs = max_num_seqs_given or batch.max_num_seqs
+    chunked = chunked_prefill_on(rules.engine, rules, scenario.enable_chunked_prefill,
+                                 v0_long_context=rules.engine == "v0" and v0_long_context_chunked_prefill(
+                                     scenario, spec, rules, device, max_model_len))
     if max_num_batched_tokens_given:
         max_num_batched_tokens = max_num_batched_tokens_given
-    elif rules.engine == "v0" and v0_long_context_chunked_prefill(scenario, spec, rules, device, max_model_len):
+    elif rules.engine == "v0" and chunked:
         max_num_batched_tokens = (V0_CHUNKED_PREFILL_BATCHED_TOKENS if rules.version.at_least(7)
                                   else V0_6_CHUNKED_PREFILL_BATCHED_TOKENS)
     elif rules.engine == "v0":
@@ -262,6 +266,9 @@ def resolve_settings(scenario: Scenario, spec: ModelSpec, rules: VersionRules, g
         max_num_batched_tokens = max(max_model_len, batch.max_num_batched_tokens)
     elif rules.version.at_least(20) and batched_dp_moe(backend, data_parallel_size=dp, enable_expert_parallel=ep):
         max_num_batched_tokens = BATCHED_DP_MOE_BATCHED_TOKENS
+    elif not chunked:
+        # NOTE: V1 with --no-enable-chunked-prefill (0.11.1+, EngineArgs._set_default_args): a whole prompt per batch
+        max_num_batched_tokens = min(max(max_model_len, batch.max_num_batched_tokens), max_num_seqs * max_model_len)
     else:
         max_num_batched_tokens = min(batch.max_num_batched_tokens, max_num_seqs * max_model_len)
     flag_error, flag_warnings = flag_problems(scenario, rules, device, uses_mla=spec.mla is not None,

@@ -192,6 +192,9 @@ class VersionRules(BaseModel):
     # check_and_update_config up to 0.20: "Chunked-prefill and prefix-cache on the CPU backend is not compatible with
     # FP8 KV cache." (V1 always chunks prefills; V0 on CPU had both off by default)
     cpu_refuses_fp8_kv_with_chunked_prefill: bool = False
+    # V1 keeps chunked prefill off when --no-enable-chunked-prefill says so (0.11.1+: EngineArgs._set_default_args
+    # sets it only when None); before, "V1 always uses chunked prefills" (arg_utils.py 0.8.5 - 0.11.0, any flag).
+    v1_chunked_prefill_optional: bool = False
     # From 0.21 the CPU attention backend runs an fp8 KV cache, but _get_attn_isa (v1/attention/backends/cpu_attn.py)
     # raises "FP8 KV cache requires head_size divisible by 32 on CPU." for a head size that is a multiple of 16 only.
     cpu_fp8_kv_head_size_multiple: int | None = None
@@ -429,6 +432,7 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         cpu_block_size_needs_ipex=v.at_least(8) and not v.at_least(9),
         cpu_plain_install_lacks_ipex=v.at_least(8) and not v.at_least(9),
         cpu_refuses_fp8_kv_with_chunked_prefill=not v.at_least(21),
+        v1_chunked_prefill_optional=v.at_least(11, 1),
         cpu_fp8_kv_head_size_multiple=32 if v.at_least(21) else None,
         cpu_kernel_block_multiple=32 if v.at_least(29) else 16 if v.at_least(21) else 1,
         block_size_choices=(() if v.at_least(18) else (1, 8, 16, 32, 64, 128, 256) if v.at_least(11, 1)

@@ -202,7 +202,8 @@ _CHECKS = {
 _NON_DEFAULT_FIELDS = ("model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
                        "gpu_memory_utilization", "dtype", "quantization", "kv_cache_dtype", "block_size",
                        "enforce_eager", "max_num_seqs", "max_num_batched_tokens", "enable_expert_parallel",
-                       "kv_cache_memory_bytes", "cpu_offload_gb", "num_gpu_blocks_override", "enable_prefix_caching")
+                       "kv_cache_memory_bytes", "cpu_offload_gb", "num_gpu_blocks_override", "enable_prefix_caching",
+                       "enable_chunked_prefill")
 
 
 class _Reader:
@@ -283,6 +284,7 @@ class _Reader:
             "data_parallel_size": r"\bdata_parallel_size=(\d{1,5})", "quantization": r"\bquantization=(\w{1,40})",
             "enforce_eager": r"\benforce_eager=(True|False)", "kv_cache_dtype": r"\bkv_cache_dtype=(\w{1,40})",
             "enable_prefix_caching": r"\benable_prefix_caching=(True|False)",
+            "enable_chunked_prefill": r"\bchunked_prefill_enabled=(True|False)",
         }
         for field, pattern in patterns.items():
             if match := re.search(pattern, rest):
@@ -495,7 +497,7 @@ def _int(text: str) -> int:
 def _value(field: str, text: str) -> Any:
     if text in ("None", "none", "null"):
         return None
-    if field in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching"):
+    if field in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching", "enable_chunked_prefill"):
         return text == "True"
     if field == "gpu_memory_utilization" or field == "cpu_offload_gb":
         try:

@@ -369,6 +369,10 @@ def _advanced(prefix: str) -> dict[str, object]:
     asynchronous = _picker("Async scheduling", TRI_STATE, prefix, "async_scheduling", right)
     caching = _picker("Prefix caching", TRI_STATE, prefix, "enable_prefix_caching", left,
                       help="shares prefixes and the n samples' prompts (on in V1)")
+    chunked = _picker("Chunked prefill", TRI_STATE, prefix, "enable_chunked_prefill", right,
+                      help="--enable-chunked-prefill: off, vLLM batches whole prompts (max_num_batched_tokens at "
+                           "least max_model_len, a larger profiling peak); V0 turns it on past 32K tokens, V1 always "
+                           "(and keeps it on before 0.11.1 whatever the flag)")
     install = _picker("Install", INSTALLS, prefix, "install", left,
                       help="The Docker image ships FlashInfer: vLLM 0.10-0.11.0 then sample top-k/top-p with it "
                            "(~3.5 fp32 logits copies at the profiling peak instead of torch's ~9.7); from 0.11.1 "
@@ -378,7 +382,7 @@ def _advanced(prefix: str) -> dict[str, object]:
                                     **_bounded("overhead_adjustment_gib"))
     return {"kv_cache_memory_bytes": kv_bytes, "num_gpu_blocks_override": blocks, "cpu_offload_gb": offload,
             "enable_extensible_kv_cache": extensible, "async_scheduling": asynchronous,
-            "enable_prefix_caching": caching, "overhead_adjustment_gib": adjustment, "cudagraph_capture_sizes": sizes,
+            "enable_prefix_caching": caching, "enable_chunked_prefill": chunked, "overhead_adjustment_gib": adjustment, "cudagraph_capture_sizes": sizes,
             "hf_overrides": overrides, "install": install}
 
 
