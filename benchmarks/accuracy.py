@@ -63,6 +63,7 @@ TARGETS = {  # metric: (median limit %, p90 limit %), issue 13
 # issue 20: the same figures left out by source (a whole issue, PR or file at a time), and the KV band.
 SOURCE_OUT_TARGETS = {"weights_gib": (0.5, None), "kv_cache_tokens": (1.5, 5.0)}
 BAND_COVERAGE_TARGET_PCT = 80.0
+V0_UNSAMPLED_ACTIVATION_GIB = 0.5  # below it a V0 profile of a 100k+ vocabulary cannot have sampled 256 rows
 ARITHMETIC_LIMIT_PCT = 0.5
 # NOTE: a record is shown but left out of the statistics when the run used what the estimate does not take, or when
 # two settings that each move the pool by more than 10 % were not printed. Records with the same settings are one
@@ -197,6 +198,14 @@ def _exclusion(case: CalibrationCase, record: dict) -> str | None:
         # no setting moves changing between boots, that happened, by an amount the record cannot give.
         return ("the source shows a deterministic term (weights + non-torch memory, same model, card and version) "
                 f"moving between boots, as another process on the GPU would: {variation}")
+    if (flags := (record.get("extra_settings") or {}).get("serving_flags")) and case.engine == "v0" and (
+            (printed := case.observed.activation_peak_gib) is not None and printed < V0_UNSAMPLED_ACTIVATION_GIB):
+        # NOTE: V0's profile run samples max_num_seqs dummy prompts with top-k and top-p (model_runner._dummy_run,
+        # 0.6-0.8), ~1 GiB of fp32 logits copies for a 128k vocabulary at the default 256 rows, which every other
+        # V0 record of these versions printed within 0.07 GiB of our figure.
+        return (f"the serving flags were {flags}, and its {printed:g} GiB activation peak holds no sampler run over "
+                "the default 256 sequences (V0 profiles max_num_seqs sampled prompts): the service ran settings "
+                "other than the defaults a plan takes")
     if "video" in str((record.get("extra_settings") or {}).get("mm_profiling", "")):
         return ("vLLM profiled the vision encoder with a video item of maximum size; encoder_profile.py models the "
                 "largest image only (neither the video's cached outputs nor the encoder's own peak on it)")
