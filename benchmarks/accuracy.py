@@ -45,8 +45,11 @@ RECORDS = RECORD_FILES  # NOTE: every file the benchmark scores, in order
 METHODS = ("ours", "seed article", "llm-d")
 HELD_OUT = "ours, left out"  # our estimate with the constants each record helped fit refitted without it
 SOURCE_OUT = "ours, source left out"  # ... refitted without every record of the record's source (issue, PR, file)
-# NOTE: records whose source is a file the curators did not locate, but which one author published together.
-SHARED_SOURCES = {"blog-": "O'Reilly 'Hands-On LLM Serving' ch09 material (the blog-* records)",
+# NOTE: records whose source is a file the curators did not locate, but which one author published together. The
+# O'Reilly runs are the L40S and L4 Qwen3-14B ones only: the other blog-* records are other posts (kubesimplify's
+# RTX PRO 6000 runs, AMD's ROCm blog, two Chinese posts on 22 GB Turing cards, a GH200 post), each its own source.
+_OREILLY = "O'Reilly 'Hands-On LLM Serving' ch09 material (jinwoong's blog-l40s-* and blog-l4-* records)"
+SHARED_SOURCES = {"blog-l40s-": _OREILLY, "blog-l4-": _OREILLY,
                   "file-gtx1080-": "one user's vLLM notes on a GTX 1080 (~/jimw-vllm; two files)"}
 METRICS = ("weights_gib", "available_kv_gib", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency")
 METRIC_LABELS = {"weights_gib": "weights", "available_kv_gib": "available KV memory", "kv_cache_tokens": "KV tokens",
