@@ -117,7 +117,8 @@ FITS = (
     Fit("FREE_DROP_PERSISTENT_BYTES", FREE_DROP_PERSISTENT_BYTES / GIB,
         {("blog-l40s-qwen3-14b-awq-tuned",): 0.49, ("blog-l4-qwen3-14b-awq-pp2",): 0.70,
          ("blog-l4-qwen3-14b-awq-single", "blog-l4-qwen3-14b-awq-replica"): 0.38}, statistics.median,
-        lambda result: result.rules.version.at_least(27) and result.settings.device == "cuda",
+        lambda result: (result.rules.version.at_least(27) and result.settings.device == "cuda"
+                        and not result.settings.enforce_eager),  # eager: the source-read state only
         source_prior=_penalty_state_gib),
     # interconnect.py: NCCL's P2P buffers at TP > 1 (non-torch printed minus the era's TP = 1 figure).
     Fit("P2P_BUFFER_BYTES['pcie']", P2P_BUFFER_BYTES["pcie"] / GIB,

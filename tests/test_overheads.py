@@ -79,14 +79,37 @@ def test_non_torch_memory_per_era(version, tp, device, expected_gib):
 
 
 def test_the_free_memory_drop_of_0_27_also_counts_persistent_memory():
+    from calculator.engine.overheads import free_drop_persistent_bytes
+
     # 0.28 on Qwen3-14B-AWQ holds 0.49 GiB more than weights + activation + non-torch (blog-l40s-qwen3-14b-awq-tuned
     # 0.49, blog-l4-qwen3-14b-awq-pp2 0.70, blog-l4-qwen3-14b-awq-single/-replica 0.38, against the totals vLLM prints
-    # for the L40S and the L4): the median.
-    def tp1(version):
-        return non_torch_bytes(tensor_parallel_size=1, pipeline_parallel_size=1, device="cuda",
-                               rules=rules_for(version)) / GIB
-    assert tp1("0.26.0") == pytest.approx(0.26, abs=0.005)
-    assert tp1("0.27.1") == pytest.approx(0.26 + 0.49, abs=0.005)
+    # for the L40S and the L4): the median, on compiled runs.
+    def persistent(version, *, enforce_eager=False, device="cuda"):
+        return free_drop_persistent_bytes(rules_for(version), device=device, enforce_eager=enforce_eager,
+                                          penalty_state=160_444_416)
+    assert persistent("0.26.0") == 0  # 0.9.1-0.26 sum their terms; nothing persistent is measured
+    assert persistent("0.27.1") == int(0.49 * GIB)
+    assert persistent("0.27.1", device="cpu") == 0
+    # --enforce-eager: only the runner's penalty tensors (file-turing24g-qwen25-1.5b-fp16-eager-4k-v0281rc1 printed
+    # 3.25 GiB consumed - 2.98 weights = 0.27 GiB, no room for the compiled runs' 0.49 beside 0.15 of penalties)
+    assert persistent("0.28.0", enforce_eager=True) == 160_444_416
+    # the non-torch term itself no longer carries it
+    assert non_torch_bytes(tensor_parallel_size=1, pipeline_parallel_size=1, device="cuda",
+                           rules=rules_for("0.27.1")) / GIB == pytest.approx(0.26, abs=0.005)
+
+
+def test_an_eager_model_runner_v2_start_holds_its_penalty_state_on_the_last_stage_only():
+    from calculator import Scenario, estimate
+
+    # Qwen3-14B on 0.28 runs Model Runner V2 (cudagraph_budget.py); 256 seqs x 151,936 vocabulary: int32
+    # [256, 151,936] = 155,582,464 B and [256, 4,748] = 4,861,952 B (penalties.py)
+    compiled = Scenario(model="Qwen/Qwen3-14B", gpu="l40s-48gb", vllm_version="0.28.0")
+    eager = compiled.replace(enforce_eager=True)
+    assert estimate(compiled).budget.non_torch_bytes - estimate(eager).budget.non_torch_bytes == (
+        int(0.49 * GIB) - (155_582_464 + 4_861_952))
+    # PP 2: the sampler, and its penalty tensors, live on the last stage (model_runner.py load_model)
+    first, last = estimate(eager.replace(pipeline_parallel_size=2)).budgets_per_stage
+    assert last.non_torch_bytes - first.non_torch_bytes == 155_582_464 + 4_861_952
 
 
 def test_model_runner_v2_holds_a_penalty_bin_count_per_sequence_and_token():

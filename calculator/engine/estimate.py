@@ -22,7 +22,7 @@ from ..model.spec import ModelSpec, QuantizationSpec
 from ..model.weights import WeightsBreakdown, weight_bytes_per_rank
 from ..scenario import Scenario
 from ..units import GIB
-from .cudagraph_budget import subtracts_cudagraph_estimate
+from .cudagraph_budget import subtracts_cudagraph_estimate, uses_model_runner_v2
 from .engine_support import (
     attention_kernel_blocks,
     kernel_refusal,
@@ -53,10 +53,13 @@ from .kv_cache import (
 )
 from .memory import MemoryBudget, load_oom_error, memory_budget, no_memory_error
 from .overheads import (
+    PENALTY_STATE_FROM_MINOR,
     activation_peak_bytes,
     cuda_context_bytes,
     cudagraph_bytes,
+    free_drop_persistent_bytes,
     non_torch_bytes,
+    penalty_state_bytes,
 )
 from .lora import LoraSlots, lora_dtype_bytes, lora_error, lora_slots
 from .moe_workspace import kept_moe_workspace_bytes, moe_workspace_bytes
@@ -412,6 +415,7 @@ class _DeploymentTerms(NamedTuple):
     subtracts_cudagraph: bool
     cudagraph_note: str
     closing_warnings: tuple[str, ...]  # reported failures, the all-to-all backend, unified memory
+    model_runner_v2: bool  # vLLM's default model runner for this model is Model Runner V2 (cudagraph_budget.py)
 
 
 @lru_cache(maxsize=512)
@@ -465,7 +469,7 @@ def _deployment_terms(spec: ModelSpec, rules: VersionRules, gpu: GpuSpec | None,
                                                         zip(weights.per_stage_bytes, offloaded)),
         offload_warning=offload_warning, free_pool_bytes=free_pool_bytes, context_bytes=context,
         non_torch_bytes=non_torch, subtracts_cudagraph=subtracts, cudagraph_note=cudagraph_note,
-        closing_warnings=tuple(closing))
+        closing_warnings=tuple(closing), model_runner_v2=uses_model_runner_v2(rules, spec, quantization))
 
 
 class _Deployment(NamedTuple):
@@ -568,6 +572,9 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
         spec, max_num_batched_tokens=max_num_batched_tokens, activation_dtype_bytes=dtype_bytes,
         tensor_parallel_size=tp, data_parallel_size=dp, enable_expert_parallel=ep,
         rules=rules) if formula in ("v1_free_drop", "v1_extensible") else 0
+    # NOTE: Model Runner V2 builds its sampler, and with it the penalty tensors, on the last PP stage only.
+    penalty_state = (penalty_state_bytes(max_num_seqs=max_num_seqs, vocab_size=spec.vocab_size)
+                     if fixed.model_runner_v2 and rules.version.at_least(PENALTY_STATE_FROM_MINOR) else 0)
     budgets = []
     for stage, stage_weights in enumerate(fixed.resident_bytes_per_stage):
         layers_on_stage = deployment.layers_on_stage[stage]
@@ -588,7 +595,9 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
                 flashinfer_sampler=flashinfer_sampler(rules.version, scenario.install, engine=rules.engine,
                                                       device=device))
             + (lora.shrink_buffer_bytes if lora else 0) - consumed_workspace,
-            non_torch_bytes=fixed.non_torch_bytes + all2all + consumed_workspace,
+            non_torch_bytes=fixed.non_torch_bytes + all2all + consumed_workspace + free_drop_persistent_bytes(
+                rules, device=device, enforce_eager=enforce_eager,
+                penalty_state=penalty_state if stage == pp - 1 else 0),
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=max_num_batched_tokens,

@@ -121,8 +121,44 @@ ROCM_EXTRA_NON_TORCH_BYTES = int(0.40 * GIB)
 # env.json) where we predict 2.12: vLLM held 0.41 GiB beside the weights, we hold 1.40. Its +0.5 % is two errors of
 # about 1 GiB cancelling (graphs and compile on, off), not a measure of these tensors. Nor do the constant's records
 # follow max_num_seqs: the 8-seq run needs the most (0.49), the 256-seq runs 0.23-0.55 once the tensors are taken off.
+# NOTE: what vLLM allocates between its snapshot (gpu_worker.init_device, after NCCL) and the KV sizing, read in the
+# 0.28.0 build (the same in 0.29/0.30/0.32 unless said), besides the weights, the profiled peak and the graph estimate:
+# * Model Runner V2 (v1/worker/gpu/), built after the snapshot: RequestState keeps all_token_ids [seqs, max_model_len]
+#   in host memory (UVA), so max_model_len costs no GPU memory; its GPU vectors and InputBuffers come to ~28 B a seq and
+#   ~13 B a batched token. load_model, after "Model loading took": PenaltiesState (``penalty_state_bytes``; 0.149 GiB at
+#   256 x 151,936), LogitBiasState int32/fp32 [seqs, 1024 + 1024 + 1024 + 128] (3.1 MiB at 256), bad-word, logprob and
+#   thinking-budget tables [seqs, small], the grammar bitmask int32 [seqs, ceil(vocab / 32)] (4.6 MiB), on non-first PP
+#   ranks intermediate_tensors 2 x [max_num_batched_tokens, hidden] (40 MiB at 2,048 x 5,120). Block tables and the
+#   attention backends' workspaces come in initialize_kv_cache, after the sizing; its graph estimate is 0 up to 0.28.
+#   The dummy sampler holds bf16 logits [min(seqs, tokens), vocab] (no request needs processing: no fp32 copy, no
+#   sort), a transient.
+# * V1's runner (gpu_model_runner.py): inputs_embeds [max_num_batched_tokens, hidden] in the model dtype (64 MiB for
+#   kubesimplify's 8,192 x 4,096) and per-token / per-seq vectors under 1 MiB; the kept MoE workspace is modelled
+#   (``moe_workspace``).
+# Read together: 0.157 GiB for the blog defaults (256 seqs), 0.005 for the tuned run (8 seqs). The records ask more:
+# printed weights + pool leave 1.75-1.77 GiB for the three default runs (L40S FP16 and AWQ, L4 single) and 1.71 at the
+# tuned run's 8 seqs and 8,192 tokens, and file-rtxpro4000-qwen25-7b-awq-8k-v0280 (compiled, V2, 0.28) holds ~1.5 GiB
+# beyond our terms even with this constant, so most of it is in no buffer the runner names (allocator segments kept
+# through the compiled profile run, Inductor/Triton module memory: not separable from start-up lines). It is a
+# compiled-run term: the eager V2 runs print their consumed memory whole (file-turing24g-qwen25-1.5b-fp16-eager-4k-
+# v0281rc1 3.25 - 2.98 GiB of weights = 0.27: the 0.15 of penalties and cuBLAS; its TP 2 twin 0.21), and
+# statecraft-serving's 4070 laptop pool was 1.06 GiB smaller compiled than eager (above; 0.30's V2 graph estimate is
+# part of that). ``free_drop_persistent_bytes`` keeps the constant for compiled runs, only the penalty state for eager.
 FREE_DROP_PERSISTENT_BYTES = int(0.49 * GIB)
 PENALTY_STATE_FROM_MINOR = 28  # penalties.py as quoted above: the same in the 0.28, 0.29, 0.30 and 0.32 wheels
+
+
+def free_drop_persistent_bytes(rules: VersionRules | None, *, device: Device, enforce_eager: bool,
+                               penalty_state: int = 0) -> int:
+    """What 0.27+'s free-memory drop holds beyond the weights, the activation peak and the non-torch terms.
+
+    Compiled (the default): ``FREE_DROP_PERSISTENT_BYTES``, measured on compiled runs only. With ``--enforce-eager``
+    only what vLLM's source shows the runner keeping: ``penalty_state`` (``penalty_state_bytes`` on the last stage of
+    Model Runner V2 from 0.28, else 0); the eager records print no more (NOTE above).
+    """
+    if device == "cpu" or rules is None or not rules.version.at_least(27):
+        return 0
+    return penalty_state if enforce_eager else FREE_DROP_PERSISTENT_BYTES
 
 
 def penalty_state_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
@@ -279,14 +315,14 @@ def non_torch_bytes(*, tensor_parallel_size: int, pipeline_parallel_size: int, d
     """Non-torch growth during profiling: cuBLAS workspaces, plus NCCL buffers that depend on the link
     (``interconnect.nccl_buffer_bytes``: NVLS on Hopper+ NVSwitch systems, P2P/SHM buffers elsewhere).
 
-    From 0.27 also the persistent memory the free-memory drop counts; on an integrated GPU, the host's growth.
+    On an integrated GPU also the host's growth. The persistent memory 0.27+'s free-memory drop counts is
+    ``free_drop_persistent_bytes`` (it depends on --enforce-eager and max_num_seqs).
     """
     if device == "cpu":
         return 0
     era = ERA_CONSTANTS[rules.overhead_era if rules else "v1"]
     total = (era.non_torch_tp1_bytes + era.held_after_profile_bytes
              + (ROCM_EXTRA_NON_TORCH_BYTES if device == "rocm" else 0)
-             + (FREE_DROP_PERSISTENT_BYTES if rules and rules.version.at_least(27) else 0)
              + (UMA_HOST_GROWTH_BYTES if unified_memory else 0))
     if not distributed_setup_before_snapshot(rules):
         total += distributed_setup_bytes(tensor_parallel_size=tensor_parallel_size,
