@@ -67,8 +67,11 @@ def test_issue_20_left_out_by_source(report):
     # -14 %; PP 4 over PCIe, +13 %); 1.73 % once the RTX 5090 pair left the statistics by the boot-to-boot rule: a
     # record that shows a miss stays counted; held here (below) so that a regression still fails, and to 1.5 % by
     # accuracy.py --check.
-    # 1.71 % with PCIe for a card outside the catalog and the Docker image's sampler (this session's mechanisms).
-    assert targets["KV tokens median %, source left out"][0] <= 1.8
+    # 1.71 % with PCIe for a card outside the catalog and the Docker image's sampler (this session's mechanisms);
+    # 1.59 % once the blog records of other authors stopped sharing the O'Reilly runs' source; 1.57 % with the 0.27+
+    # persistent term kept to compiled runs; 1.20 % once file-80gb-llama31-8b-131k-util092 was read as what its log
+    # says (0.31.0 by its line numbers, an A100 by its 79.25 GiB: -2.16 -> -0.11 %). The target holds: guarded.
+    assert targets["KV tokens median %, source left out"][0] <= 1.5
     # NOTE: the p90's 5 % held until an RTX PRO 4000 Blackwell AWQ start-up on 0.28 (predicted +11.1 %, ~3 points of
     # it from the nvidia-smi total the record had to use) took it to 7.08 %; 5.29, then 11.21 with the thirteen
     # records of issue 20 item 2 (the misses named above), 8.52 once the RTX 5090 pair left the statistics (boot-to-boot
