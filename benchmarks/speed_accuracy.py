@@ -7,8 +7,8 @@ in ``calculator/speed/calibration.py`` (in sample), refits the constants without
 source's records (held out: leave-one-source-out), runs the peers' methods, prints the summary and writes
 ``docs/speed-accuracy.md`` and ``docs/speed-accuracy.png``. ``--fit`` prints freshly fitted constants and bands to
 paste into ``calibration.py``, with the bands by regime and the coverage; ``--check`` exits 1 when a target fails.
-The held-out refits take ~20 minutes on two cores; they are saved to ``benchmarks/data/speed_held_out.json``
-and ``--reuse-held-out`` rebuilds the report from that file. AIConfigurator's predictions come from
+The held-out refits take ~30 minutes in one process (``--jobs 2`` runs them in two); they are saved to
+``benchmarks/data/speed_held_out.json`` and ``--reuse-held-out`` rebuilds the report from that file. AIConfigurator's predictions come from
 ``benchmarks/data/speed_aiconfigurator.json`` (written by ``benchmarks/speed_aiconfigurator.py``).
 """
 
@@ -19,6 +19,7 @@ import json
 import math
 import statistics
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,17 @@ MIN_BAND_VALUES = 5  # fewer held-out values in a regime: its band is the regime
 BAND_METRICS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "output_tok_s": "throughput", "request_per_s": "throughput"}
 
 
-def predictions(records: list[dict], reuse_held_out: bool = False) -> dict[str, dict[str, dict[str, float]]]:
+def _held_out(job: tuple[list[dict], str]) -> dict[str, dict[str, float]]:
+    """Refit every constant without the records of one source and predict that source's records."""
+    records, source = job
+    cuda, rocm = speed_fit.fit_all([r for r in records if speed_replay.source_of(r) != source])
+    return {record["id"]: speed_replay.predict(record, rocm if speed_replay.deployment(record["id"]).gpu.platform
+                                               == "rocm" else cuda)
+            for record in records if speed_replay.source_of(record) == source}
+
+
+def predictions(records: list[dict], reuse_held_out: bool = False,
+                jobs: int = 1) -> dict[str, dict[str, dict[str, float]]]:
     """record id -> method -> metric -> predicted value (methods that cannot express a record's load skip it)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     cached = json.loads(AICONFIGURATOR.read_text())["predictions"] if AICONFIGURATOR.exists() else {}
@@ -59,13 +70,11 @@ def predictions(records: list[dict], reuse_held_out: bool = False) -> dict[str, 
             if record_id in out:  # a record the planner no longer starts is not scored
                 out[record_id]["ours held out"] = values
         return out
-    for source in sorted({speed_replay.source_of(r) for r in records}):
-        training = [r for r in records if speed_replay.source_of(r) != source]
-        cuda, rocm = speed_fit.fit_all(training)
-        for record in records:
-            if speed_replay.source_of(record) == source:
-                platform = speed_replay.deployment(record["id"]).gpu.platform
-                out[record["id"]]["ours held out"] = speed_replay.predict(record, rocm if platform == "rocm" else cuda)
+    sources = sorted({speed_replay.source_of(r) for r in records})
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for held_out in pool.map(_held_out, [(records, source) for source in sources]):
+            for record_id, values in held_out.items():
+                out[record_id]["ours held out"] = values
     HELD_OUT.write_text(json.dumps({r: v["ours held out"] for r, v in out.items()}, indent=1) + "\n")
     return out
 
@@ -267,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
     parser.add_argument("--reuse-held-out", action="store_true",
                         help=f"read the held-out predictions from {HELD_OUT.name}")
+    parser.add_argument("--jobs", type=int, default=1, help="held-out refits run in this many processes")
     args = parser.parse_args(argv)
     records = speed_replay.scored_records()
     refused = {r["id"]: speed_replay.refused(r) for r in speed_replay.load_records() if speed_replay.refused(r)}
@@ -276,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         cuda, rocm = speed_fit.fit_all(records)
         print("CUDA =", repr(cuda))
         print("ROCM =", repr(rocm))
-    predicted = predictions(records, args.reuse_held_out)
+    predicted = predictions(records, args.reuse_held_out, args.jobs)
     table = errors(records, predicted)
     rows = targets(table)
     for metric, per_method in summary(table).items():
