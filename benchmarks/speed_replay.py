@@ -178,6 +178,10 @@ RUNS: dict[str, Run] = {
                        {"max_model_len": 16384}, test_prompt=True, sweep=TT_BATCH_1_SWEEP),
     "tt340-a100-qwen3-1.7b": Run(_config("Qwen__Qwen3-1.7B"), "a100-sxm-80gb", "0.9.2", "closed",
                                   {"max_model_len": 16384}, test_prompt=True, sweep=TT_BATCH_1_SWEEP),
+    # tt-inference-server #394 (2025-11-12): the harness of that date (benchmark_config.py at dd34ceed5) runs the
+    # same one-request sweep with the same cleaned-random prompts; server flags not printed (vLLM's defaults).
+    "tt394-rtx4090-qwen3-4b": Run(_config("Qwen__Qwen3-4B"), "rtx-4090", "0.11.0", "closed", {},
+                                  test_prompt=True, sweep=TT_BATCH_1_SWEEP),
     "kvcached-h100-qwen3-0.6b-rate-inf": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate_inf",
                                              {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
     "kvcached-h100-qwen3-0.6b-rate16": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate",
