@@ -182,6 +182,10 @@ RUNS: dict[str, Run] = {
     # same one-request sweep with the same cleaned-random prompts; server flags not printed (vLLM's defaults).
     "tt394-rtx4090-qwen3-4b": Run(_config("Qwen__Qwen3-4B"), "rtx-4090", "0.11.0", "closed", {},
                                   test_prompt=True, sweep=TT_BATCH_1_SWEEP),
+    # tt-inference-server #521 (2025-09-03): the harness of that date (benchmark_config.py at 446898bb6) runs the
+    # same sweep with the same prompts; server flags not printed (vLLM's defaults), A100 80 GB assumed.
+    "tt521-a100-gemma3-4b-it": Run(_config("google__gemma-3-4b-it"), "a100-sxm-80gb", "0.10.1", "closed", {},
+                                   test_prompt=True, sweep=TT_BATCH_1_SWEEP),
     "kvcached-h100-qwen3-0.6b-rate-inf": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate_inf",
                                              {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
     "kvcached-h100-qwen3-0.6b-rate16": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate",
