@@ -63,6 +63,14 @@ class Run:
 TT_BATCH_1_SWEEP = ((128, 128, 8), (128, 1024, 4), (1024, 128, 4), (2048, 128, 4), (3072, 128, 4), (4096, 128, 2),
                     (8192, 128, 2), (16384, 128, 2), (32000, 128, 2))
 
+# The same sweep as tt-inference-server ran it in March-April 2025 (benchmark_config.py at 7c1e3d1c1: get_num_prompts
+# gave every OSL-128 run 8 prompts). Its client was vLLM's benchmark_serving.py "random" dataset with --seed 0: prompt
+# i is the tokens (offset_i + i + j) mod vocab, and the offsets are the generator's first draws in every run (the
+# length draws before them span one value at the default range ratio 1.0, which draws nothing), so prompt i of a
+# longer run begins with prompt i of a shorter one, as with the cleaned-random prompts.
+TT_BATCH_1_SWEEP_2025_03 = ((128, 128, 8), (128, 1024, 4), (1024, 128, 8), (2048, 128, 8), (3072, 128, 8),
+                            (4096, 128, 8), (8192, 128, 8), (16384, 128, 8), (32000, 128, 8))
+
 
 def sweep_cached_prompt_tokens(prompt_tokens: int, num_prompts: int, earlier: tuple[tuple[int, int, int], ...],
                                block_size: int, kv_cache_tokens: int) -> tuple[int, ...]:
@@ -186,6 +194,11 @@ RUNS: dict[str, Run] = {
     # same sweep with the same prompts; server flags not printed (vLLM's defaults), A100 80 GB assumed.
     "tt521-a100-gemma3-4b-it": Run(_config("google__gemma-3-4b-it"), "a100-sxm-80gb", "0.10.1", "closed", {},
                                    test_prompt=True, sweep=TT_BATCH_1_SWEEP),
+    # tt-inference-server #143 (2025-04-01): H100 variant, dtype and flags not printed; BF16 on SXM 80 GB with the
+    # flags the same author gave for a 72B model on 2 x H100 in #235 (2025-05-22) assumed.
+    "tt143-2xh100-qwen25-72b": Run("Qwen/Qwen2.5-72B-Instruct", "h100-sxm-80gb", "0.8.2", "closed",
+                                   {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.95, "max_num_seqs": 32,
+                                    "max_model_len": 16384}, test_prompt=True, sweep=TT_BATCH_1_SWEEP_2025_03),
     "kvcached-h100-qwen3-0.6b-rate-inf": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate_inf",
                                              {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
     "kvcached-h100-qwen3-0.6b-rate16": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate",
