@@ -203,6 +203,9 @@ RUNS: dict[str, Run] = {
                                              {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
     "kvcached-h100-qwen3-0.6b-rate16": Run("Qwen/Qwen3-0.6B", "h100-sxm-80gb", "0.19.0", "rate",
                                            {"gpu_memory_utilization": 0.5, "max_model_len": 2048}),
+    # vLLM PR #23696 (B200 MXFP4 MoE, 2025-08): vllm bench serve's defaults, 1,000 ShareGPT prompts all at once.
+    "vllm-23696-8xb200": Run("openai/gpt-oss-120b", "b200-180gb", "0.10.1", "rate_inf",
+                             {"tensor_parallel_size": 8, "max_model_len": 32768}),
 }
 
 
