@@ -206,6 +206,10 @@ RUNS: dict[str, Run] = {
     # vLLM PR #23696 (B200 MXFP4 MoE, 2025-08): vllm bench serve's defaults, 1,000 ShareGPT prompts all at once.
     "vllm-23696-8xb200": Run("openai/gpt-oss-120b", "b200-180gb", "0.10.1", "rate_inf",
                              {"tensor_parallel_size": 8, "max_model_len": 32768}),
+    # vllm-project/recipes PR #41 (2025-08-28): Seed-OSS-36B on RTX 3090s, TP 8 from the recipe's serve command;
+    # the context the run set is not printed (65,536 assumed: the default 524,288 does not fit 8 x 24 GB).
+    "recipes41-8xrtx3090": Run("ByteDance-Seed/Seed-OSS-36B-Instruct", "rtx-3090", "0.10.2", "rate",
+                               {"tensor_parallel_size": 8, "max_model_len": 65536}),
 }
 
 
