@@ -210,6 +210,10 @@ RUNS: dict[str, Run] = {
     # the context the run set is not printed (65,536 assumed: the default 524,288 does not fit 8 x 24 GB).
     "recipes41-8xrtx3090": Run("ByteDance-Seed/Seed-OSS-36B-Instruct", "rtx-3090", "0.10.2", "rate",
                                {"tensor_parallel_size": 8, "max_model_len": 65536}),
+    # vLLM PR #28200 (2025-11-06): MiniMax-M2 on 4 x H100 (TP 4 from the tuned file's N=384), the recipe's flags; its
+    # outputs stop at EOS (a mean of 941 tokens) under the 1,024-token cap.
+    "vllm-28200-4xh100": Run("MiniMaxAI/MiniMax-M2", "h100-sxm-80gb", "0.11.1", "closed", {"tensor_parallel_size": 4},
+                             1024),
 }
 
 
