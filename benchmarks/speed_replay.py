@@ -214,6 +214,11 @@ RUNS: dict[str, Run] = {
     # outputs stop at EOS (a mean of 941 tokens) under the 1,024-token cap.
     "vllm-28200-4xh100": Run("MiniMaxAI/MiniMax-M2", "h100-sxm-80gb", "0.11.1", "closed", {"tensor_parallel_size": 4},
                              1024),
+    # vLLM PR #27323 (2025-10-22): GLM-4.6 BF16 on 8 x MI300X at TP 8, vLLM 0.11.0 (printed), replayed with GLM-4.7's
+    # config (the same glm4_moe architecture); 1,000 fixed-length chat prompts at --max-concurrency 64.
+    "vllm-27323-8xmi300x": Run("zai-org/GLM-4.7", "mi300x-192gb", "0.11.0", "closed",
+                               {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.85,
+                                "enable_prefix_caching": False}, test_prompt=True),
 }
 
 
