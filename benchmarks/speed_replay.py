@@ -219,6 +219,9 @@ RUNS: dict[str, Run] = {
     "vllm-27323-8xmi300x": Run("zai-org/GLM-4.7", "mi300x-192gb", "0.11.0", "closed",
                                {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.85,
                                 "enable_prefix_caching": False}, test_prompt=True),
+    # vLLM PR #23151 (2025-08-19): Qwen3-30B-A3B BF16 on one H100, default flags; benchmark_serving.py (test prompt
+    # first), 100 prompts at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap.
+    "vllm-23151-h100": Run("Qwen/Qwen3-30B-A3B", "h100-sxm-80gb", "0.10.1", "closed", {}, 1024, test_prompt=True),
 }
 
 
