@@ -222,6 +222,11 @@ RUNS: dict[str, Run] = {
     # vLLM PR #23151 (2025-08-19): Qwen3-30B-A3B BF16 on one H100, default flags; benchmark_serving.py (test prompt
     # first), 100 prompts at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap.
     "vllm-23151-h100": Run("Qwen/Qwen3-30B-A3B", "h100-sxm-80gb", "0.10.1", "closed", {}, 1024, test_prompt=True),
+    # vllm-project/recipes PR #165 (2025-12-15): Nemotron-3-Nano-30B-A3B FP8 on one H200, the recipe's flags in the
+    # v0.12.0 image; replayed with the BF16 preset quantized to FP8 (the same nemotron_h architecture). 20 warm-ups.
+    "recipes165-h200": Run("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200-141gb", "0.12.0", "closed",
+                           {"quantization": "fp8", "kv_cache_dtype": "fp8", "async_scheduling": True,
+                            "install": "docker"}, test_prompt=True),
 }
 
 
