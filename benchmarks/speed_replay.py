@@ -227,6 +227,14 @@ RUNS: dict[str, Run] = {
     "recipes165-h200": Run("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200-141gb", "0.12.0", "closed",
                            {"quantization": "fp8", "kv_cache_dtype": "fp8", "async_scheduling": True,
                             "install": "docker"}, test_prompt=True),
+    # PegaInfer's vLLM baselines on one RTX 5090 (Qwen3-4B BF16, prefix caching off): a one-request probe on vLLM
+    # 0.19.1 (--max-num-seqs 1) and a Poisson sweep on vLLM 0.22.1 (60 s of arrivals a level); versions printed.
+    "pegainfer-rtx5090-qwen3-4b-v0191": Run(_config("Qwen__Qwen3-4B"), "rtx-5090", "0.19.1", "closed",
+                                           {"max_model_len": 8192, "gpu_memory_utilization": 0.9, "max_num_seqs": 1,
+                                            "enable_prefix_caching": False}),
+    "pegainfer-rtx5090-qwen3-4b-v0221": Run(_config("Qwen__Qwen3-4B"), "rtx-5090", "0.22.1", "rate",
+                                           {"max_model_len": 8192, "gpu_memory_utilization": 0.9,
+                                            "enable_prefix_caching": False}),
 }
 
 
