@@ -344,8 +344,9 @@ def served(record: dict, constants: SpeedConstants | None = None, *, step_by_ste
                 "tpot_ms": replica.token_latency_s(timeline.decode_step.total_s) * 1e3,
                 "output_tok_s": batch * output / pp_total, "request_per_s": batch / pp_total,
                 "e2e_ms": pp_total * 1e3}
-    if step_by_step and run.mode == "closed" and ((concurrency or 1) > 1 or run.sweep) and record.get("num_prompts") \
-            and result.settings.pipeline_parallel_size == 1:
+    if step_by_step and record.get("num_prompts") and result.settings.pipeline_parallel_size == 1 and (
+            (run.mode == "closed" and ((concurrency or 1) > 1 or run.sweep))
+            or (run.mode == "rate" and engine_generation(result) != "V0")):
         return _simulated(record, result, constants, prompt, output)
     if run.mode == "closed":
         traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(concurrency))
@@ -431,9 +432,10 @@ def fixed_output_lengths(record: dict) -> bool:
 
 
 def bench_load(record: dict, result: Estimate, prompt: int, output: int) -> BenchLoad:
-    """The record's closed loop as ``vllm bench serve`` sends it: num_prompts requests, at most C in flight; the
-    outputs fixed, or spread as EOS stops them (``output_lengths.py``) up to the request's max_tokens
-    (``Run.longest_output_tokens``) or else the context left after the prompt."""
+    """The record's run as ``vllm bench serve`` sends it: num_prompts requests, at most C in flight (a closed loop)
+    or arriving at the record's rate (Poisson, the client's seeded draws); the outputs fixed, or spread as EOS stops
+    them (``output_lengths.py``) up to the request's max_tokens (``Run.longest_output_tokens``) or else the context
+    left after the prompt."""
     count = int(record["num_prompts"])
     if fixed_output_lengths(record):
         outputs = (output,) * count
@@ -441,14 +443,18 @@ def bench_load(record: dict, result: Estimate, prompt: int, output: int) -> Benc
         limit = run_for(record).longest_output_tokens or result.settings.max_model_len - prompt
         outputs = eos_output_lengths(float(record["output_tokens"]), count, cap_tokens=limit)
     return BenchLoad(input_tokens=(prompt,) * count, output_tokens=outputs,
-                     max_concurrency=int(record["concurrency"]), first_prompt_cached=first_prompt_cached(record, result),
+                     max_concurrency=int(record["concurrency"]) if record.get("concurrency") else None,
+                     request_rate=float(record["request_rate"]) if run_for(record).mode == "rate" else None,
+                     first_prompt_cached=first_prompt_cached(record, result),
                      cached_prompt_tokens=cached_prompt_tokens(record, result) if run_for(record).sweep else ())
 
 
 def _simulated(record: dict, result: Estimate, constants: SpeedConstants | None, prompt: int,
                output: int) -> dict[str, float]:
-    """A finite closed loop replayed step by step (calculator/speed/bench.py): its opening burst, the waves of
-    fixed lengths or their de-synchronisation when outputs stop at EOS, and its tail."""
+    """A finite run replayed step by step (calculator/speed/bench.py): a closed loop's opening burst, the waves of
+    fixed lengths or their de-synchronisation when outputs stop at EOS, and its tail; a Poisson run's arrivals,
+    including a rate above what the engine serves, whose queue grows until the arrivals stop (the steady state has
+    no answer there: its queue never ends)."""
     figures = bench_prediction(result, bench_load(record, result, prompt, output), constants=constants)
     ttft = figures.mean_ttft_ms if record.get("ttft_ms_mean") is not None else figures.median_ttft_ms
     tpot = figures.mean_tpot_ms if record.get("tpot_ms_mean") is not None else figures.median_tpot_ms

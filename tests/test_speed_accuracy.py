@@ -126,6 +126,21 @@ def test_a_finite_closed_loop_is_sent_as_the_benchmark_sends_it() -> None:
     assert not load.first_prompt_cached
 
 
+def test_a_finite_poisson_run_above_what_the_engine_serves_is_simulated_not_an_endless_queue() -> None:
+    # PegaInfer's vLLM 0.22.1 sweep at 16 requests/s: 60 x 16 = 960 prompts of 1,024 tokens, --ignore-eos 128
+    record = next(r for r in speed_replay.load_records() if r["id"] == "pegainfer-rtx5090-qwen3-4b-v0221-qps16")
+    result = speed_replay.deployment(record["id"])
+    load = speed_replay.bench_load(record, result, 1024, 128)
+    assert load.request_rate == 16 and load.max_concurrency is None and load.num_prompts == 960
+    assert load.output_tokens == (128,) * 960
+    # the steady state has no answer above capacity (its queue never ends); the finite run ends when the 960 do
+    steady = speed_replay.predict(record, step_by_step=False)
+    simulated = speed_replay.predict(record)
+    assert steady["ttft_ms"] == math.inf
+    assert math.isfinite(simulated["ttft_ms"]) and simulated["request_per_s"] < 16
+    assert simulated["output_tok_s"] == pytest.approx(simulated["request_per_s"] * 128, rel=1e-9)
+
+
 def test_one_request_runs_of_vllms_client_have_their_first_prompt_cached() -> None:
     # tt340's 4,096-token Qwen3-14B row: 2 prompts through benchmark_serving on a V1 server (prefix caching on by
     # default), the sweep's 3,072-token run before it (3071 // 16 = 191 blocks = 3,056 tokens of each prompt) and its
