@@ -8,8 +8,9 @@ source's records (held out: leave-one-source-out), runs the peers' methods, prin
 ``docs/speed-accuracy.md`` and ``docs/speed-accuracy.png``. ``--fit`` prints freshly fitted constants and bands to
 paste into ``calibration.py``, with the bands by regime and the coverage; ``--check`` exits 1 when a target fails.
 The held-out refits take ~30 minutes in one process (``--jobs 2`` runs them in two); they are saved to
-``benchmarks/data/speed_held_out.json`` and ``--reuse-held-out`` rebuilds the report from that file. AIConfigurator's predictions come from
-``benchmarks/data/speed_aiconfigurator.json`` (written by ``benchmarks/speed_aiconfigurator.py``).
+``benchmarks/data/speed_held_out.json`` and ``--reuse-held-out`` rebuilds the report from that file.
+AIConfigurator's predictions come from ``benchmarks/data/speed_aiconfigurator.json`` (written by
+``benchmarks/speed_aiconfigurator.py``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,12 @@ from benchmarks import speed_replay as replay
 BOUNDS: dict[str, tuple[float, float, bool]] = {
     "bandwidth_efficiency": (0.5, 0.92, False),
     "compute_efficiency": (0.15, 1.0, False),
-    "overlap_penalty": (0.0, 1.0, False),
+    # NOTE: at most half of the smaller of a step's memory and compute times left unhidden: a GEMM streams its
+    # weight tiles while it computes on earlier ones (cuBLAS / CUTLASS pipelined loads), so memory and compute
+    # adding up (a penalty near 1) is not a kernel's behaviour. Free to 1, the fit on 27 sources went to 0.98,
+    # standing in for consumer cards that run faster than one efficiency gives, and with it EAGLE-3 paid at any
+    # concurrency (the extra verify FLOPs never cost more than the saved weight reads).
+    "overlap_penalty": (0.0, 0.5, False),
     "step_overhead_s": (1e-5, 2e-2, True),
     "sequence_overhead_s": (1e-7, 5e-4, True),
     "kernel_overhead_s": (1e-7, 5e-5, True),

@@ -55,7 +55,8 @@ Of 4 runs of this file (load 0.6-1.7), one (poisson, lag 3.3 ms) gave median TPO
 steps) and p99 TTFT -20.5 %. The spread brought the burst's p99 TPOT (3 gaps a request, so one stalled step is a
 request's TPOT) into 15 % in these runs, but not always: in a fresh-clone run of the whole suite (load 1.6, lag
 5.2 ms) it read +27.9 % where equal steps read -5.5 %, the drawn stalls landing in the worst request more often than
-the server's did, so its bound stays +35 %; it moves the others by a few points either way. The misses that remain are not stalls:
+the server's did, so its bound stays +35 %; it moves the others by a few points either way. The misses that remain
+are not stalls:
 
 - closed, p99 TTFT and e2e (down to -35 %): the burst of 4 prompts that starts the loop is slower at the server
   than its steady state. The server's own histograms (request_latency and time_to_first_token made fine too, 4 runs)

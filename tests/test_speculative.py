@@ -265,14 +265,17 @@ def test_import_export_link_and_cli(capsys):
 
 
 def test_the_speed_cli_says_up_to_which_concurrency_speculation_pays(capsys):
-    # EAGLE-3 lowers TPOT while the step streams weights (one user) and not once the k + 1 query tokens per request
-    # make it compute-bound (hundreds of users); it pays up to the last concurrency before the first loss.
+    # EAGLE-3 lowers TPOT while the step streams weights (one user) and less and less as the k + 1 query tokens per
+    # request make it compute-bound (hundreds of users); it pays up to the last concurrency before the first loss,
+    # or to the last one the sweep reaches. (With the constants of 5 Dec 2026 the gain shrinks to ~4 % at 256
+    # requests, the engine's max_num_seqs, without turning into a loss: where it crosses moves with the calibration.)
     eagle3 = estimate(BASE.replace(speculative_method="eagle3"))
     gain = speculation_gain(eagle3, Traffic(input_tokens=1000, output_tokens=200, concurrency=1))
     assert gain.concurrency[0] == 1 and gain.tpot_ms[0] < gain.tpot_without_ms[0] / 2
-    assert gain.tpot_ms[-1] > gain.tpot_without_ms[-1]
-    first_loss = next(i for i, (ours, theirs) in enumerate(zip(gain.tpot_ms, gain.tpot_without_ms)) if ours >= theirs)
-    assert gain.pays_up_to == gain.concurrency[first_loss - 1]
+    ratios = [ours / theirs for ours, theirs in zip(gain.tpot_ms, gain.tpot_without_ms)]
+    assert ratios == sorted(ratios) and ratios[-1] > 0.9  # the gain shrinks with every doubling, to under 10 %
+    losses = [i for i, ratio in enumerate(ratios) if ratio >= 1]
+    assert gain.pays_up_to == gain.concurrency[losses[0] - 1 if losses else -1]
     assert speculation_gain(estimate(BASE), Traffic(input_tokens=1000, output_tokens=200, concurrency=1)) is None
     assert main(["speed", "--model", LLAMA_8B, "--vllm-version", "0.32.0", "--speculative-config",
                  '{"method": "eagle3"}', "--input-tokens", "1000", "--output-tokens", "200", "--concurrency", "8",

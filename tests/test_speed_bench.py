@@ -194,8 +194,10 @@ def test_bench_cli_prints_the_block_and_returns_the_keys(capsys) -> None:
 def test_fixed_lengths_move_in_waves_so_every_wave_is_a_burst() -> None:
     # With --ignore-eos fixed lengths the 32 requests of a closed loop end together and the next 32 arrive together:
     # each prompt queues behind its wave's other prompts. On an H100 the budget is 8,192 tokens: 8 prompts of 1,024
-    # per step (S), so a wave's prompts get their first token after 1, 2, 3 or 4 steps; the median request waits
-    # 3 S and the p99 one 4 S, where a steady state of staggered requests has each prompt beside the decodes alone.
+    # per step (S), so a wave's prompts get their first token after 1, 2, 3 or 4 steps; the p99 request waits 4 S and
+    # the median one 2-3 S (the first wave's four groups start decoding a step apart, so later waves arrive in
+    # groups that also share steps with decodes), where a steady state of staggered requests has each prompt beside
+    # the decodes alone.
     result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100", max_model_len=4096))
     assert result.settings.max_num_batched_tokens == 8192
     run = bench_prediction(result, parse_bench_command(LINE).load)
@@ -204,7 +206,7 @@ def test_fixed_lengths_move_in_waves_so_every_wave_is_a_burst() -> None:
                               decode_context_tokens=0, prefill_tokens=8192, prefill_prompts=8, requests=8).total_s
     overhead_ms = replica.constants.request_overhead_s * 1e3
     assert run.p99_ttft_ms == pytest.approx(overhead_ms + 4 * step_ms, rel=0.03)
-    assert run.median_ttft_ms == pytest.approx(overhead_ms + 3 * step_ms, rel=0.03)
+    assert overhead_ms + 2 * step_ms <= run.median_ttft_ms <= (overhead_ms + 3 * step_ms) * 1.03
     steady = speed_estimate(result, Traffic(input_tokens=1024, output_tokens=256, concurrency=32))
     assert run.median_ttft_ms > 5 * steady.ttft_ms
 
