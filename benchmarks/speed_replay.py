@@ -344,9 +344,7 @@ def served(record: dict, constants: SpeedConstants | None = None, *, step_by_ste
                 "tpot_ms": replica.token_latency_s(timeline.decode_step.total_s) * 1e3,
                 "output_tok_s": batch * output / pp_total, "request_per_s": batch / pp_total,
                 "e2e_ms": pp_total * 1e3}
-    if step_by_step and record.get("num_prompts") and result.settings.pipeline_parallel_size == 1 and (
-            (run.mode == "closed" and ((concurrency or 1) > 1 or run.sweep))
-            or (run.mode == "rate" and engine_generation(result) != "V0")):
+    if step_by_step and simulated_step_by_step(record, result):
         return _simulated(record, result, constants, prompt, output)
     if run.mode == "closed":
         traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(concurrency))
@@ -431,22 +429,35 @@ def fixed_output_lengths(record: dict) -> bool:
     return "ignore-eos" in dataset or "ignore_eos" in dataset or "fixed lengths" in dataset
 
 
+def simulated_step_by_step(record: dict, result: Estimate) -> bool:
+    """Whether the scored replay simulates the record's finite run (calculator/speed/bench.py) rather than take a
+    steady state: a known number of prompts on one pipeline stage, sent by a closed loop of several clients (or a
+    one-request sweep whose earlier runs left prefixes cached), or arriving at a rate on a V1 engine (the simulation
+    schedules as V1 does)."""
+    run = run_for(record)
+    if not record.get("num_prompts") or result.settings.pipeline_parallel_size != 1:
+        return False
+    if run.mode == "closed":
+        return (record.get("concurrency") or 1) > 1 or bool(run.sweep)
+    return run.mode == "rate" and engine_generation(result) != "V0"
+
+
 def bench_load(record: dict, result: Estimate, prompt: int, output: int) -> BenchLoad:
     """The record's run as ``vllm bench serve`` sends it: num_prompts requests, at most C in flight (a closed loop)
     or arriving at the record's rate (Poisson, the client's seeded draws); the outputs fixed, or spread as EOS stops
     them (``output_lengths.py``) up to the request's max_tokens (``Run.longest_output_tokens``) or else the context
     left after the prompt."""
-    count = int(record["num_prompts"])
+    count, run = int(record["num_prompts"]), run_for(record)
     if fixed_output_lengths(record):
         outputs = (output,) * count
     else:
-        limit = run_for(record).longest_output_tokens or result.settings.max_model_len - prompt
+        limit = run.longest_output_tokens or result.settings.max_model_len - prompt
         outputs = eos_output_lengths(float(record["output_tokens"]), count, cap_tokens=limit)
     return BenchLoad(input_tokens=(prompt,) * count, output_tokens=outputs,
                      max_concurrency=int(record["concurrency"]) if record.get("concurrency") else None,
-                     request_rate=float(record["request_rate"]) if run_for(record).mode == "rate" else None,
+                     request_rate=float(record["request_rate"]) if run.mode == "rate" else None,
                      first_prompt_cached=first_prompt_cached(record, result),
-                     cached_prompt_tokens=cached_prompt_tokens(record, result) if run_for(record).sweep else ())
+                     cached_prompt_tokens=cached_prompt_tokens(record, result) if run.sweep else ())
 
 
 def _simulated(record: dict, result: Estimate, constants: SpeedConstants | None, prompt: int,
