@@ -31,9 +31,10 @@ step stays), one factor drawn per step and the figures averaged over 16 seeds (`
 
 Bounds, as (predicted - real) / real, for the clean runs: the medians of TTFT and e2e within the issue's 15 % (the
 Poisson run's median e2e to 25 % above), the median TPOT to 35 % above, the p99s per run type as far as the
-measurements allow (``BOUNDS``). Spread over 50 clean runs on the development host, 5 Dec 2026 (4 collections of repeated runs, each on one server started as here; load
-average 1-18 from other jobs on the 2 cores, client lag 2.5-8 ms a request), median TTFT / TPOT / e2e, then p99 TTFT
-/ TPOT / e2e, with the spread and (below) the same runs simulated with every step equal:
+measurements allow (``BOUNDS``). Spread over 50 clean runs on the development host, 5 Dec 2026 (4 collections of
+repeated runs, each on one server started as here; load average 1-18 from other jobs on the 2 cores, client lag
+2.5-8 ms a request), median TTFT / TPOT / e2e, then p99 TTFT / TPOT / e2e, with the spread and (below) the same runs
+simulated with every step equal:
 
     burst   (16 runs)  -5..+4 %   -11..+11 %  -3..+7 %   -13..+2 %   -10..+5 %   -14..+1 %
           equal steps  -7..+3 %   -11..+14 %  -4..+5 %   -13..+1 %   -40..-3 %   -13..+1 %
