@@ -235,6 +235,10 @@ RUNS: dict[str, Run] = {
     "pegainfer-rtx5090-qwen3-4b-v0221": Run(_config("Qwen__Qwen3-4B"), "rtx-5090", "0.22.1", "rate",
                                            {"max_model_len": 8192, "gpu_memory_utilization": 0.9,
                                             "enable_prefix_caching": False}),
+    # vllm-project/recipes PR #30 (2025-08-22): Qwen2.5-VL-72B BF16 on 4 x A100 80 GB at TP 4, prefix caching off;
+    # 128 random 8,000 / 1,000 text prompts all at once, outputs stopping at EOS (a mean of 893 tokens).
+    "recipes30-4xa100": Run("Qwen/Qwen2.5-VL-72B-Instruct", "a100-sxm-80gb", "0.10.1", "rate_inf",
+                            {"tensor_parallel_size": 4, "enable_prefix_caching": False}),
 }
 
 
