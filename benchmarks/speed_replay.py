@@ -239,6 +239,23 @@ RUNS: dict[str, Run] = {
     # 128 random 8,000 / 1,000 text prompts all at once, outputs stopping at EOS (a mean of 893 tokens).
     "recipes30-4xa100": Run("Qwen/Qwen2.5-VL-72B-Instruct", "a100-sxm-80gb", "0.10.1", "rate_inf",
                             {"tensor_parallel_size": 4, "enable_prefix_caching": False}),
+    # GPUStack Performance Lab (gpustack/gpustack docs/performance-lab, 2025-10..2026-01): the vLLM baselines ("vLLM
+    # without any optimizations", `vllm serve M`, vLLM v0.11.0 printed) driven by vllm bench serve --backend
+    # openai-chat; the throughput pages send every prompt at once (--request-rate inf, its default), the latency page
+    # runs 100 ShareGPT prompts at --max-concurrency 1-8, whose outputs stop at EOS or at the ShareGPT reply's length
+    # (the sampler keeps prompt + output <= 2,048 tokens: at most 1,815 after the 233-token mean prompt). The v0.11
+    # client sent its first prompt once before the run (the ready check, default before vllm#30975). One source per
+    # host: the H100 SXM pages and the A100 SXM 80 GB pages.
+    "gpustackh100-qwen3-8b": Run("Qwen/Qwen3-8B", "h100-sxm-80gb", "0.11.0", "closed", {}, 1815, test_prompt=True),
+    "gpustackh100-qwen3-14b": Run("Qwen/Qwen3-14B", "h100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
+    "gpustackh100-qwen3-32b": Run("Qwen/Qwen3-32B", "h100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
+    "gpustackh100-gptoss20b": Run("openai/gpt-oss-20b", "h100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
+    # vLLM PR #50040 (2026-07-27): Nemotron-3-Nano-30B-A3B FP8 on one H200, the PR's flags (FP8 KV cache, 16 sequences,
+    # prefix caching off) on main of that date (0.25.0 assumed); 60 ShareGPT prompts one at a time, 300 tokens each,
+    # after 200 warm-ups. Replayed with the BF16 preset quantized to FP8, as recipes165.
+    "vllm-50040-h200": Run("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200-141gb", "0.25.0", "closed",
+                           {"quantization": "fp8", "kv_cache_dtype": "fp8_e4m3", "max_num_seqs": 16,
+                            "enable_prefix_caching": False}),
 }
 
 

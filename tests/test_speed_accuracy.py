@@ -74,7 +74,7 @@ def test_every_mined_run_says_where_it_comes_from_and_how_to_rerun_it() -> None:
         # the mean (or median) TTFT each source prints is in its quote, as printed
         ttft = record["ttft_ms_mean"]
         if ttft is not None and not record["id"].startswith("gpuconc"):  # gpu_conc: the JSON's full digits
-            assert re.search(rf"(?<![\d.]){re.escape(str(ttft))}(?!\d)", record["quote"]), record["id"]
+            assert re.search(rf"(?<![\d.]){re.escape(str(ttft))}0*(?!\d)", record["quote"]), record["id"] # 64.00
 
 
 def test_the_coverage_the_bands_rely_on_is_what_the_records_span() -> None:
