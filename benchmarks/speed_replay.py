@@ -256,6 +256,12 @@ RUNS: dict[str, Run] = {
     "vllm-50040-h200": Run("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200-141gb", "0.25.0", "closed",
                            {"quantization": "fp8", "kv_cache_dtype": "fp8_e4m3", "max_num_seqs": 16,
                             "enable_prefix_caching": False}),
+    # GPUStack's A100 SXM 80 GB pages (same harness as the H100 ones above); Qwen3-32B with the page's
+    # --max-model-len 32768.
+    "gpustacka100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
+    "gpustacka100-qwen3-32b": Run("Qwen/Qwen3-32B", "a100-sxm-80gb", "0.11.0", "rate_inf", {"max_model_len": 32768},
+                                  test_prompt=True),
+    "gpustacka100-gptoss20b": Run("openai/gpt-oss-20b", "a100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
 }
 
 
