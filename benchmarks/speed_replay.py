@@ -262,6 +262,11 @@ RUNS: dict[str, Run] = {
     "gpustacka100-qwen3-32b": Run("Qwen/Qwen3-32B", "a100-sxm-80gb", "0.11.0", "rate_inf", {"max_model_len": 32768},
                                   test_prompt=True),
     "gpustacka100-gptoss20b": Run("openai/gpt-oss-20b", "a100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
+    # vLLM PR #17530 (2025-05-01): Qwen3-30B-A3B-FP8 on one MI300X, benchmark_throughput.py (200 fixed-length prompts
+    # at once, offline), FP8 KV cache, 0.95 of memory, --max-model-len 32768; the 'Before Tuning' column (main, ~0.8.5).
+    "vllm-17530-mi300x": Run("Qwen/Qwen3-30B-A3B", "mi300x-192gb", "0.8.5", "burst",
+                             {"quantization": "fp8", "kv_cache_dtype": "fp8", "gpu_memory_utilization": 0.95,
+                              "max_model_len": 32768}),
 }
 
 
