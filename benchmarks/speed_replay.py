@@ -267,6 +267,11 @@ RUNS: dict[str, Run] = {
     "vllm-17530-mi300x": Run("Qwen/Qwen3-30B-A3B", "mi300x-192gb", "0.8.5", "burst",
                              {"quantization": "fp8", "kv_cache_dtype": "fp8", "gpu_memory_utilization": 0.95,
                               "max_model_len": 32768}),
+    # vLLM PR #17535 (2025-05-01): Qwen3-235B-A22B-FP8 at TP 4 with #17530's command and harness (200 fixed-length
+    # prompts at once, offline, FP8 KV cache, 0.95 memory); MI300X assumed (#17530's card), main of that day (~0.8.5).
+    "vllm-17535-4xmi300x": Run("Qwen/Qwen3-235B-A22B", "mi300x-192gb", "0.8.5", "burst",
+                               {"tensor_parallel_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8",
+                                "gpu_memory_utilization": 0.95, "max_model_len": 32768}),
 }
 
 
