@@ -272,6 +272,13 @@ RUNS: dict[str, Run] = {
     "vllm-17535-4xmi300x": Run("Qwen/Qwen3-235B-A22B", "mi300x-192gb", "0.8.5", "burst",
                                {"tensor_parallel_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8",
                                 "gpu_memory_utilization": 0.95, "max_model_len": 32768}),
+    # GPUStack's 8 x H200 SXM page for GLM-4.x (same harness as the H100 and A100 ones above): zai-org/GLM-4.6 BF16 at
+    # TP 8, replayed with the GLM-4.7 preset (the same glm4_moe architecture), as vllm-27323; the ShareGPT run at
+    # --max-concurrency 4 caps its outputs at 2,048 less its 230-token mean prompt.
+    "gpustackh200-glm46-sharegpt-c4": Run("zai-org/GLM-4.7", "h200-141gb", "0.11.0", "closed",
+                                          {"tensor_parallel_size": 8}, 1818, test_prompt=True),
+    "gpustackh200-glm46": Run("zai-org/GLM-4.7", "h200-141gb", "0.11.0", "rate_inf", {"tensor_parallel_size": 8},
+                              test_prompt=True),
 }
 
 
