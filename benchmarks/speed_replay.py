@@ -280,6 +280,11 @@ RUNS: dict[str, Run] = {
     "gpustackh200-glm46": Run("zai-org/GLM-4.7", "h200-141gb", "0.11.0", "rate_inf", {"tensor_parallel_size": 8},
                               test_prompt=True),
 }
+    # vllm-project/recipes PR #99 (2025-10-27): MiniMax-M2 (FP8) on 4 x H20-3e at TP 4, the recipe's serve command on
+    # the nightly of that date (0.11.1 assumed); the same client command as vllm-28200: 100 random 2,048-token prompts
+    # at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap; the ready check's test prompt first.
+    "recipes99-4xh20-3e": Run("MiniMaxAI/MiniMax-M2", "h20-3e-141gb", "0.11.1", "closed", {"tensor_parallel_size": 4},
+                              1024, test_prompt=True),
 
 
 # vLLM's ShareGPT sampler drops pairs whose prompt + output exceed 2,048 tokens (benchmark_throughput.py and
