@@ -285,6 +285,12 @@ RUNS: dict[str, Run] = {
     # at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap; the ready check's test prompt first.
     "recipes99-4xh20-3e": Run("MiniMaxAI/MiniMax-M2", "h20-3e-141gb", "0.11.1", "closed", {"tensor_parallel_size": 4},
                               1024, test_prompt=True),
+    # vllm-project/recipes PR #134 (2025-12-04): DeepSeek-V3.2 (FP8) at TP 8 on 8 x H20 (the 141 GB H20-3e assumed: the
+    # author's card in #99), the recipe's serve command on the nightly of that date (0.12.0 assumed); 100 random
+    # 2,048 / 1,024 prompts arriving at 10 requests/s (Poisson), every output to the cap; the ready check's test prompt.
+    "recipes134-8xh20-3e": Run("deepseek-ai/DeepSeek-V3.2", "h20-3e-141gb", "0.12.0", "rate", {"tensor_parallel_size": 8},
+                               test_prompt=True),
+}
 
 
 # vLLM's ShareGPT sampler drops pairs whose prompt + output exceed 2,048 tokens (benchmark_throughput.py and
