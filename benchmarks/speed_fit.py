@@ -133,8 +133,9 @@ def split_by_platform(records: list[dict]) -> tuple[list[dict], list[dict]]:
 
 
 def fit_all(records: list[dict]) -> tuple[SpeedConstants, SpeedConstants]:
-    """CUDA terms on the CUDA records, then the ROCm records' hardware terms starting from them."""
-    cuda_records, rocm_records = split_by_platform(records)
+    """CUDA terms on the CUDA records, then the ROCm records' hardware terms starting from them; only the records
+    whose run the steady-state replay stands for (``speed_replay.fitted_as_steady_state``)."""
+    cuda_records, rocm_records = split_by_platform([r for r in records if replay.fitted_as_steady_state(r)])
     cuda = fit(cuda_records)
     rocm = fit(rocm_records, start=cuda, terms=ROCM_TERMS) if rocm_records else cuda
     return cuda, rocm
