@@ -280,7 +280,6 @@ RUNS: dict[str, Run] = {
                                           {"tensor_parallel_size": 8}, 1818, test_prompt=True),
     "gpustackh200-glm46": Run("zai-org/GLM-4.7", "h200-141gb", "0.11.0", "rate_inf", {"tensor_parallel_size": 8},
                               test_prompt=True),
-}
     # vllm-project/recipes PR #99 (2025-10-27): MiniMax-M2 (FP8) on 4 x H20-3e at TP 4, the recipe's serve command on
     # the nightly of that date (0.11.1 assumed); the same client command as vllm-28200: 100 random 2,048-token prompts
     # at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap; the ready check's test prompt first.
@@ -290,6 +289,7 @@ RUNS: dict[str, Run] = {
     # author's card in #99), the recipe's serve command on the nightly of that date (0.12.0 assumed); 100 random
     # 2,048 / 1,024 prompts arriving at 10 requests/s (Poisson), every output to the cap; the ready check's test prompt.
     "recipes134-8xh20-3e": Run("deepseek-ai/DeepSeek-V3.2", "h20-3e-141gb", "0.12.0", "rate", {"tensor_parallel_size": 8},
+                               test_prompt=True),
     # vllm-project/recipes PR #304 (2026-03-28): GLM-5-FP8 at TP 8 on 8 x H200 with MTP speculative decoding (3 draft
     # tokens), prefix caching off, the recipe's v0.18.0 image; replayed with the GLM-5.1 preset (same glm_moe_dsa
     # architecture) quantized to FP8, and the acceptance a = 0.407 whose 1 + a + a^2 + a^3 is the printed acceptance
@@ -298,7 +298,6 @@ RUNS: dict[str, Run] = {
                              {"tensor_parallel_size": 8, "quantization": "fp8", "speculative_method": "mtp",
                               "num_speculative_tokens": 3, "speculative_acceptance_rate": 0.407,
                               "enable_prefix_caching": False}),
-                               test_prompt=True),
 }
 
 
