@@ -298,6 +298,13 @@ RUNS: dict[str, Run] = {
                              {"tensor_parallel_size": 8, "quantization": "fp8", "speculative_method": "mtp",
                               "num_speculative_tokens": 3, "speculative_acceptance_rate": 0.407,
                               "enable_prefix_caching": False}),
+    # vllm-project/recipes PR #240 (2026-02-11): GLM-5-FP8 at TP 8 on 8 x H200 with the MTP drafter (1 draft token),
+    # prefix caching off, the nightly of that date (0.16.0 assumed); mean ITL = mean TPOT, so no draft was accepted:
+    # acceptance 0. GLM-5.1 preset quantized to FP8, as recipes304. 32 random 8,000 / 1,024 prompts at 10 requests/s.
+    "recipes240-8xh200": Run("zai-org/GLM-5.1", "h200-141gb", "0.16.0", "rate",
+                             {"tensor_parallel_size": 8, "quantization": "fp8", "speculative_method": "mtp",
+                              "num_speculative_tokens": 1, "speculative_acceptance_rate": 0.0,
+                              "enable_prefix_caching": False}),
 }
 
 
