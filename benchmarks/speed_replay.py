@@ -305,6 +305,11 @@ RUNS: dict[str, Run] = {
                              {"tensor_parallel_size": 8, "quantization": "fp8", "speculative_method": "mtp",
                               "num_speculative_tokens": 1, "speculative_acceptance_rate": 0.0,
                               "enable_prefix_caching": False}),
+    # vllm-project/recipes PR #112 (2025-11-06): MiniMax-M2 (FP8) at TP 4 on 4 x H100 with DeepGEMM on (vLLM's default
+    # when installed), main of that date (0.11.1 assumed); vllm-28200's client command (same author, same day): 100
+    # random 2,048-token prompts at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap; test prompt first.
+    "recipes112-4xh100": Run("MiniMaxAI/MiniMax-M2", "h100-sxm-80gb", "0.11.1", "closed", {"tensor_parallel_size": 4},
+                             1024, test_prompt=True),
 }
 
 
