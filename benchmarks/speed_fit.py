@@ -33,6 +33,7 @@ BOUNDS: dict[str, tuple[float, float, bool]] = {
     "sequence_overhead_s": (1e-7, 5e-4, True),
     "kernel_overhead_s": (1e-7, 5e-5, True),
     "eager_kernel_overhead_s": (1e-7, 2e-4, True),
+    "piecewise_layer_overhead_s": (1e-7, 2e-4, True),
     "all_reduce_latency_s": (1e-7, 2e-4, True),
     "request_overhead_s": (1e-5, 5e-2, True),
 }
@@ -48,11 +49,13 @@ BOUNDS: dict[str, tuple[float, float, bool]] = {
 PRIORS: dict[str, float] = {
     "bandwidth_efficiency": 0.8, "compute_efficiency": 0.6, "overlap_penalty": 0.3, "step_overhead_s": 1e-3,
     "sequence_overhead_s": 30e-6, "kernel_overhead_s": 3e-6, "eager_kernel_overhead_s": 15e-6,
+    "piecewise_layer_overhead_s": 10e-6,
     "all_reduce_latency_s": 10e-6, "all_reduce_efficiency": 0.7, "request_overhead_s": 10e-3,
 }
 PRIOR_WIDTHS: dict[str, float] = {
     "bandwidth_efficiency": 0.1, "compute_efficiency": 0.25, "overlap_penalty": 1.0, "step_overhead_s": 1.0,
     "sequence_overhead_s": 1.0, "kernel_overhead_s": 0.7, "eager_kernel_overhead_s": 0.7,
+    "piecewise_layer_overhead_s": 1.0,
     "all_reduce_latency_s": 0.7, "all_reduce_efficiency": 0.2, "request_overhead_s": 1.0,
 }
 PRIOR_WEIGHT = 0.01

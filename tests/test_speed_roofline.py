@@ -16,6 +16,7 @@ from calculator.speed.step_time import all_reduce_s, step_time
 
 UNIT = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_penalty=0, step_overhead_s=0,
                       sequence_overhead_s=0, kernel_overhead_s=0, eager_kernel_overhead_s=0,
+                      piecewise_layer_overhead_s=0,
                       all_reduce_latency_s=10e-6, all_reduce_efficiency=1, request_overhead_s=0,
                       fallback_interconnect_bytes_s=32e9)
 H100_BYTES_S, H100_BF16, H100_FP8, A100_BF16 = 3.35e12, 989.5e12, 1979e12, 312e12  # NVIDIA datasheets
@@ -168,6 +169,24 @@ def test_step_overheads_are_per_kernel_on_the_gpu_and_per_step_and_request_on_th
     slow_cpu = constants.model_copy(update={"step_overhead_s": 10e-3})
     assert step_time(overlapped, rates, slow_cpu, decode_tokens=8, decode_context_tokens=100).total_s == \
         pytest.approx(10e-3 + 8 * 20e-6, rel=1e-12)  # the CPU is the longer of the two
+
+
+def test_piecewise_cuda_graphs_cost_a_break_per_layer_where_vllm_runs_them() -> None:
+    # V1 before 0.11 captures PIECEWISE graphs only: the graph breaks at each of Llama-3.1-8B's 32 attention ops in
+    # every step; 0.11 (vLLM PR #25444, FULL_AND_PIECEWISE) replays one full graph for a decode-only step and pieces
+    # for a step with prompt tokens; V0 captured full decode graphs
+    constants = UNIT.model_copy(update={"kernel_overhead_s": 4e-6, "piecewise_layer_overhead_s": 20e-6})
+    kernels, breaks = 320 * 4e-6, 32 * 20e-6
+    for version, decode_breaks in (("0.10.1", breaks), ("0.11.0", 0.0), ("0.32.0", 0.0), ("0.6.2", 0.0)):
+        costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version=version)
+        decode = step_time(costs, rates, constants, decode_tokens=8, decode_context_tokens=100)
+        mixed = step_time(costs, rates, constants, decode_tokens=8, decode_context_tokens=100, prefill_tokens=512)
+        assert decode.overhead_s == pytest.approx(kernels + decode_breaks, rel=1e-12), version
+        assert mixed.overhead_s == pytest.approx(kernels + breaks, rel=1e-12), version
+    eager, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.10.1",
+                               enforce_eager=True)
+    assert step_time(eager, rates, constants, decode_tokens=8, decode_context_tokens=100).overhead_s == \
+        pytest.approx(kernels, rel=1e-12)  # no graphs, no breaks (UNIT's eager cost per kernel is 0)
 
 
 def test_the_batch_where_decode_turns_compute_bound_solves_the_roofline_by_hand() -> None:

@@ -23,6 +23,9 @@ class SpeedConstants(BaseModel):
     sequence_overhead_s: float = Field(ge=0)  # per running request per step: sampling, detokenizing, output
     kernel_overhead_s: float = Field(ge=0)  # per kernel per step: launch gap, ramp-up and tail (CUDA graphs)
     eager_kernel_overhead_s: float = Field(ge=0)  # per kernel per step without CUDA graphs: the CPU launch
+    # per layer per step run as piecewise CUDA graphs (V1 before 0.11; mixed prefill steps after): the graph breaks
+    # at each attention op, whose launch and the next piece's replay the GPU waits for
+    piecewise_layer_overhead_s: float = Field(ge=0)
     all_reduce_latency_s: float = Field(ge=0)  # per all-reduce call at TP > 1
     all_reduce_efficiency: float = Field(gt=0, le=1)  # achieved / link bandwidth for the all-reduce payload
     request_overhead_s: float = Field(ge=0)  # per request, before its first token: HTTP, tokenizer, detokenizer
@@ -61,6 +64,7 @@ class SpeedConstants(BaseModel):
 CUDA = SpeedConstants(
     bandwidth_efficiency=0.894, compute_efficiency=0.628, overlap_penalty=0.358, step_overhead_s=1.49e-3,
     sequence_overhead_s=63.4e-6, kernel_overhead_s=7.33e-6, eager_kernel_overhead_s=24.6e-6,
+    piecewise_layer_overhead_s=0.0,
     all_reduce_latency_s=14.9e-6, all_reduce_efficiency=0.7, request_overhead_s=24.1e-3,
     fallback_interconnect_bytes_s=32e9,  # PCIe 4.0 x16, per direction
 )

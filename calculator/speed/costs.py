@@ -76,6 +76,9 @@ class ForwardCosts(BaseModel):
     moe_layers: int  # of which mixture-of-experts layers
     kernels_per_step: int  # GPU kernels a decode step launches on the busiest rank (all its layers)
     cuda_graphs: bool  # False under --enforce-eager: every kernel launch is paid from the CPU
+    # decode-only steps replay one full CUDA graph (V0; V1 from 0.11, FULL_AND_PIECEWISE); otherwise, and in every
+    # step with prompt tokens, the graph breaks at each layer's attention (V1's PIECEWISE; V0 runs them eagerly)
+    full_decode_graphs: bool = True
     async_scheduling: bool  # the CPU schedules step n+1 while the GPU runs step n (vLLM 0.14+ default)
     all_reduce_bytes_per_token: float  # one all-reduce's payload per token (hidden x activation bytes)
     tensor_parallel_size: int
@@ -140,9 +143,12 @@ def _span(context_tokens: float, window: int | None) -> float:
 def forward_costs(result: Estimate) -> ForwardCosts:
     """The step costs of ``result``'s deployment (memoised per model and parallel layout)."""
     s = result.settings
+    # NOTE: vLLM PR #25444 made FULL_AND_PIECEWISE the default cudagraph_mode in 0.11.0; V1 before it captured
+    # PIECEWISE graphs only (vllm/config/compilation.py), V0 full graphs of decode batches.
+    full_decode_graphs = s.engine == "v0" or result.rules.version.at_least(11)
     costs = _forward_costs(result.model, s.tensor_parallel_size, s.pipeline_parallel_size, s.dtype_bytes,
                            s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())), not s.enforce_eager,
-                           s.async_scheduling)
+                           s.async_scheduling, full_decode_graphs)
     extra: dict[str, float | int] = {}
     if result.lora is not None:
         lora = result.lora
@@ -163,7 +169,8 @@ def forward_costs(result: Estimate) -> ForwardCosts:
         extra.update(speculative_tokens=drafter.num_speculative_tokens, acceptance_rate=drafter.acceptance_rate)
         if drafter.spec is not None:
             draft = _forward_costs(drafter.spec, drafter.tensor_parallel_size, 1, s.dtype_bytes, s.kv_cache_dtype,
-                                   (("attention", drafter.weights_bytes),), not s.enforce_eager, s.async_scheduling)
+                                   (("attention", drafter.weights_bytes),), not s.enforce_eager, s.async_scheduling,
+                                   full_decode_graphs)
             extra.update(draft_weight_bytes=float(drafter.weights_bytes),
                          draft_kv_bytes_per_context_token=sum(g.kv_bytes_per_context_token for g in draft.attention),
                          draft_flops_per_token=draft.linear_flops_per_token, draft_kernels=draft.kernels_per_step)
@@ -188,7 +195,7 @@ def expert_gemm_floor_s(result: Estimate) -> float:
 @lru_cache(maxsize=1024)
 def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache_dtype: str,
                    weights_by_role: tuple[tuple[str, int], ...], cuda_graphs: bool,
-                   async_scheduling: bool) -> ForwardCosts:
+                   async_scheduling: bool, full_decode_graphs: bool) -> ForwardCosts:
     roles = dict(weights_by_role)
     ranges = pp_layer_ranges(spec.num_hidden_layers, pp)
     first, last = max(ranges, key=lambda r: r[1] - r[0])
@@ -218,7 +225,8 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
             mamba_state_bytes(state, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
             for layer in on_stage for state in (layer, layer.parallel_state) if state and state.kind == "mamba"),
         activation_bytes_per_token=activation, layers=len(on_stage), moe_layers=moe_layers,
-        kernels_per_step=kernels, cuda_graphs=cuda_graphs, async_scheduling=async_scheduling,
+        kernels_per_step=kernels, cuda_graphs=cuda_graphs, full_decode_graphs=full_decode_graphs,
+        async_scheduling=async_scheduling,
         all_reduce_bytes_per_token=float(spec.hidden_size * dtype_bytes),
         tensor_parallel_size=tp, pipeline_parallel_size=pp)
 

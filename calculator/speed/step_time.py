@@ -93,6 +93,8 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
     launched = costs.kernels_per_step + costs.lora_kernels + k * costs.draft_kernels
     kernels = launched * (constants.kernel_overhead_s
                           + (0.0 if costs.cuda_graphs else constants.eager_kernel_overhead_s))
+    if costs.cuda_graphs and (prefill_tokens or not costs.full_decode_graphs):
+        kernels += costs.layers * constants.piecewise_layer_overhead_s
     host = constants.step_overhead_s + constants.sequence_overhead_s * requests
     # NOTE: model_construct skips validation: every field is a float computed above (this runs ~10^4 times per
     # recommender call).
