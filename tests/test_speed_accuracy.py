@@ -4,8 +4,8 @@ and benchmarks/data/speed_records_mined.jsonl, the runs mined for issue 19).
 These are the in-sample figures of docs/speed-accuracy.md (the held-out refits take minutes and run in
 ``python benchmarks/speed_accuracy.py``). On the shared records the targets are issue 12's: TPOT and output
 throughput median error within 15 %, TTFT within 30 %; on all records, better than both peers' published methods on
-each, and no worse than the model reaches today (``IN_SAMPLE_GUARD_PCT``: of issue 19's targets, TTFT 25 %, TPOT and
-output throughput 12 %, only throughput's holds in sample since the runs mined on 5 Dec 2026 joined).
+each, and no worse than the model reaches today (``IN_SAMPLE_GUARD_PCT``: issue 19's targets, TTFT 25 %, TPOT and
+output throughput 12 %, do not hold in sample since the runs mined on 5 and 6 Dec 2026 joined: 33.8 / 17.3 / 13.0 %).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}  # issue 
 # 31.3 / 11.6 / 8.2 % (TTFT / TPOT / throughput) after the refit, and held out from 24.8 / 15.9 / 12.5 to
 # 34.7 / 20.1 / 10.4 % (docs/speed-accuracy.md): of issue 19's targets (25 / 12 / 12) only throughput's is met.
 # These bounds keep the model at what it reaches, so that a change that loses accuracy fails here.
-IN_SAMPLE_GUARD_PCT = {"ttft_ms": 37.0, "tpot_ms": 19.0, "output_tok_s": 13.0}
+IN_SAMPLE_GUARD_PCT = {"ttft_ms": 35.0, "tpot_ms": 18.0, "output_tok_s": 14.0}
 MINED = [json.loads(line) for line in speed_replay.MINED.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
