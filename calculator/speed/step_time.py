@@ -1,5 +1,6 @@
 """The roofline time of one engine step: on the GPU, the larger of streaming the bytes and doing the FLOPs, plus
-the tensor-parallel all-reduces and a fixed latency per kernel; on the CPU, scheduling the step. The two add up
+the tensor-parallel all-reduces and a fixed latency per kernel (and per layer where vLLM runs piecewise CUDA graphs:
+V1 before 0.11, and steps with prompt tokens after); on the CPU, scheduling the step. The two add up
 when vLLM schedules synchronously, and overlap under async scheduling (0.14+), where the step takes the longer.
 
 A step is what vLLM's scheduler hands the model runner once: some decode tokens (one per running request) and,
@@ -34,7 +35,7 @@ class StepTime(BaseModel):
     memory_s: float  # bytes / (HBM bandwidth x efficiency), and expert GEMM floors above their bytes (costs.py)
     compute_s: float  # FLOPs / (peak of the compute path x efficiency)
     communication_s: float  # TP all-reduces (0 at TP = 1) and the MoE layers' DP dispatch and combine
-    overhead_s: float  # on the GPU: the fixed latency of every kernel the step launches
+    overhead_s: float  # on the GPU: the fixed latency of every kernel the step launches and every graph break
     overlap_penalty: float = 0.0  # share of the smaller of memory and compute time that does not overlap
     host_s: float = 0.0  # on the CPU: scheduling the step, preparing inputs, per-request bookkeeping
     host_overlapped: bool = False  # async scheduling: the CPU prepares step n+1 while the GPU runs step n
