@@ -41,13 +41,14 @@ BOUNDS: dict[str, tuple[float, float, bool]] = {
 # in log-units: a term is pulled back with PRIOR_WEIGHT x (log(value / prior) / width)^2), so that a term that only
 # one source constrains falls back to physics, not to an arbitrary bound, when that source is held out.
 # Efficiencies: HBM streaming and GEMV kernels reach 0.75-0.9 of the datasheet bandwidth on every datacenter GPU
-# (well known: width 0.1), large GEMMs ~0.6 of peak TFLOPS (0.25), NCCL all-reduce ~0.7 of the link. Times
+# (well known: width 0.1), a model's GEMMs and attention ~0.75 of the card's best measured matmul (its shapes are
+# not the best one; 0.25), NCCL all-reduce ~0.7 of the link. Times
 # (known to a factor of 2-3: width 0.7-1): a V1 engine step ~1 ms of CPU work, ~30 us per running request (sampler,
 # detokenizer, output), ~3 us per kernel under CUDA graphs (launch gap, ramp-up and tail of a small kernel), ~15 us
 # per kernel without them (a PyTorch op dispatched and launched from Python), ~10 us per small all-reduce, ~10 ms
 # per request of HTTP, tokenizer and detokenizer.
 PRIORS: dict[str, float] = {
-    "bandwidth_efficiency": 0.8, "compute_efficiency": 0.6, "overlap_penalty": 0.3, "step_overhead_s": 1e-3,
+    "bandwidth_efficiency": 0.8, "compute_efficiency": 0.75, "overlap_penalty": 0.3, "step_overhead_s": 1e-3,
     "sequence_overhead_s": 30e-6, "kernel_overhead_s": 3e-6, "eager_kernel_overhead_s": 15e-6,
     "piecewise_layer_overhead_s": 10e-6,
     "all_reduce_latency_s": 10e-6, "all_reduce_efficiency": 0.7, "request_overhead_s": 10e-3,

@@ -73,6 +73,12 @@ class GpuSpec(BaseModel):
     fp8_dense_tflops: float | None = Field(None, gt=0)  # FP8 tensor cores (Ada, Hopper, Blackwell, CDNA3+)
     int8_dense_tops: float | None = Field(None, gt=0)  # INT8 tensor cores (W8A8 int8)
     fp4_dense_tflops: float | None = Field(None, gt=0)  # FP4 tensor cores (NVFP4/MXFP4 on Blackwell, CDNA4)
+    # NOTE: the best dense matmul rate measured on the card (e.g. Stas Bekman's MAMF finder), which the datasheet's
+    # peak is not: datacenter parts drop their clock under dense tensor load (H100 SXM 794.5 of 989.5, MI300X 668
+    # of 1,307), GeForce parts hold clocks above the rated boost their datasheet assumes (RTX 5090 238 of 209.5)
+    measured_bf16_tflops: float | None = Field(None, gt=0)
+    measured_fp8_tflops: float | None = Field(None, gt=0)
+    measured_compute_source: str | None = None  # who measured them, how, with which software
     interconnect: str | None = None  # how TP ranks talk: "NVLink 4", "PCIe 4.0 x16", "Infinity Fabric (xGMI)"
     interconnect_gb_s: float | None = Field(None, gt=0)  # per GPU, each direction
     # the topologies the card is sold in, the usual one first (a PCIe card that takes an NVLink bridge has two)
@@ -89,6 +95,16 @@ class GpuSpec(BaseModel):
 
     def __hash__(self) -> int:  # cheap and consistent with __eq__ (see VersionRules.__hash__)
         return hash((self.key, self.memory_gib))
+
+    def with_rates(self, **rates: float) -> GpuSpec:
+        """This GPU with the datasheet rates given in place of the catalog's; a compute rate given drops the measured
+        ceilings too (they were measured on the catalog's card, not on the one whose rates are given)."""
+        if not rates:
+            return self
+        if {"bf16_dense_tflops", "fp8_dense_tflops"} & rates.keys():
+            rates = {**rates, "measured_bf16_tflops": None, "measured_fp8_tflops": None,
+                     "measured_compute_source": None}
+        return self.model_copy(update=rates)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

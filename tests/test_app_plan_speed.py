@@ -15,8 +15,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from support.apptest import metrics, run_with_link
 from test_speed_roofline import (
-    H100_BF16,
     H100_BYTES_S,
+    H100_CEILING,
     LLAMA8_ACTIVATION_BYTES_PER_TOKEN,
     LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN,
     LLAMA8_KV_BYTES_PER_TOKEN,
@@ -59,7 +59,7 @@ def hand_tpot_s(prompt: int, output: int, bandwidth_efficiency: float = BANDWIDT
                 + decode * LLAMA8_ACTIVATION_BYTES_PER_TOKEN)
     flops = decode * 2 * LLAMA8_LINEAR_PARAMS + decode * context * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
     memory_s = streamed / (H100_BYTES_S * bandwidth_efficiency)
-    compute_s = flops / (H100_BF16 * COMPUTE_EFFICIENCY)
+    compute_s = flops / (H100_CEILING * COMPUTE_EFFICIENCY)
     gpu_s = max(memory_s, compute_s) + OVERLAP * min(memory_s, compute_s) + KERNEL_S * LLAMA8_KERNELS_PER_STEP
     cpu_s = STEP_S + SEQUENCE_S * 1  # one running request
     return max(gpu_s, cpu_s)  # async scheduling (the default from 0.14): the CPU prepares the next step meanwhile

@@ -208,7 +208,7 @@ def test_the_draft_models_cost_per_step_and_the_tokens_it_yields_by_hand():
     assert step.memory_s == pytest.approx((target_bytes + k * draft_pass_bytes) / roofline.H100_BYTES_S, rel=1e-12)
     assert step.compute_s == pytest.approx(((k + 1) * (2 * linear + context
                                                        * roofline.LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN)
-                                            + k * draft_pass_flops) / roofline.H100_BF16, rel=1e-12)
+                                            + k * draft_pass_flops) / roofline.H100_CEILING, rel=1e-12)
     # The draft's share of the step: k passes, 4 x 2,504,396,800 B / 3.35 TB/s = 2.990 ms on one H100; n-gram
     # proposals with the same k cost the step nothing on the GPU
     _, ngram = one_request_step(BASE.replace(speculative_method="ngram", num_speculative_tokens=k))

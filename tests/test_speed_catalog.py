@@ -68,3 +68,37 @@ def test_a_bad_price_file_is_an_error_not_a_fallback(tmp_path, monkeypatch, cont
 def test_dashboard_prices_override_everything() -> None:
     edited = parse_price_overrides({"h100": 9.5}, "dashboard")
     assert price_table(edited)["h100-sxm-80gb"].usd_per_gpu_hour == 9.5
+
+
+# Measured matmul ceilings (calculator/speed/hardware.py): the figures of Stas Bekman's MAMF table (ml-engineering
+# at 744d01e, "Maximum Achievable Matmul FLOPS comparison table") and of zzc0721/torch-performance-test-data.
+MAMF_BF16 = {"h100-sxm-80gb": 794.5, "a100-sxm-80gb": 271.2, "b200-180gb": 1745.0, "mi300x-192gb": 668.4}
+
+
+@pytest.mark.parametrize("gpu", [g for g in gpu_catalog() if g.measured_bf16_tflops], ids=lambda g: g.key)
+def test_a_measured_ceiling_names_its_source_and_stays_near_the_datasheet(gpu) -> None:
+    # NOTE: 0.5-1.2 of the datasheet: below, the card throttles (MI300X 0.51 is the lowest measured); above, a
+    # GeForce card's sustained clock over its rated boost (RTX 5090 1.14) is the most any source shows
+    assert gpu.measured_compute_source and "http" in gpu.measured_compute_source, gpu.key
+    assert 0.5 <= gpu.measured_bf16_tflops / gpu.bf16_dense_tflops <= 1.2, gpu.key
+    if gpu.measured_fp8_tflops:
+        assert gpu.fp8_dense_tflops and gpu.measured_fp8_tflops < gpu.fp8_dense_tflops, gpu.key
+
+
+def test_the_speed_model_divides_by_the_measured_ceiling_or_says_it_had_none() -> None:
+    from calculator.model.spec import QuantizationSpec
+    from calculator.speed.hardware import gpu_rates
+
+    for key, tflops in MAMF_BF16.items():
+        rates = gpu_rates(find_gpu(key), None)
+        assert (rates.achievable_flops, rates.ceiling_measured) == (tflops * 1e12, True), key
+    nvfp4 = QuantizationSpec(method="modelopt_fp4", weight_bits=4, scale_bytes=1, group_size=16)
+    fp4 = gpu_rates(find_gpu("b200"), nvfp4)  # no FP4 measurement: the BF16 share (1,745 / 2,250) of the FP4 peak
+    assert (fp4.compute_path, fp4.achievable_flops) == ("fp4", pytest.approx(9000e12 * 1745 / 2250, rel=1e-12))
+    a30 = gpu_rates(find_gpu("a30"), None)  # nobody published an A30 matmul: 0.80 of its 165 TFLOPS
+    assert (a30.achievable_flops, a30.ceiling_measured) == (pytest.approx(132e12, rel=1e-12), False)
+    given = gpu_rates(find_gpu("h100").with_rates(bf16_dense_tflops=500.0), None)  # the user's card, not MAMF's
+    assert (given.peak_flops, given.achievable_flops, given.ceiling_measured) == (
+        500e12, pytest.approx(400e12, rel=1e-12), False)
+    bandwidth_only = find_gpu("h100").with_rates(memory_bandwidth_gb_s=3000.0)
+    assert gpu_rates(bandwidth_only, None).achievable_flops == 794.5e12

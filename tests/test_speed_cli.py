@@ -50,6 +50,17 @@ def test_speed_text_names_the_limit_and_the_cost(capsys) -> None:
     assert code == 0 and "TTFT mean / p95" in out and "per million output tokens" in out
 
 
+def test_speed_names_the_matmul_ceiling_it_divides_by(capsys) -> None:
+    # H100 SXM: 794.5 TFLOPS BF16 in Stas Bekman's MAMF table; A30: no published measurement, 0.80 x 165
+    code, out, _ = _run([*SPEED, "--concurrency", "1"], capsys)
+    assert code == 0 and "H100 SXM 80GB x 1, bf16 matmuls (matmul ceiling 794.5 TFLOPS, measured on the card)" in out
+    code, out, _ = _run([*SPEED, "--gpu", "a30", "--concurrency", "1", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and (data["compute_ceiling_tflops"], data["compute_ceiling_measured"]) == (132.0, False)
+    code, out, _ = _run([*SPEED, "--gpu", "a30", "--concurrency", "1"], capsys)
+    assert "matmul ceiling 132.0 TFLOPS: no public measurement of this card, its datasheet peak x 0.80" in out
+
+
 def test_custom_gpu_takes_bandwidth_and_tflops(capsys) -> None:
     base = ["speed", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-gib", "80", "--max-model-len",
             "8192", "--input-tokens", "512", "--output-tokens", "128", "--concurrency", "1"]

@@ -1,7 +1,8 @@
 """The roofline step time against numbers worked out by hand from the models' published shapes.
 
 Unit constants (efficiencies 1, no overheads) make every expected number a plain quotient: bytes / datasheet
-bandwidth, FLOPs / datasheet TFLOPS.
+bandwidth, FLOPs / the card's measured matmul ceiling (Stas Bekman's MAMF table, ml-engineering at 744d01e: H100 SXM
+BF16 794.5, FP8 1,402.6, A100 SXM 271.2 TFLOPS; calculator/data/gpus.json).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ UNIT = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_pena
                       all_reduce_latency_s=10e-6, all_reduce_efficiency=1, request_overhead_s=0,
                       fallback_interconnect_bytes_s=32e9)
 H100_BYTES_S, H100_BF16, H100_FP8, A100_BF16 = 3.35e12, 989.5e12, 1979e12, 312e12  # NVIDIA datasheets
+H100_CEILING, H100_FP8_CEILING, A100_CEILING = 794.5e12, 1402.6e12, 271.2e12  # measured: MAMF (see above)
 
 # Llama-3.1-8B (hidden 4096, 32 layers, 32 heads, 8 KV heads of 128, intermediate 14336, vocab 128256, untied):
 LLAMA8_LINEAR_PARAMS = 32 * (4096 * 4096 * 2 + 1024 * 4096 * 2 + 3 * 14336 * 4096) + 128256 * 4096  # 7,504,658,432
@@ -43,6 +45,7 @@ def test_dense_model_costs_match_the_published_shapes() -> None:
     assert costs.decode_attention_flops(1000) == 1000 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
     assert costs.activation_bytes_per_token == LLAMA8_ACTIVATION_BYTES_PER_TOKEN
     assert (rates.memory_bandwidth_bytes_s, rates.peak_flops, rates.compute_path) == (H100_BYTES_S, H100_BF16, "bf16")
+    assert (rates.achievable_flops, rates.ceiling_measured) == (H100_CEILING, True)
 
 
 def test_dense_decode_step_is_bytes_over_bandwidth() -> None:
@@ -52,7 +55,7 @@ def test_dense_decode_step_is_bytes_over_bandwidth() -> None:
                 + LLAMA8_ACTIVATION_BYTES_PER_TOKEN)
     flops = 2 * LLAMA8_LINEAR_PARAMS + 1000 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
     assert step.memory_s == pytest.approx(streamed / H100_BYTES_S, rel=1e-12)  # 4.52 ms
-    assert step.compute_s == pytest.approx(flops / H100_BF16, rel=1e-12)
+    assert step.compute_s == pytest.approx(flops / H100_CEILING, rel=1e-12)
     assert step.bound == "memory" and step.total_s == pytest.approx(streamed / H100_BYTES_S, rel=1e-12)
 
 
@@ -61,7 +64,7 @@ def test_prefill_counts_the_quadratic_attention_and_is_compute_bound() -> None:
     step = step_time(costs, rates, UNIT, decode_tokens=0, decode_context_tokens=0, prefill_tokens=1000)
     # each of the 1000 tokens attends over the ones before it: 1000 x 500 context tokens on average
     flops = 1000 * 2 * LLAMA8_LINEAR_PARAMS + 1000 * 500 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
-    assert step.compute_s == pytest.approx(flops / H100_BF16, rel=1e-12)  # 15.4 ms
+    assert step.compute_s == pytest.approx(flops / H100_CEILING, rel=1e-12)  # 19.2 ms
     assert step.bound == "compute"
 
 
@@ -123,9 +126,9 @@ def test_fp8_weights_halve_the_stream_and_use_fp8_tensor_cores_where_there_are_s
     fp8_linears = LLAMA8_LINEAR_PARAMS - lm_head  # one byte each; vLLM keeps the LM head in bf16
     expected = fp8_linears + 2 * lm_head + LLAMA8_NORM_BYTES
     assert expected <= costs.dense_weight_bytes <= expected + 4096  # + per-tensor fp32 scales
-    assert (rates.compute_path, rates.peak_flops) == ("fp8", H100_FP8)
+    assert (rates.compute_path, rates.peak_flops, rates.achievable_flops) == ("fp8", H100_FP8, H100_FP8_CEILING)
     _, ampere = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="a100-sxm-80gb", quantization="fp8")
-    assert (ampere.compute_path, ampere.peak_flops) == ("bf16", A100_BF16)  # W8A16 Marlin: 16-bit math
+    assert (ampere.compute_path, ampere.peak_flops, ampere.achievable_flops) == ("bf16", A100_BF16, A100_CEILING)
 
 
 def test_awq_runs_16_bit_math_on_4_bit_weights() -> None:
@@ -192,7 +195,7 @@ def test_piecewise_cuda_graphs_cost_a_break_per_layer_where_vllm_runs_them() -> 
 def test_the_batch_where_decode_turns_compute_bound_solves_the_roofline_by_hand() -> None:
     """Per request a decode step adds 2P + C·attention FLOPs and C·KV + activation bytes; the weights are read once.
     compute(B) > memory(B) from B* = (W / BW) / ((2P + C·a) / F - (C·kv + act) / BW): 100 tokens of context give
-    B* = 495.65 on an H100 at unit efficiency, so the first compute-bound batch is 496."""
+    B* = 350.71 on an H100 at unit efficiency over its measured matmul ceiling, so the first compute-bound batch is 351."""
     from types import SimpleNamespace
 
     from calculator.speed.predict import _compute_bound_from
@@ -201,10 +204,10 @@ def test_the_batch_where_decode_turns_compute_bound_solves_the_roofline_by_hand(
     replica = SimpleNamespace(costs=costs, rates=rates, constants=UNIT)
     context = 100
     weights_s = (2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES) / H100_BYTES_S
-    per_request_s = ((2 * LLAMA8_LINEAR_PARAMS + context * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN) / H100_BF16
+    per_request_s = ((2 * LLAMA8_LINEAR_PARAMS + context * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN) / H100_CEILING
                      - (context * LLAMA8_KV_BYTES_PER_TOKEN + LLAMA8_ACTIVATION_BYTES_PER_TOKEN) / H100_BYTES_S)
-    assert weights_s / per_request_s == pytest.approx(495.65, abs=0.01)
-    assert _compute_bound_from(replica, context) == 496
+    assert weights_s / per_request_s == pytest.approx(350.71, abs=0.01)
+    assert _compute_bound_from(replica, context) == 351
     # At 1,000 tokens each request adds more KV bytes than FLOPs at these rates: no batch turns compute-bound.
     assert _compute_bound_from(replica, 1000) is None
 

@@ -17,7 +17,7 @@ class SpeedConstants(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     bandwidth_efficiency: float = Field(gt=0, le=1)  # achieved / peak HBM bandwidth in a decode step
-    compute_efficiency: float = Field(gt=0, le=1)  # achieved / peak dense TFLOPS in prefill-sized GEMMs
+    compute_efficiency: float = Field(gt=0, le=1)  # achieved / the card's best measured matmul, prefill-sized GEMMs
     overlap_penalty: float = Field(ge=0, le=1)  # share of the smaller of memory and compute time not hidden
     step_overhead_s: float = Field(ge=0)  # per engine step: scheduler, input preparation, launch
     sequence_overhead_s: float = Field(ge=0)  # per running request per step: sampling, detokenizing, output

@@ -26,7 +26,7 @@ from . import bench_cli
 from .bands import SpeedBands, speed_bands
 from .inputs import FEATURE_FIELDS, RecommendRequest, SpeedInputs
 from .plan import Slo
-from .predict import SpeedEstimate, speed_estimate
+from .predict import SpeedEstimate, ceiling_note, speed_estimate
 from .prices import GpuPrice, price_sets
 from .bench_command import parse_bench_command
 from .recommend import MAX_BENCH_PROMPTS, Recommendations, recommend
@@ -224,7 +224,7 @@ def run(args: argparse.Namespace, scenario_from_args) -> str:
              "fp8_dense_tflops": args.gpu_fp8_tflops, "interconnect_gb_s": args.gpu_interconnect_gb_s}
     given = {k: v for k, v in rates.items() if v is not None}
     if given and deployment.gpu is not None:
-        deployment = deployment.model_copy(update={"gpu": deployment.gpu.model_copy(update=given)})
+        deployment = deployment.model_copy(update={"gpu": deployment.gpu.with_rates(**given)})
     prices = None
     if args.price_per_gpu_hour is not None and deployment.gpu is not None:
         prices = {deployment.gpu.key: GpuPrice(usd_per_gpu_hour=args.price_per_gpu_hour, source="--price-per-gpu-hour")}
@@ -263,7 +263,7 @@ def render_speed(speed: SpeedEstimate, bands: SpeedBands | None = None) -> str:
             f"${speed.cost_per_million_output_tokens:,.3f} per million output tokens ({speed.gpu_price.source})"
             if speed.gpu_hour_cost is not None and speed.cost_per_million_output_tokens is not None else "no price")
     rows = [
-        ("deployment", f"{speed.gpu_name} x {speed.num_gpus}, {speed.compute_path} matmuls"),
+        ("deployment", f"{speed.gpu_name} x {speed.num_gpus}, {speed.compute_path} matmuls ({ceiling_note(speed)})"),
         ("served concurrency", f"{speed.running_requests:,.1f} (limit {c.binding}: max_num_seqs {c.max_num_seqs}, "
                                f"KV cache {c.kv_cache_limit})"),
         ("arrival", f"{speed.traffic.arrival} (every figure below; `bench` predicts a `vllm bench serve` run)"),

@@ -1,8 +1,14 @@
-"""Which tensor-core path a deployment's matmuls take, and the peak rates of that path on its GPU.
+"""Which tensor-core path a deployment's matmuls take, and the peak and achievable rates of that path on its GPU.
 
 vLLM picks the GEMM kernel from the weight format and the GPU: FP8 checkpoints run W8A8 on FP8 tensor cores
 (Ada, Hopper, Blackwell, CDNA3+) and W8A16 Marlin elsewhere; AWQ/GPTQ/bitsandbytes int4 are W4A16 (16-bit math
 on dequantized weights); NVFP4/MXFP4 use FP4 tensor cores only where the GPU has them (Blackwell, CDNA4).
+
+The speed model divides FLOPs by the achievable rate, the best matmul measured on the card (the catalog's
+``measured_*_tflops``), not by the datasheet's peak: the two differ by GPU from 0.51 (MI300X) to 1.14 (RTX 5090),
+so one fitted efficiency over datasheets cannot fit a GeForce card and an H100 at once, while over measured
+ceilings it is one figure (about 0.7 on both). A GPU nobody measured gets its datasheet peak times
+``UNMEASURED_CEILING_RATIO``, and says so.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from ..model.spec import QuantizationSpec
 ComputePath = Literal["bf16", "fp8", "int8", "fp4"]
 _FP8_METHODS = frozenset({"fp8", "fbgemm_fp8", "modelopt", "ptpc_fp8"})
 _FP4_METHODS = frozenset({"mxfp4", "modelopt_fp4", "nvfp4"})
+# NOTE: the median of measured / datasheet BF16 matmul over the catalog's 29 measured entries (0.51-1.14; H100 SXM
+# 0.80, A100 SXM 0.87, L4 0.59, RTX 4090 1.00): calculator/data/gpus.json, measured_compute_source
+UNMEASURED_CEILING_RATIO = 0.80
 
 
 class GpuRates(BaseModel):
@@ -27,7 +36,9 @@ class GpuRates(BaseModel):
     gpu_name: str
     compute_path: ComputePath
     memory_bandwidth_bytes_s: float
-    peak_flops: float  # of the compute path
+    peak_flops: float  # of the compute path, the datasheet's
+    achievable_flops: float  # of the compute path: the best matmul measured on the card (see the module's note)
+    ceiling_measured: bool  # False: no measurement of this card (or its rates were given), the datasheet x 0.80
     interconnect_bytes_s: float | None  # per direction; None: unknown (TP > 1 then needs it)
     platform: Literal["cuda", "rocm"]
 
@@ -56,5 +67,18 @@ def gpu_rates(gpu: GpuSpec, quantization: QuantizationSpec | None) -> GpuRates:
     tflops = {"bf16": gpu.bf16_dense_tflops, "fp8": gpu.fp8_dense_tflops, "int8": gpu.int8_dense_tops,
               "fp4": gpu.fp4_dense_tflops}[path] or gpu.bf16_dense_tflops
     link = gpu.interconnect_gb_s * 1e9 if gpu.interconnect_gb_s else None
+    achievable, measured = achievable_tflops(gpu, path, tflops)
     return GpuRates(gpu_name=gpu.name, compute_path=path, memory_bandwidth_bytes_s=gpu.memory_bandwidth_gb_s * 1e9,
-                    peak_flops=tflops * 1e12, interconnect_bytes_s=link, platform=gpu.platform)
+                    peak_flops=tflops * 1e12, achievable_flops=achievable * 1e12, ceiling_measured=measured,
+                    interconnect_bytes_s=link, platform=gpu.platform)
+
+
+def achievable_tflops(gpu: GpuSpec, path: ComputePath, peak_tflops: float) -> tuple[float, bool]:
+    """The best dense matmul rate of ``path`` on ``gpu`` and whether it was measured: the measured FP8 rate on the FP8
+    path where there is one, else the measured BF16 rate's share of the BF16 peak applied to the path's peak (the
+    clock that a dense load holds caps every path alike), else ``UNMEASURED_CEILING_RATIO`` of the peak."""
+    if path == "fp8" and gpu.measured_fp8_tflops:
+        return gpu.measured_fp8_tflops, True
+    if gpu.measured_bf16_tflops and gpu.bf16_dense_tflops:
+        return peak_tflops * gpu.measured_bf16_tflops / gpu.bf16_dense_tflops, True
+    return peak_tflops * UNMEASURED_CEILING_RATIO, False

@@ -85,7 +85,7 @@ class SpeedInputs(BaseModel):
                                    ("bf16_dense_tflops", self.gpu_bf16_tflops)) if v is not None}
         if not given or result.gpu is None:
             return result
-        return result.model_copy(update={"gpu": result.gpu.model_copy(update=given)})
+        return result.model_copy(update={"gpu": result.gpu.with_rates(**given)})
 
     def prices(self, gpu: GpuSpec | None) -> dict[str, GpuPrice]:
         """The price list with this GPU's price replaced by the one given here (if any)."""

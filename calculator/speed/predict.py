@@ -14,7 +14,7 @@ from ..errors import InvalidInput
 from .bench import BenchFigures, BenchLoad, EngineLimits, StepBatch, StepCost, simulate
 from .calibration import BAND_FACTOR, SpeedConstants, constants_for
 from .costs import ForwardCosts, forward_costs
-from .hardware import ComputePath, GpuRates, gpu_rates
+from .hardware import UNMEASURED_CEILING_RATIO, ComputePath, GpuRates, gpu_rates
 from .prices import GpuPrice, gpu_price
 from .queueing import QueueWait, closed_loop_wait, open_loop_wait
 from .scheduler import ServedConcurrency, SteadyState, prefill_time_s, served_concurrency, steady_state
@@ -42,6 +42,8 @@ class SpeedEstimate(BaseModel):
     gpu_name: str
     num_gpus: int
     compute_path: ComputePath
+    compute_ceiling_tflops: float  # the achievable matmul rate of the path per GPU (calculator/speed/hardware.py)
+    compute_ceiling_measured: bool  # False: nobody measured this card, the datasheet x UNMEASURED_CEILING_RATIO
     concurrency: ServedConcurrency
     running_requests: float  # mean requests in the engine (under a rate: rate x service time)
     ttft_ms: float
@@ -165,7 +167,8 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
     output = throughput * traffic.output_tokens
     return SpeedEstimate(
         traffic=traffic, gpu_name=result.gpu.name if result.gpu else "", num_gpus=result.num_gpus,
-        compute_path=replica.rates.compute_path, concurrency=limits, running_requests=running,
+        compute_path=replica.rates.compute_path, compute_ceiling_tflops=replica.rates.achievable_flops / 1e12,
+        compute_ceiling_measured=replica.rates.ceiling_measured, concurrency=limits, running_requests=running,
         ttft_ms=ttft_ms, ttft_p95_ms=ttft_p95_s * MS, tpot_ms=tpot_ms,
         e2e_ms=ttft_ms + (traffic.output_tokens - 1) * tpot_ms, queue_wait_ms=wait.mean_s * MS,
         queue_wait_p95_ms=wait.p95_s * MS, utilisation=wait.utilisation, saturated=wait.saturated,
@@ -175,6 +178,15 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
         compute_bound_from_batch=turn, gpu_price=price,
         ttft_band_ms=_band(ttft_ms, BAND_FACTOR["ttft"]), tpot_band_ms=_band(tpot_ms, BAND_FACTOR["tpot"]),
         output_throughput_band_tok_s=_band(output, BAND_FACTOR["throughput"]))
+
+
+def ceiling_note(speed: SpeedEstimate) -> str:
+    """The matmul ceiling the prediction divides by, and whether it was measured on the card."""
+    ceiling = f"matmul ceiling {speed.compute_ceiling_tflops:,.1f} TFLOPS"
+    if speed.compute_ceiling_measured:
+        return f"{ceiling}, measured on the card"
+    return (f"{ceiling}: no public measurement of this card, its datasheet peak x {UNMEASURED_CEILING_RATIO:.2f} "
+            "(the median share measured on other cards)")
 
 
 def _band(value: float, factor: float) -> Band:

@@ -33,7 +33,7 @@ class StepTime(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     memory_s: float  # bytes / (HBM bandwidth x efficiency), and expert GEMM floors above their bytes (costs.py)
-    compute_s: float  # FLOPs / (peak of the compute path x efficiency)
+    compute_s: float  # FLOPs / (the achievable matmul rate of the compute path x efficiency)
     communication_s: float  # TP all-reduces (0 at TP = 1) and the MoE layers' DP dispatch and combine
     overhead_s: float  # on the GPU: the fixed latency of every kernel the step launches and every graph break
     overlap_penalty: float = 0.0  # share of the smaller of memory and compute time that does not overlap
@@ -88,7 +88,7 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
         # compute-bound step (long prefills) still hides it.
         expert_s = costs.expert_weight_bytes * costs.touched_expert_fraction(moe_tokens) / bandwidth
         memory_s += max(0.0, costs.moe_layers * costs.expert_gemm_floor_s - expert_s)
-    compute_s = flops / (rates.peak_flops * constants.compute_efficiency)
+    compute_s = flops / (rates.achievable_flops * constants.compute_efficiency)
     if not with_overheads:
         return memory_s, compute_s  # type: ignore[return-value]
     launched = costs.kernels_per_step + costs.lora_kernels + k * costs.draft_kernels

@@ -13,6 +13,7 @@ from calculator.limits import field_bounds
 from calculator.speed.bands import SpeedBands, speed_bands
 from calculator.speed.charts import two_ceilings_figure
 from calculator.speed.inputs import SpeedInputs, SpeedPlan, speed_plan
+from calculator.speed.predict import ceiling_note
 from calculator.speed.prices import gpu_price
 from calculator.speed.speculation import speculation_gain, speculation_sentence
 from calculator.units import format_ms
@@ -178,7 +179,8 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
              if per.traffic.request_rate is not None and not per.saturated
              and per.running_requests < per.concurrency.served else per.concurrency.binding)
     st.caption(f"Per replica at the planned {capacity.replicas:,} replica(s), each serving {load}; decode is "
-               f"{per.decode_bound}-bound; served concurrency limited by {limit}. "
+               f"{per.decode_bound}-bound; {per.compute_path} {ceiling_note(per)}; served concurrency limited by "
+               f"{limit}. "
                + (f"Price {usd(price.usd_per_gpu_hour)}/GPU-hour ({price.source})." if price else
                   "No price for this GPU: give one in the sidebar."))
     band_note(bands)
