@@ -315,6 +315,12 @@ RUNS: dict[str, Run] = {
     # random 2,048-token prompts at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap; test prompt first.
     "recipes112-4xh100": Run("MiniMaxAI/MiniMax-M2", "h100-sxm-80gb", "0.11.1", "closed", {"tensor_parallel_size": 4},
                              1024, test_prompt=True),
+    # vllm-project/recipes PR #58 (2025-09-15, open): Qwen3-Next-80B-A3B-Instruct BF16 on 4 x B200 at TP 4, the
+    # nightly of that date (0.10.2 assumed); replayed with the Qwen3-Coder-Next preset (the same qwen3_next
+    # dimensions). 1,000 random 2,048 / 1,024 prompts at --max-concurrency 256, outputs stopping at EOS under the
+    # 1,024 cap; the test prompt first, but vLLM 0.10 turns prefix caching off for hybrid models.
+    "recipes58-4xb200": Run("Qwen/Qwen3-Coder-Next", "b200-180gb", "0.10.2", "closed",
+                            {"tensor_parallel_size": 4, "enable_prefix_caching": False}, 1024, test_prompt=True),
 }
 
 
