@@ -321,6 +321,12 @@ RUNS: dict[str, Run] = {
     # 1,024 cap; the test prompt first, but vLLM 0.10 turns prefix caching off for hybrid models.
     "recipes58-4xb200": Run("Qwen/Qwen3-Coder-Next", "b200-180gb", "0.10.2", "closed",
                             {"tensor_parallel_size": 4, "enable_prefix_caching": False}, 1024, test_prompt=True),
+    # vllm-project/recipes PR #127 (2025-11-27, AMD's ROCm Llama recipes): Llama-3.3-70B-Instruct FP8 (FP8 KV cache) on
+    # one MI355X, vLLM main built that day (0.11.2 assumed) with AITER on; 128 random 8,192 / 1,024 prompts
+    # (--ignore-eos) at --max-concurrency 64, prefix caching off, --max-num-batched-tokens 32768, async scheduling.
+    "recipes127-mi355x": Run("meta-llama/Llama-3.3-70B-Instruct", "mi355x-288gb", "0.11.2", "closed",
+                             {"quantization": "fp8", "kv_cache_dtype": "fp8", "max_num_batched_tokens": 32768,
+                              "enable_prefix_caching": False, "async_scheduling": True}, test_prompt=True),
 }
 
 
