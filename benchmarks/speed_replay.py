@@ -327,6 +327,17 @@ RUNS: dict[str, Run] = {
     "recipes127-mi355x": Run("meta-llama/Llama-3.3-70B-Instruct", "mi355x-288gb", "0.11.2", "closed",
                              {"quantization": "fp8", "kv_cache_dtype": "fp8", "max_num_batched_tokens": 32768,
                               "enable_prefix_caching": False, "async_scheduling": True}, test_prompt=True),
+    # vLLM PR #26887 (2025-10-15): Qwen3-Next-80B-A3B-Instruct-FP8 at TP 2 on 2 x H100 (SXM assumed), vLLM 0.11.0
+    # (printed), prefix caching off, 0.85 of memory; replayed with the Qwen3-Coder-Next preset (the same qwen3_next
+    # dimensions) quantized to FP8. 1,000 fixed-length chat prompts (--ignore-eos) at --max-concurrency 64.
+    "vllm-26887-2xh100": Run("Qwen/Qwen3-Coder-Next", "h100-sxm-80gb", "0.11.0", "closed",
+                             {"tensor_parallel_size": 2, "quantization": "fp8", "gpu_memory_utilization": 0.85,
+                              "enable_prefix_caching": False}, test_prompt=True),
+    # vLLM PR #29438 (2025-11-25): Qwen3-VL-32B-Instruct-FP8 on one L40S, text only, --max-model-len 24000, prefix
+    # caching off, main of that date (0.11.2 assumed); replayed with the Qwen3-32B-FP8 preset (the same text decoder).
+    # 1,000 ShareGPT prompts all at once; outputs stop at EOS or at the reply's length (prompt + output <= 2,048).
+    "vllm-29438-l40s": Run("Qwen/Qwen3-32B-FP8", "l40s-48gb", "0.11.2", "rate_inf",
+                           {"max_model_len": 24000, "enable_prefix_caching": False}, 1831, test_prompt=True),
 }
 
 
