@@ -338,6 +338,12 @@ RUNS: dict[str, Run] = {
     # 1,000 ShareGPT prompts all at once; outputs stop at EOS or at the reply's length (prompt + output <= 2,048).
     "vllm-29438-l40s": Run("Qwen/Qwen3-32B-FP8", "l40s-48gb", "0.11.2", "rate_inf",
                            {"max_model_len": 24000, "enable_prefix_caching": False}, 1831, test_prompt=True),
+    # vLLM PR #20059 (comment of 2025-06-29): Qwen2.5-1.5B-Instruct on one A100 40 GB (the machine the PR's first
+    # version, #20050, names; SXM assumed), vLLM's defaults on main of that date (0.9.2 assumed); benchmark_serving.py,
+    # 100 ShareGPT prompts at Poisson QPS 1-100, outputs stopping at EOS or at the reply's length (prompt + output
+    # <= 2,048); the 'piecewise cg' rows (V1's default CUDA graphs).
+    "vllm-20059-a100-40g": Run("Qwen/Qwen2.5-1.5B-Instruct", "a100-sxm-40gb", "0.9.2", "rate", {}, 1815,
+                               test_prompt=True),
 }
 
 
