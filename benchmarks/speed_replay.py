@@ -344,6 +344,11 @@ RUNS: dict[str, Run] = {
     # <= 2,048); the 'piecewise cg' rows (V1's default CUDA graphs).
     "vllm-20059-a100-40g": Run("Qwen/Qwen2.5-1.5B-Instruct", "a100-sxm-40gb", "0.9.2", "rate", {}, 1815,
                                test_prompt=True),
+    # vLLM PR #28992 (2025-11-19): DeepSeek-V3.1 (block FP8) at TP 8 on 8 x H200, main of that date (0.11.1 assumed),
+    # the MoE layers on Triton (VLLM_MOE_USE_DEEP_GEMM=0); replayed with the DeepSeek-V3 preset (same architecture).
+    # 160 one-token prompts, 100 output tokens each (--ignore-eos), at --max-concurrency 16.
+    "vllm-28992-8xh200": Run("deepseek-ai/DeepSeek-V3", "h200-141gb", "0.11.1", "closed", {"tensor_parallel_size": 8},
+                             test_prompt=True),
 }
 
 
