@@ -349,6 +349,12 @@ RUNS: dict[str, Run] = {
     # 160 one-token prompts, 100 output tokens each (--ignore-eos), at --max-concurrency 16.
     "vllm-28992-8xh200": Run("deepseek-ai/DeepSeek-V3", "h200-141gb", "0.11.1", "closed", {"tensor_parallel_size": 8},
                              test_prompt=True),
+    # vLLM issue #7567 (2024-08-22): Llama-3.1-70B-Instruct BF16 at TP 8 (the maintainer's 'tp8 instance') on 8 x
+    # A100-SXM4-40GB, vLLM 0.5.4 assumed (PyTorch 2.4.0), V0 defaults (CUDA graphs: the reporter had dropped
+    # --enforce-eager); benchmark_serving.py's defaults: 1,000 ShareGPT prompts all at once, outputs stopping at EOS
+    # or at the reply's length (prompt + output <= 2,048).
+    "vllm-7567-8xa100-40g": Run("meta-llama/Llama-3.1-70B-Instruct", "a100-sxm-40gb", "0.5.4", "rate_inf",
+                                {"tensor_parallel_size": 8}, 1833, test_prompt=True),
 }
 
 
