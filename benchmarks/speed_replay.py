@@ -315,6 +315,46 @@ RUNS: dict[str, Run] = {
     # random 2,048-token prompts at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap; test prompt first.
     "recipes112-4xh100": Run("MiniMaxAI/MiniMax-M2", "h100-sxm-80gb", "0.11.1", "closed", {"tensor_parallel_size": 4},
                              1024, test_prompt=True),
+    # vllm-project/recipes PR #58 (2025-09-15, open): Qwen3-Next-80B-A3B-Instruct BF16 on 4 x B200 at TP 4, the
+    # nightly of that date (0.10.2 assumed); replayed with the Qwen3-Coder-Next preset (the same qwen3_next
+    # dimensions). 1,000 random 2,048 / 1,024 prompts at --max-concurrency 256, outputs stopping at EOS under the
+    # 1,024 cap; the test prompt first, but vLLM 0.10 turns prefix caching off for hybrid models.
+    "recipes58-4xb200": Run("Qwen/Qwen3-Coder-Next", "b200-180gb", "0.10.2", "closed",
+                            {"tensor_parallel_size": 4, "enable_prefix_caching": False}, 1024, test_prompt=True),
+    # vllm-project/recipes PR #127 (2025-11-27, AMD's ROCm Llama recipes): Llama-3.3-70B-Instruct FP8 (FP8 KV cache) on
+    # one MI355X, vLLM main built that day (0.11.2 assumed) with AITER on; 128 random 8,192 / 1,024 prompts
+    # (--ignore-eos) at --max-concurrency 64, prefix caching off, --max-num-batched-tokens 32768, async scheduling.
+    "recipes127-mi355x": Run("meta-llama/Llama-3.3-70B-Instruct", "mi355x-288gb", "0.11.2", "closed",
+                             {"quantization": "fp8", "kv_cache_dtype": "fp8", "max_num_batched_tokens": 32768,
+                              "enable_prefix_caching": False, "async_scheduling": True}, test_prompt=True),
+    # vLLM PR #26887 (2025-10-15): Qwen3-Next-80B-A3B-Instruct-FP8 at TP 2 on 2 x H100 (SXM assumed), vLLM 0.11.0
+    # (printed), prefix caching off, 0.85 of memory; replayed with the Qwen3-Coder-Next preset (the same qwen3_next
+    # dimensions) quantized to FP8. 1,000 fixed-length chat prompts (--ignore-eos) at --max-concurrency 64.
+    "vllm-26887-2xh100": Run("Qwen/Qwen3-Coder-Next", "h100-sxm-80gb", "0.11.0", "closed",
+                             {"tensor_parallel_size": 2, "quantization": "fp8", "gpu_memory_utilization": 0.85,
+                              "enable_prefix_caching": False}, test_prompt=True),
+    # vLLM PR #29438 (2025-11-25): Qwen3-VL-32B-Instruct-FP8 on one L40S, text only, --max-model-len 24000, prefix
+    # caching off, main of that date (0.11.2 assumed); replayed with the Qwen3-32B-FP8 preset (the same text decoder).
+    # 1,000 ShareGPT prompts all at once; outputs stop at EOS or at the reply's length (prompt + output <= 2,048).
+    "vllm-29438-l40s": Run("Qwen/Qwen3-32B-FP8", "l40s-48gb", "0.11.2", "rate_inf",
+                           {"max_model_len": 24000, "enable_prefix_caching": False}, 1831, test_prompt=True),
+    # vLLM PR #20059 (comment of 2025-06-29): Qwen2.5-1.5B-Instruct on one A100 40 GB (the machine the PR's first
+    # version, #20050, names; SXM assumed), vLLM's defaults on main of that date (0.9.2 assumed); benchmark_serving.py,
+    # 100 ShareGPT prompts at Poisson QPS 1-100, outputs stopping at EOS or at the reply's length (prompt + output
+    # <= 2,048); the 'piecewise cg' rows (V1's default CUDA graphs).
+    "vllm-20059-a100-40g": Run("Qwen/Qwen2.5-1.5B-Instruct", "a100-sxm-40gb", "0.9.2", "rate", {}, 1815,
+                               test_prompt=True),
+    # vLLM PR #28992 (2025-11-19): DeepSeek-V3.1 (block FP8) at TP 8 on 8 x H200, main of that date (0.11.1 assumed),
+    # the MoE layers on Triton (VLLM_MOE_USE_DEEP_GEMM=0); replayed with the DeepSeek-V3 preset (same architecture).
+    # 160 one-token prompts, 100 output tokens each (--ignore-eos), at --max-concurrency 16.
+    "vllm-28992-8xh200": Run("deepseek-ai/DeepSeek-V3", "h200-141gb", "0.11.1", "closed", {"tensor_parallel_size": 8},
+                             test_prompt=True),
+    # vLLM issue #7567 (2024-08-22): Llama-3.1-70B-Instruct BF16 at TP 8 (the maintainer's 'tp8 instance') on 8 x
+    # A100-SXM4-40GB, vLLM 0.5.4 assumed (PyTorch 2.4.0), V0 defaults (CUDA graphs: the reporter had dropped
+    # --enforce-eager); benchmark_serving.py's defaults: 1,000 ShareGPT prompts all at once, outputs stopping at EOS
+    # or at the reply's length (prompt + output <= 2,048).
+    "vllm-7567-8xa100-40g": Run("meta-llama/Llama-3.1-70B-Instruct", "a100-sxm-40gb", "0.5.4", "rate_inf",
+                                {"tensor_parallel_size": 8}, 1833, test_prompt=True),
 }
 
 
