@@ -307,14 +307,47 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "one-request decodes run faster than the 0.9-0.10 ones (the piecewise-graph break above). Qwen3-32B on one "
         "H100 is refused by the planner at the default 40,960-token context (4.53 GiB of KV cache for 10 GiB), where "
         "the page's server ran 32,000-token prompts: its flags may not be all printed; reported, not scored.",
+        "* **Measured matmul ceilings (6 Dec 2026)**: FLOPs were priced against the datasheet's TFLOPS times one "
+        "fitted efficiency, but the best dense matmul measured on a card (Stas Bekman's MAMF table, "
+        "zzc0721/torch-performance-test-data: 29 catalog entries, `measured_compute_source` in "
+        "calculator/data/gpus.json) runs from 0.51 (MI300X) to 1.14 (RTX 5090) of its datasheet: datacenter parts "
+        "drop their clock under dense tensor load (H100 SXM 794.5 of 989.5, A100 SXM 271.2 of 312, L4 70.9 of 121), "
+        "GeForce parts hold clocks above the rated boost their datasheet assumes (RTX 4090 165.3 of 165.2, RTX 5090 "
+        "238 of 209.5). Priced against the ceilings (`calculator/speed/hardware.py`; a card nobody measured gets 0.80 "
+        "of its datasheet and says so), the fit's compute efficiency is 0.66 on CUDA and 0.69 on ROCm, where it was "
+        "0.56 and 0.40 of the datasheets: one figure now fits both platforms. Held out, on the records scored before "
+        "(the same 132 TTFTs, 111 TPOTs, 113 throughputs), the median error went from 36.4 to 34.2 % (TTFT), 22.6 to "
+        "20.9 % (TPOT) and 14.6 to 14.8 % (throughput); the consumer cards' TTFT from 26 to 14 % (RTX 4090 and Ada, "
+        "n=17) and from 301 to 75 % (RTX 5090, n=6), whose Poisson runs no longer come out overloaded (the saturated "
+        "TTFT band narrowed from x/÷ 4.48 to 2.35). The H100s' TTFT stays about 36 % fast (n=47), most of it the "
+        "chat-template parse below.",
+        "* **Seven more sources (6 Dec 2026), held out as they came**: vLLM recipes #58 (Qwen3-Next-80B-A3B on 4 x "
+        "B200) and #127 (Llama-3.3-70B FP8 on one MI355X), vLLM PRs and issues #26887 (Qwen3-Next-80B FP8 on 2 x "
+        "H100), #29438 (Qwen3-VL-32B FP8 on one L40S, text only), #20059 (Qwen2.5-1.5B on an A100 40GB at 1-100 "
+        "requests/s), #28992 (DeepSeek-V3.1 FP8 on 8 x H200) and #7567 (Llama-3.1-70B on 8 x A100 40GB, 0.5.4). The "
+        "constants fitted before them (and before the ceilings) predicted them with median errors of 75.0 % (TTFT, "
+        "n=11), 14.1 % (TPOT, n=11) and 6.8 % (output throughput, n=6). Six of the eleven TTFTs are vllm-20059's, "
+        "predicted 2x high at every rate: its `vllm bench serve` measured 15 ms for 233 prompt tokens of a 1.5B model, "
+        "less than the model's request overhead alone (19 ms, a figure the other harnesses set). vllm-26887's 78 ms "
+        "(128-token prompts at 64 requests, Qwen3-Next FP8) is predicted at 364 ms.",
+        "* **The API server's chat-template parse in vLLM 0.11.0 (found, not yet modelled)**: 0.11.0's "
+        "`resolve_chat_template_kwargs` (vllm/entrypoints/chat_utils.py) parses the chat template and walks it with "
+        "`jinja2.meta.find_undeclared_variables` on every chat request, synchronously in the API server's one event "
+        "loop; 0.11.1 caches it (`lru_cache`), and 0.8.5-0.9.1 parsed it in `_detect_content_format` until vLLM PR "
+        "#20065 (\"6-8 seconds delay before prompts actually are started to process\" for 1,000 requests). gpt-oss "
+        "takes the harmony renderer instead. Qwen3's 4,169-character template costs 11.5-12.5 ms a request to parse "
+        "here; GPUStack's 0.11.0 chat runs imply 10-13 ms a request on Qwen3 and 0.1-1.7 ms on gpt-oss: the 37-44 "
+        "requests/s cap of the Qwen3 128-in / 4-out runs and most of their TTFT. A front-end stage for it (per "
+        "version, endpoint and template length) is the next mechanism to add.",
         "* Assumed versions of the mined runs (not printed by their sources): gpu_conc 0.10.2 (gpt-oss, 2025-08), "
         "mushfiq 0.11.0, recipes #431 0.19.0 (2026-04 ROCm image), vLLM #43232 0.22.0 (2026-06 main), "
-        "tt-inference-server #340 0.9.2 (2025-07), #394 0.11.0, #521 0.10.1, #143 0.8.2; each record's notes say "
-        "which.",
+        "tt-inference-server #340 0.9.2 (2025-07), #394 0.11.0, #521 0.10.1, #143 0.8.2, recipes #58 0.10.2, #127 "
+        "0.11.2, vLLM #20059 0.9.2, #28992 0.11.1, #29438 0.11.2, #7567 0.5.4; each record's notes say which.",
         "",
         "## The fitted constants",
         "",
-        "A step is the GPU time (bytes over bandwidth or FLOPs over TFLOPS, the TP all-reduces, and a fixed "
+        "A step is the GPU time (bytes over bandwidth or FLOPs over the card's measured matmul ceiling, the TP "
+        "all-reduces, and a fixed "
         "latency per kernel, the kernels counted per layer type in `calculator/speed/costs.py`) and the CPU time (a "
         "fixed cost per step plus one per running request): added up before vLLM 0.14, the larger of the two once "
         "async scheduling prepares the next step while the GPU runs this one. MoE layers cost the distinct experts a "

@@ -32,51 +32,56 @@ class SpeedConstants(BaseModel):
     fallback_interconnect_bytes_s: float = Field(gt=0)  # TP on a GPU whose link is unknown: PCIe 4.0 x16
 
 
-# Fitted by ``python benchmarks/speed_accuracy.py --fit`` on the 160 scored records of 38 sources (the shared ones and
+# Fitted by ``python benchmarks/speed_accuracy.py --fit`` on the 172 scored records of 45 sources (the shared ones and
 # ``benchmarks/data/speed_records_mined.jsonl``, 6 Dec 2026; benchmarks/speed_fit.py: a robust loss, each source
 # weighted equally, a pull towards physical priors as wide as physics leaves each term, eight starting points; runs
 # that send every prompt at once to a V1 engine are scored but not fitted, ``speed_replay.fitted_as_steady_state``).
+# FLOPs are priced against each card's measured matmul ceiling (calculator/speed/hardware.py), not its datasheet.
 # What pins each term:
 # * bandwidth_efficiency 0.91: single-request decode of small dense models on 0.11+ engines, GDDR and HBM alike
 #   (tt394-rtx4090-qwen3-4b-*, 10.3-10.9 ms a token against an 8.0 ms floor at the datasheet's 1,008 GB/s;
 #   gpustackh100-qwen3-8b-sharegpt-c{1,2,4,8}, 7.3-7.7 ms against 4.9; pegainfer-rtx5090-*), beside the datacenter
 #   runs of 0.8-0.10 (ridgepoint-*-c1, musgrave, tt340, tt143-2xh100-*), which the per-layer break below now carries.
-# * compute_efficiency 0.56: long prefills, qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (16,000 tokens in 3.35 s),
-#   tt356-8xh100-dsr1-0528-awq-c1-isl{1024,4096}, the long rows of tt340, tt143 and tt521, the 50-prompt bursts
-#   dbmart-a40-*.
+# * compute_efficiency 0.66 of the measured ceiling (0.56 of the datasheets before the ceilings; ROCm's refit lands at
+#   0.69 where it was 0.40 of the datasheet: one efficiency now fits both platforms): long prefills,
+#   qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (16,000 tokens in 3.35 s), tt356-8xh100-dsr1-0528-awq-c1-isl{1024,4096},
+#   the long rows of tt340, tt143, tt394 and tt521, pegainfer-rtx5090-* (4,096-token prefills at ~170 TFLOPS of a
+#   238 ceiling), the 50-prompt bursts dbmart-a40-*.
 # * overlap_penalty 0.5, its bound (at most half of the smaller of a step's memory and compute times is not hidden,
 #   benchmarks/speed_fit.py BOUNDS): batched and mixed steps, pegainfer's Poisson runs, vllm-23151, recipes165 at
-#   1,024 requests, gpuconc-*-c{4,8,16}, mushfiq-rtx4090-*, dbmart-a40-*; 0.36 before the runs of 6 Dec 2026.
-# * step_overhead_s 1.06 ms and sequence_overhead_s 57 us, the CPU time of a step and of each running request in
+#   1,024 requests, gpuconc-*-c{4,8,16}, mushfiq-rtx4090-*, dbmart-a40-*.
+# * step_overhead_s 1.41 ms and sequence_overhead_s 57 us, the CPU time of a step and of each running request in
 #   it: paid on top of the GPU time by the synchronous engines (0.5-0.13), hidden behind the GPU step under async
 #   scheduling (0.14+). The offline batches dbmart-rtx4090-* and the closed loops at 8-64 requests weigh the
 #   per-request part.
-# * kernel_overhead_s 7 us per kernel (calculator/speed/costs.py counts the kernels of each layer type): small
+# * kernel_overhead_s 6 us per kernel (calculator/speed/costs.py counts the kernels of each layer type): small
 #   against large models at batch 1 and the MoE layers of tt356 (DeepSeek), gpuconc (gpt-oss-20b) and tt340
 #   (Qwen3-30B-A3B).
-# * piecewise_layer_overhead_s 13 us per layer, in every step of a V1 engine before 0.11 and in steps with prompt
-#   tokens after (costs.py ``full_decode_graphs``): the 0.9-0.10 one-request decodes (tt340, tt521, gpuconc-*-c1)
-#   against the 0.11+ ones (tt394, gpustackh100-qwen3-8b, pegainfer); with it the CPU step fell from 1.66 to 1.06 ms.
-# * eager_kernel_overhead_s 25 us per kernel: qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (--enforce-eager, TPOT
+# * piecewise_layer_overhead_s 16 us per layer, in every step of a V1 engine before 0.11 and in steps with prompt
+#   tokens after (costs.py ``full_decode_graphs``): the 0.9-0.10 one-request decodes (tt340, tt521, gpuconc-*-c1,
+#   vllm-20059) against the 0.11+ ones (tt394, gpustackh100-qwen3-8b, pegainfer).
+# * eager_kernel_overhead_s 28 us per kernel: qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (--enforce-eager, TPOT
 #   20.63 ms). One source only; held out, its prior (15 us: a PyTorch op dispatched and launched from Python) holds.
-# * all_reduce_latency_s 13 us (all_reduce_efficiency kept at its prior 0.7): the TP records tt356-8xh100-* (TP 8),
+# * all_reduce_latency_s 11 us (all_reduce_efficiency kept at its prior 0.7): the TP records tt356-8xh100-* (TP 8),
 #   tt143-2xh100-*, vllm-20710-2xb200-*, vllm-23696-8xb200-*, vllm-43232-4xb200-*, recipes41-8xrtx3090-* (TP 8 over
-#   PCIe), recipes{99,134,240,304}, gpustackh200-glm46-*, pricecompass-6-2xa10g, vllm-12315-4xa100.
-# * request_overhead_s 18 ms: the first token of tiny prefills, tt340's and tt394's 128-token rows (11-36 ms),
-#   wmx-l4-qwen25-0.5b-c1 (27 ms), tt356-8xh100-dsr1-0528-awq-c1-isl128 (47 ms), gpuconc-*-c1 (39-77 ms).
+#   PCIe), recipes{58,99,134,240,304}, vllm-{7567,26887,28992}, gpustackh200-glm46-*, pricecompass-6-2xa10g,
+#   vllm-12315-4xa100.
+# * request_overhead_s 19 ms: the first token of tiny prefills, tt340's and tt394's 128-token rows (11-36 ms),
+#   wmx-l4-qwen25-0.5b-c1 (27 ms), tt356-8xh100-dsr1-0528-awq-c1-isl128 (47 ms), gpuconc-*-c1 (39-77 ms), against
+#   vllm-20059's 15 ms with `vllm bench serve` on an A100 (Qwen2.5-1.5B, 233 tokens): the harnesses differ.
 CUDA = SpeedConstants(
-    bandwidth_efficiency=0.915, compute_efficiency=0.562, overlap_penalty=0.5, step_overhead_s=1.06e-3,
-    sequence_overhead_s=56.5e-6, kernel_overhead_s=7.33e-6, eager_kernel_overhead_s=24.6e-6,
-    piecewise_layer_overhead_s=13.4e-6, all_reduce_latency_s=13.4e-6, all_reduce_efficiency=0.7,
-    request_overhead_s=18.0e-3,
+    bandwidth_efficiency=0.914, compute_efficiency=0.663, overlap_penalty=0.5, step_overhead_s=1.41e-3,
+    sequence_overhead_s=56.5e-6, kernel_overhead_s=6.0e-6, eager_kernel_overhead_s=27.6e-6,
+    piecewise_layer_overhead_s=16.0e-6, all_reduce_latency_s=11.2e-6, all_reduce_efficiency=0.7,
+    request_overhead_s=19.3e-3,
     fallback_interconnect_bytes_s=32e9,  # PCIe 4.0 x16, per direction
 )
 # ROCm: the hardware terms refitted on the ROCm sources, oracle-mi300x-llama31-405b-fp8-tp8-bs{1..256}
 # (benchmark_latency on a 2024 ROCm stack), gpuconc-mi300x-gptoss20b-* (2025), vllm-27323-8xmi300x-* (GLM-4.6, 0.11),
-# recipes431-mi300x-* (2026) and vLLM PRs #17530 / #17535 (2025 offline bursts), with the MXFP4 expert GEMM floor of
-# vLLM's Triton kernel on CDNA3 (costs.py) in the model.
-ROCM = CUDA.model_copy(update={"bandwidth_efficiency": 0.797, "compute_efficiency": 0.397, "step_overhead_s": 4.53e-3,
-                               "sequence_overhead_s": 152e-6, "all_reduce_latency_s": 7.59e-6})
+# recipes431-mi300x-* (2026), recipes127-mi355x-* (2025) and vLLM PRs #17530 / #17535 (2025 offline bursts), with the
+# MXFP4 expert GEMM floor of vLLM's Triton kernel on CDNA3 (costs.py) in the model.
+ROCM = CUDA.model_copy(update={"bandwidth_efficiency": 0.742, "compute_efficiency": 0.685, "step_overhead_s": 4.87e-3,
+                               "sequence_overhead_s": 152e-6, "all_reduce_latency_s": 7.20e-6})
 
 
 class Coverage(BaseModel):
@@ -93,23 +98,26 @@ class Coverage(BaseModel):
 # source they never saw (the factor each way): each is the band of the least share of the held-out errors (leave-one-
 # source-out), from 80 % up, for which a band sized on the other sources holds 80 % of a source's values; a source's
 # errors move together, so 80 % of the pooled errors holds less on a new source.
-# ``benchmarks/speed_accuracy.py`` prints them and the coverage (docs/speed-accuracy.md): on 6 Dec 2026 every band
-# held 80-85 % of unseen sources' values. The saturated TTFT band narrowed from x/÷ 47 to 4.5 when the runs that send
-# every prompt at once were simulated instead of taken as a steady state, and 31 saturated TTFTs joined the 9.
+# ``benchmarks/speed_accuracy.py`` prints them and the coverage (docs/speed-accuracy.md): on 6 Dec 2026 (172 records
+# of 45 sources, FLOPs over measured matmul ceilings) every band held 80-90 % of unseen sources' values. The saturated
+# TTFT band narrowed from x/÷ 47 to 4.5 when the runs that send every prompt at once were simulated instead of taken
+# as a steady state, and to 2.35 with the ceilings (the RTX 5090's Poisson runs no longer come out overloaded).
 REGIME_BAND_FACTOR: dict[str, dict[str, float]] = {
-    "one request": {"ttft": 1.83, "tpot": 1.38, "throughput": 1.35},
-    "below the knee": {"ttft": 1.99, "tpot": 1.54, "throughput": 1.38},
-    "saturated": {"ttft": 4.48, "tpot": 2.14, "throughput": 1.63},
+    "one request": {"ttft": 1.98, "tpot": 1.39, "throughput": 1.30},
+    "below the knee": {"ttft": 2.02, "tpot": 1.39, "throughput": 1.38},
+    "saturated": {"ttft": 2.35, "tpot": 1.58, "throughput": 1.60},
 }
-COVERAGE = Coverage(gpu_families=frozenset({"ampere", "ada", "hopper", "blackwell", "blackwell-rtx", "cdna3"}),
+COVERAGE = Coverage(gpu_families=frozenset({"ampere", "ada", "hopper", "blackwell", "blackwell-rtx", "cdna3",
+                                            "cdna4"}),
                     engines=frozenset({"V0", "V1", "V1 async"}), model_kinds=frozenset({"dense", "MoE"}),
                     max_running_requests=1024)
 # NOTE: outside the measured runs the log-width of a band doubles (factor -> factor^2). A judgement, not a fit: the
 # sources overlap in every dimension the coverage names, so held out few values lay outside what the other sources
-# cover (21 of 397 on 6 Dec 2026, median |log error| 0.39 against 0.21 inside), too few to measure the widening.
+# cover (24 of 431 on 6 Dec 2026, median |log error| 0.18 against 0.21 inside; 21 of 397 at 0.39 the fit before),
+# too few to measure the widening.
 DOMAIN_WIDENING = 2.0
 # Regime-free bands (the estimate's own band fields), sized on all held-out errors the same way.
-BAND_FACTOR = {"ttft": 1.99, "tpot": 1.46, "throughput": 1.41}
+BAND_FACTOR = {"ttft": 2.01, "tpot": 1.45, "throughput": 1.41}
 
 
 def constants_for(platform: str) -> SpeedConstants:
