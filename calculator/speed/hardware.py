@@ -30,7 +30,7 @@ UNMEASURED_CEILING_RATIO = 0.80
 
 
 class GpuRates(BaseModel):
-    """Peak rates of one GPU for the deployment's matmul path (dense, no sparsity)."""
+    """Peak and achievable rates of one GPU for the deployment's matmul path (dense, no sparsity)."""
 
     model_config = ConfigDict(frozen=True)
     gpu_name: str
@@ -41,6 +41,10 @@ class GpuRates(BaseModel):
     ceiling_measured: bool  # False: no measurement of this card (or its rates were given), the datasheet x 0.80
     interconnect_bytes_s: float | None  # per direction; None: unknown (TP > 1 then needs it)
     platform: Literal["cuda", "rocm"]
+
+    def share_of_ceiling(self, flops_per_s: float) -> float:
+        """FLOPs achieved per second over the achievable rate: the compute efficiency the speed model divides by."""
+        return flops_per_s / self.achievable_flops
 
 
 def compute_path(gpu: GpuSpec, quantization: QuantizationSpec | None) -> ComputePath:

@@ -155,9 +155,9 @@ def _efficiency(reads: list, actual: Estimate | None, workload: Workload | None,
     left.metric("Bandwidth utilisation", f"{achieved.bandwidth_utilisation:.1%}", help=f"{bandwidth} per GPU")
     right.metric("FLOPs utilisation", f"{achieved.flops_utilisation:.1%}", help=f"{flops} per GPU")
     # NOTE: the speed model's compute efficiency is a share of the card's measured matmul ceiling, not of the
-    # datasheet peak the utilisation above is shown against (calculator/speed/hardware.py)
+    # datasheet peak the utilisation above is shown against
     measured = SpeedInputs(bandwidth_efficiency=min(1.0, max(achieved.bandwidth_utilisation, 1e-6)),
-                           compute_efficiency=min(1.0, max(achieved.flops_per_s / rates.achievable_flops, 1e-6)))
+                           compute_efficiency=min(1.0, max(rates.share_of_ceiling(achieved.flops_per_s), 1e-6)))
     st.link_button("Open the Plan page calibrated with these efficiencies",
                    plan_link(actual.scenario, workload, measured))
     st.caption(f"Over the last {achieved.interval_s:,.1f} s, idle time included: a busy interval measures the "
