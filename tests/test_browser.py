@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 from playwright.sync_api import expect
-from support.dashboard import SCREENSHOTS, STAMP_FIRST_PAINTS, metric, wait_idle
+from support.dashboard import SCREENSHOTS, STAMP_FIRST_PAINTS, metric, open_expander, wait_idle
 
 
 def query(url: str) -> dict[str, list[str]]:
@@ -103,7 +103,7 @@ def test_import_at_the_top_fills_the_page_and_names_the_deployment(dashboard, br
     wait_idle(page)
     importer = page.locator('[data-testid="stExpander"]').filter(has_text="Import a")
     assert importer.bounding_box(timeout=60_000)["y"] < 300  # at the top, not 2,660 px down
-    importer.click()
+    open_expander(page, "Import a")
     page.locator('[data-testid="stTextArea"] textarea').first.fill(IMPORTED)
     page.get_by_role("button", name="Fill the page from this command").click()
     report = page.locator('[data-testid="stAlert"]').filter(has_text="Imported")
@@ -127,7 +127,7 @@ def _start_import(page, dashboard: str | None = None) -> object:
         page.goto(dashboard, wait_until="networkidle")
         page.locator('.js-plotly-plot .main-svg').first.wait_for(timeout=60_000)
         wait_idle(page)
-    page.locator('[data-testid="stExpander"]').filter(has_text="Import a").click()
+    open_expander(page, "Import a")
     page.locator('[data-testid="stTextArea"] textarea').first.fill(IMPORTED)
     return page.get_by_role("button", name="Fill the page from this command")
 
