@@ -58,7 +58,7 @@ def test_speed_names_the_matmul_ceiling_it_divides_by(capsys) -> None:
     data = json.loads(out)
     assert code == 0 and (data["compute_ceiling_tflops"], data["compute_ceiling_measured"]) == (132.0, False)
     code, out, _ = _run([*SPEED, "--gpu", "a30", "--concurrency", "1"], capsys)
-    assert "matmul ceiling 132.0 TFLOPS: no public measurement of this card, its datasheet peak x 0.80" in out
+    assert "matmul ceiling 132.0 TFLOPS: 0.80 x the 165.0 TFLOPS peak, the median share measured on other cards" in out
 
 
 def test_custom_gpu_takes_bandwidth_and_tflops(capsys) -> None:
@@ -70,6 +70,9 @@ def test_custom_gpu_takes_bandwidth_and_tflops(capsys) -> None:
                         capsys)
     data = json.loads(out)
     assert code == 0 and data["gpu_hour_cost"] is None and data["tpot_ms"] > 0
+    # The peak typed here, not a datasheet's, is what the 0.80 share applies to: 989.5 x 0.80 = 791.6
+    code, out, _ = _run([*base, "--gpu-memory-bandwidth-gb-s", "3350", "--gpu-bf16-tflops", "989.5"], capsys)
+    assert code == 0 and "matmul ceiling 791.6 TFLOPS: 0.80 x the 989.5 TFLOPS peak" in out
 
 
 @pytest.mark.parametrize("extra", [

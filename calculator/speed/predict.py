@@ -185,8 +185,11 @@ def ceiling_note(speed: SpeedEstimate) -> str:
     ceiling = f"matmul ceiling {speed.compute_ceiling_tflops:,.1f} TFLOPS"
     if speed.compute_ceiling_measured:
         return f"{ceiling}, measured on the card"
-    return (f"{ceiling}: no public measurement of this card, its datasheet peak x {UNMEASURED_CEILING_RATIO:.2f} "
-            "(the median share measured on other cards)")
+    # NOTE: the peak is the catalog's datasheet figure or the one the user gave (a custom GPU, --gpu-bf16-tflops):
+    # named by its value, so the note holds for both.
+    peak = speed.compute_ceiling_tflops / UNMEASURED_CEILING_RATIO
+    return (f"{ceiling}: {UNMEASURED_CEILING_RATIO:.2f} x the {peak:,.1f} TFLOPS peak, the median share measured on "
+            "other cards (no measurement of this one is on record)")
 
 
 def _band(value: float, factor: float) -> Band:
