@@ -21,9 +21,8 @@ the engine, and a late first chunk is late at the client only. ``client_lag_ms``
 client's mean TTFT less the server's); a run whose lag is more than half a step is set aside, and each kind of run
 is made until REPEATS are clean (up to ATTEMPTS runs): each figure's error is the median of theirs. When none was
 clean, the host was too loaded to time the engine: the latency figures are not compared and the report says so in a
-warning (with two busy loops beside the other jobs on the
-2-core development host every run lagged 26-750 ms and the client's median TPOT was 0 ms in one, every token in
-one chunk, so no bound on those figures would mean anything).
+warning (with two busy loops beside the other jobs on the 2-core development host every run lagged 26-750 ms and the
+client's median TPOT was 0 ms in one, every token in one chunk, so no bound on those figures would mean anything).
 
 The simulation's steps get the server's stalls too: the run's inter-token histogram, made fine with vLLM 0.32's
 ``--custom-histogram-buckets`` (1 ms bounds to 200 ms), gives a spread of step times beyond the one the simulated
@@ -158,7 +157,7 @@ EQUAL_STEP_BOUNDS = {**MEDIANS, "median_tpot_ms": (-BOUND, 0.30),
 QUEUE_BOUND_STEPS = 1.0
 # NOTE: each kind of run is made REPEATS times clean and each figure's error is the median of the clean runs'. One run
 # of a real server on 2 shared cores swings: a fresh-clone suite at cc224a3 (6 Dec 2026) failed the burst's client
-# figures where the same file passed alone right after (errors within 5 %) and in 6 runs more; bounds widened after
+# figures where the same file passed alone right after (errors within 5 %) and in 5 runs more; bounds widened after
 # each such swing would end up holding anything, the median of three measurements does not.
 REPEATS = 3
 ATTEMPTS = 5  # runs of each kind at most, to get REPEATS clean ones
