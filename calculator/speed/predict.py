@@ -189,7 +189,7 @@ def ceiling_note(speed: SpeedEstimate) -> str:
     # named by its value, so the note holds for both.
     peak = speed.compute_ceiling_tflops / UNMEASURED_CEILING_RATIO
     return (f"{ceiling}: {UNMEASURED_CEILING_RATIO:.2f} x the {peak:,.1f} TFLOPS peak, the median share measured on "
-            "other cards (no measurement of this one is on record)")
+            "other cards; no measurement of this one is on record")
 
 
 def _band(value: float, factor: float) -> Band:
