@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import streamlit as st
 
 from calculator import CalculatorError, Scenario, load_model_spec, model_spec_from_text, preset_ids
-from calculator.observe.live_client import LiveClient, default_server_url
+from calculator.observe.live_client import LiveClient, ServerTimeout, default_server_url
 from pages.common import page_setup, sentence
 from pages.common.inputs import MODEL_SOURCES, cached_model_spec
 from pages.common.state import carried_context
@@ -80,6 +80,9 @@ def live_panel() -> None:
     try:
         with LiveClient(url, api_key or None, policy=policy) as client:
             report = client.read()
+    except ServerTimeout as exc:  # a slow read, not a lost server: no "unreachable since"
+        st.warning(sentence(exc), icon="⏳")
+        return
     except CalculatorError as exc:
         unreachable_panel(url, bases.get(url), sentence(exc))
         return

@@ -144,6 +144,17 @@ def test_a_slow_endpoint_is_named_and_the_rest_is_shown(serve):
                        "8 s, the most this dashboard waits for a refresh. Shown without it.")
 
 
+def test_a_read_in_which_no_endpoint_answers_in_time_is_a_slow_read_not_a_lost_server(serve):
+    from support import hostile
+    app = run(serve({path: hostile.silent(12) for path in
+                     ("/metrics", "/health", "/version", "/v1/models", "/server_info")}).url)
+    assert not app.error  # not "Server unreachable": the next read may well answer
+    assert [w.value for w in app.warning][-1] == (
+        f"No endpoint of {app.session_state['live_url']} answered completely within 8 s, the most this dashboard "
+        "waits for a refresh: the server, or the machine this dashboard runs on, is too busy to answer in time; the "
+        "next read tries again")
+
+
 # --- issue 10 items 12-14 on the page -------------------------------------------------------------------------
 
 def test_a_shared_dashboard_is_closed_and_says_so(serve, monkeypatch):

@@ -22,6 +22,7 @@ from calculator.observe.fleet_client import (
     PrometheusUnreachable,
     read_fleet,
 )
+from calculator.observe.bounded_http import deadline_at
 from calculator.observe.live_client import HostNotAllowed
 from calculator.observe.promql import Matcher, time_range
 
@@ -95,6 +96,16 @@ def test_a_hanging_server_times_out(serve):
         with pytest.raises(PrometheusTimeout, match="did not answer completely within"):
             client.query("x")
     assert time.monotonic() - started < 4.5
+
+
+def test_a_query_left_no_time_by_its_reading_times_out_and_does_not_call_prometheus_unreachable(serve):
+    # the Live client's CI case (tests/test_live_client.py): a query thread that starts after its reading's deadline
+    server = serve({"/api/v1/query": answer(200, {"status": "success", "data": {"resultType": "vector",
+                                                                               "result": []}})})
+    with PrometheusClient(server.url) as client:
+        with deadline_at(time.monotonic() - 0.1), pytest.raises(PrometheusTimeout, match="did not answer completely"):
+            client.query("x")
+        client.query("x")  # Prometheus was up all along
 
 
 def test_nothing_listening_is_unreachable():

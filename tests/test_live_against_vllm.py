@@ -165,13 +165,17 @@ def until_metrics_arrive(app: AppTest, reads: int = 5) -> AppTest:
     Under the saturating load the engine, the API server's 24 open requests and this process share 2 cores:
     measured, one read took 0.3-37 s (load 12-19), so some reads pass the 8 s deadline, and the page rightly shows
     "/metrics ... did not answer completely within 8 s" without engine figures (its own tests cover that message).
-    A CI run failed so on the second read. Any other way to come without figures fails here."""
+    A CI run failed so on the second read, and another when every endpoint of a read passed the deadline. Any other
+    way to come without figures fails here."""
     for _ in range(reads):
         assert not app.exception and not app.error, [e.value for e in (*app.exception, *app.error)]
         if "Running" in metrics(app):
             return app
         warnings = [w.value for w in app.warning]
-        assert any(w.startswith("/metrics:") and "did not answer completely within" in w for w in warnings), warnings
+        # NOTE: the whole read may pass the deadline too (a CI run: the readers' threads started with none of it
+        # left), which the page calls a slow read
+        slow = [w for w in warnings if "answered completely within" in w or "did not answer completely within" in w]
+        assert any(w.startswith(("/metrics:", "No endpoint of")) for w in slow), warnings
         app.run()
     raise AssertionError(f"/metrics passed the deadline in {reads} reads in a row")
 

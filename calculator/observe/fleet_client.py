@@ -119,6 +119,7 @@ class PrometheusClient:
         self._query_timeout_s = query_timeout_s
         # NOTE: a little longer than the query timeout, so Prometheus's own "timeout" error arrives first.
         self.deadline_s = connect_timeout_s + query_timeout_s + 2.0
+        self.connect_timeout_s = connect_timeout_s
         self._client = httpx.Client(
             base_url=self.base_url, headers=headers, follow_redirects=False, transport=BoundedTransport(self.policy),
             auth=httpx.BasicAuth(*basic_auth) if basic_auth else None,
@@ -226,7 +227,8 @@ class PrometheusClient:
         return payload.get("data")
 
     def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
-        if current_deadline() is None:
+        deadline = current_deadline()
+        if deadline is None:
             with deadline_at(time.monotonic() + self.deadline_s):
                 return self._get(path, params)
         where, started = f"{self.base_url}{path}", time.monotonic()
@@ -247,17 +249,22 @@ class PrometheusClient:
                                                    "the filter or shorten the time range")
                 return response.status_code, bytes(body)
         except httpx.ConnectTimeout as exc:
+            if deadline - started < self.connect_timeout_s:  # the read's deadline cut it short (live_client.py)
+                raise self._timeout(where, started) from exc
             raise PrometheusUnreachable(f"cannot connect to {self.base_url}: no answer to the connection within "
                                         f"{time.monotonic() - started:.1f} s. Is Prometheus running there?") from exc
         except httpx.ConnectError as exc:
             raise PrometheusUnreachable(f"cannot connect to {self.base_url}: {_reason(exc)}. Is Prometheus running "
                                         "there?") from exc
         except httpx.TimeoutException as exc:
-            raise PrometheusTimeout(f"{where} did not answer completely within {time.monotonic() - started:.1f} s "
-                                    f"(this dashboard waits at most {self.deadline_s:g} s); shorten the time range "
-                                    "or narrow the filter") from exc
+            raise self._timeout(where, started) from exc
         except httpx.HTTPError as exc:
             raise PrometheusUnreachable(f"{where}: {_reason(exc)}") from exc
+
+    def _timeout(self, where: str, started: float) -> PrometheusTimeout:
+        return PrometheusTimeout(f"{where} did not answer completely within {time.monotonic() - started:.1f} s "
+                                 f"(this dashboard waits at most {self.deadline_s:g} s); shorten the time range or "
+                                 "narrow the filter")
 
 
 def read_fleet(client: PrometheusClient, window: TimeRange, matchers: Iterable[Matcher] = (), *,

@@ -109,6 +109,7 @@ class LiveClient:
         self.policy.check(address)
         self.base_url = address.url
         self.deadline_s = deadline_s
+        self.connect_timeout_s = min(connect_timeout_s, deadline_s)
         headers = {"Accept": "text/plain, application/json", "User-Agent": "vllm-capacity-planner"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -150,6 +151,11 @@ class LiveClient:
                         raise NotAVllmServer(f"{where} sent more than {limit >> 20} MiB; stopped reading")
                 return response.status_code, bytes(body)
         except httpx.ConnectTimeout as exc:
+            if deadline - started < self.connect_timeout_s:
+                # NOTE: the refresh's deadline cut the connection short, not the server: on a loaded machine a
+                # reader thread can start with (almost) nothing of the deadline left (CI: "no answer to the
+                # connection within 0.0 s", while the server answered the next read)
+                raise self._timeout(where) from exc
             raise ServerUnreachable(f"cannot connect to {self.base_url}: no answer to the connection within "
                                     f"{time.monotonic() - started:.1f} s. Is vLLM running there?") from exc
         except httpx.ConnectError as exc:
@@ -157,10 +163,13 @@ class LiveClient:
         except httpx.TimeoutException as exc:
             # NOTE: the refresh's deadline, not this endpoint's own elapsed time: the five readers share one
             # deadline and a worker thread that starts late on a loaded machine waits less than the refresh did
-            raise ServerTimeout(f"{where} did not answer completely within {self.deadline_s:g} s, the most this "
-                                "dashboard waits for a refresh") from exc
+            raise self._timeout(where) from exc
         except httpx.HTTPError as exc:
             raise ServerUnreachable(f"{where}: {_reason(exc)}") from exc
+
+    def _timeout(self, where: str) -> ServerTimeout:
+        return ServerTimeout(f"{where} did not answer completely within {self.deadline_s:g} s, the most this "
+                             "dashboard waits for a refresh")
 
     def _json(self, path: str, *, missing_ok: bool = False) -> Any:
         status, body = self._get(path, MAX_JSON_BYTES, missing_ok=missing_ok)
@@ -228,6 +237,10 @@ class LiveClient:
             outcomes = {path: _outcome(future.result) for path, future in futures.items()}
         values = {path: value for path, (value, _) in outcomes.items()}
         errors = {path: error for path, (_, error) in outcomes.items() if error is not None}
+        if all(isinstance(error, ServerTimeout) for error in errors.values()) and len(errors) == len(readers):
+            raise ServerTimeout(f"no endpoint of {self.base_url} answered completely within {self.deadline_s:g} s, "
+                                "the most this dashboard waits for a refresh: the server, or the machine this "
+                                "dashboard runs on, is too busy to answer in time; the next read tries again")
         if len(errors) == len(readers) or isinstance(errors.get("/metrics"), (AuthenticationRequired, HostNotAllowed)):
             raise errors["/metrics"]
         if "/metrics" in errors and not isinstance(errors["/metrics"], ServerTimeout) and "/v1/models" in errors:
