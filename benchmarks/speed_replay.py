@@ -52,6 +52,9 @@ class Run:
     # The one-request runs (prompt tokens, output tokens, prompts) that the harness sent the same server before, in
     # order, when it seeds prompt i alike in every run (``sweep_cached_prompt_tokens``); empty: none, or unknown.
     sweep: tuple[tuple[int, int, int], ...] = ()
+    # The endpoint the harness posts to: "chat" (vllm bench serve --backend openai-chat) renders the chat template,
+    # which some versions parse on every request (calculator/speed/front_end.py).
+    endpoint: str = "completions"
 
 
 # tt-inference-server's one-request sweep, in the order run_benchmarks.py runs it (release v0.0.5, July 2025:
@@ -224,7 +227,7 @@ RUNS: dict[str, Run] = {
     # config (the same glm4_moe architecture); 1,000 fixed-length chat prompts at --max-concurrency 64.
     "vllm-27323-8xmi300x": Run("zai-org/GLM-4.7", "mi300x-192gb", "0.11.0", "closed",
                                {"tensor_parallel_size": 8, "gpu_memory_utilization": 0.85,
-                                "enable_prefix_caching": False}, test_prompt=True),
+                                "enable_prefix_caching": False}, test_prompt=True, endpoint="chat"),
     # vLLM PR #23151 (2025-08-19): Qwen3-30B-A3B BF16 on one H100, default flags; benchmark_serving.py (test prompt
     # first), 100 prompts at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap.
     "vllm-23151-h100": Run("Qwen/Qwen3-30B-A3B", "h100-sxm-80gb", "0.10.1", "closed", {}, 1024, test_prompt=True),
@@ -252,10 +255,14 @@ RUNS: dict[str, Run] = {
     # (the sampler keeps prompt + output <= 2,048 tokens: at most 1,815 after the 233-token mean prompt). The v0.11
     # client sent its first prompt once before the run (the ready check, default before vllm#30975). One source per
     # host: the H100 SXM pages and the A100 SXM 80 GB pages.
-    "gpustackh100-qwen3-8b": Run("Qwen/Qwen3-8B", "h100-sxm-80gb", "0.11.0", "closed", {}, 1815, test_prompt=True),
-    "gpustackh100-qwen3-14b": Run("Qwen/Qwen3-14B", "h100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
-    "gpustackh100-qwen3-32b": Run("Qwen/Qwen3-32B", "h100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
-    "gpustackh100-gptoss20b": Run("openai/gpt-oss-20b", "h100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
+    "gpustackh100-qwen3-8b": Run("Qwen/Qwen3-8B", "h100-sxm-80gb", "0.11.0", "closed", {}, 1815,
+                                 test_prompt=True, endpoint="chat"),
+    "gpustackh100-qwen3-14b": Run("Qwen/Qwen3-14B", "h100-sxm-80gb", "0.11.0", "rate_inf", {},
+                                  test_prompt=True, endpoint="chat"),
+    "gpustackh100-qwen3-32b": Run("Qwen/Qwen3-32B", "h100-sxm-80gb", "0.11.0", "rate_inf", {},
+                                  test_prompt=True, endpoint="chat"),
+    "gpustackh100-gptoss20b": Run("openai/gpt-oss-20b", "h100-sxm-80gb", "0.11.0", "rate_inf", {},
+                                  test_prompt=True, endpoint="chat"),
     # vLLM PR #50040 (2026-07-27): Nemotron-3-Nano-30B-A3B FP8 on one H200, the PR's flags (FP8 KV cache, 16 sequences,
     # prefix caching off) on main of that date (0.25.0 assumed); 60 ShareGPT prompts one at a time, 300 tokens each,
     # after 200 warm-ups. Replayed with the BF16 preset quantized to FP8, as recipes165.
@@ -264,10 +271,12 @@ RUNS: dict[str, Run] = {
                             "enable_prefix_caching": False}),
     # GPUStack's A100 SXM 80 GB pages (same harness as the H100 ones above); Qwen3-32B with the page's
     # --max-model-len 32768.
-    "gpustacka100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
+    "gpustacka100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.11.0", "rate_inf", {},
+                                  test_prompt=True, endpoint="chat"),
     "gpustacka100-qwen3-32b": Run("Qwen/Qwen3-32B", "a100-sxm-80gb", "0.11.0", "rate_inf", {"max_model_len": 32768},
-                                  test_prompt=True),
-    "gpustacka100-gptoss20b": Run("openai/gpt-oss-20b", "a100-sxm-80gb", "0.11.0", "rate_inf", {}, test_prompt=True),
+                                  test_prompt=True, endpoint="chat"),
+    "gpustacka100-gptoss20b": Run("openai/gpt-oss-20b", "a100-sxm-80gb", "0.11.0", "rate_inf", {},
+                                  test_prompt=True, endpoint="chat"),
     # vLLM PR #17530 (2025-05-01): Qwen3-30B-A3B-FP8 on one MI300X, benchmark_throughput.py (200 fixed-length prompts
     # at once, offline), FP8 KV cache, 0.95 of memory, --max-model-len 32768; the 'Before Tuning' column (main, ~0.8.5).
     "vllm-17530-mi300x": Run("Qwen/Qwen3-30B-A3B", "mi300x-192gb", "0.8.5", "burst",
@@ -282,9 +291,9 @@ RUNS: dict[str, Run] = {
     # TP 8, replayed with the GLM-4.7 preset (the same glm4_moe architecture), as vllm-27323; the ShareGPT run at
     # --max-concurrency 4 caps its outputs at 2,048 less its 230-token mean prompt.
     "gpustackh200-glm46-sharegpt-c4": Run("zai-org/GLM-4.7", "h200-141gb", "0.11.0", "closed",
-                                          {"tensor_parallel_size": 8}, 1818, test_prompt=True),
+                                          {"tensor_parallel_size": 8}, 1818, test_prompt=True, endpoint="chat"),
     "gpustackh200-glm46": Run("zai-org/GLM-4.7", "h200-141gb", "0.11.0", "rate_inf", {"tensor_parallel_size": 8},
-                              test_prompt=True),
+                              test_prompt=True, endpoint="chat"),
     # vllm-project/recipes PR #99 (2025-10-27): MiniMax-M2 (FP8) on 4 x H20-3e at TP 4, the recipe's serve command on
     # the nightly of that date (0.11.1 assumed); the same client command as vllm-28200: 100 random 2,048-token prompts
     # at --max-concurrency 10, outputs stopping at EOS under the 1,024 cap; the ready check's test prompt first.
@@ -332,7 +341,7 @@ RUNS: dict[str, Run] = {
     # dimensions) quantized to FP8. 1,000 fixed-length chat prompts (--ignore-eos) at --max-concurrency 64.
     "vllm-26887-2xh100": Run("Qwen/Qwen3-Coder-Next", "h100-sxm-80gb", "0.11.0", "closed",
                              {"tensor_parallel_size": 2, "quantization": "fp8", "gpu_memory_utilization": 0.85,
-                              "enable_prefix_caching": False}, test_prompt=True),
+                              "enable_prefix_caching": False}, test_prompt=True, endpoint="chat"),
     # vLLM PR #29438 (2025-11-25): Qwen3-VL-32B-Instruct-FP8 on one L40S, text only, --max-model-len 24000, prefix
     # caching off, main of that date (0.11.2 assumed); replayed with the Qwen3-32B-FP8 preset (the same text decoder).
     # 1,000 ShareGPT prompts all at once; outputs stop at EOS or at the reply's length (prompt + output <= 2,048).
@@ -467,13 +476,16 @@ def served(record: dict, constants: SpeedConstants | None = None, *, step_by_ste
     if step_by_step and simulated_step_by_step(record, result):
         return _simulated(record, result, constants, prompt, output)
     if run.mode == "closed":
-        traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(concurrency))
+        traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(concurrency),
+                          endpoint=run.endpoint)
         if concurrency == 1 and record.get("num_prompts") and any(cached := cached_prompt_tokens(record, result)):
-            return _one_at_a_time_with_cached(result, constants, prompt, output, cached)
+            return _one_at_a_time_with_cached(result, constants, prompt, output, cached, run.endpoint)
     elif run.mode == "rate_inf":
-        traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(record["num_prompts"]))
+        traffic = Traffic(input_tokens=prompt, output_tokens=output, concurrency=int(record["num_prompts"]),
+                          endpoint=run.endpoint)
     else:
-        traffic = Traffic(input_tokens=prompt, output_tokens=output, request_rate=float(record["request_rate"]))
+        traffic = Traffic(input_tokens=prompt, output_tokens=output, request_rate=float(record["request_rate"]),
+                          endpoint=run.endpoint)
     speed = speed_estimate(result, traffic, constants=constants, prices={})
     values = {"ttft_ms": speed.ttft_ms, "tpot_ms": speed.tpot_ms, "output_tok_s": speed.output_throughput_tok_s,
               "request_per_s": speed.request_throughput, "e2e_ms": speed.e2e_ms}
@@ -523,16 +535,17 @@ def cached_prompt_tokens(record: dict, result: Estimate) -> tuple[int, ...]:
 
 
 def _one_at_a_time_with_cached(result: Estimate, constants: SpeedConstants | None, prompt: int, output: int,
-                               cached: tuple[int, ...]) -> dict[str, float]:
+                               cached: tuple[int, ...], endpoint: str) -> dict[str, float]:
     """A closed loop of one request whose prompts find ``cached`` tokens each in the prefix cache: the means over
     the run's requests take each prompt's prefill of its uncached tail.
 
     NOTE: a cached request is priced as a prompt of the uncached tail alone (its attention over the cached blocks
     is left out: a small share of the step for the test prompt's one-block tail, up to ~10 % for a sweep's
     half-cached prompt; the scored prediction simulates the run step by step, which counts it)."""
-    full = speed_estimate(result, Traffic(input_tokens=prompt, output_tokens=output, concurrency=1),
+    full = speed_estimate(result, Traffic(input_tokens=prompt, output_tokens=output, concurrency=1, endpoint=endpoint),
                           constants=constants, prices={})
-    tails = {tail: speed_estimate(result, Traffic(input_tokens=tail, output_tokens=output, concurrency=1),
+    tails = {tail: speed_estimate(result, Traffic(input_tokens=tail, output_tokens=output, concurrency=1,
+                                                  endpoint=endpoint),
                                   constants=constants, prices={}).ttft_ms
              for tail in {prompt - hit for hit in cached if hit}}
     saved_ms = sum(full.ttft_ms - tails[prompt - hit] for hit in cached if hit) / len(cached)
@@ -587,7 +600,8 @@ def bench_load(record: dict, result: Estimate, prompt: int, output: int) -> Benc
                      max_concurrency=int(record["concurrency"]) if record.get("concurrency") else None,
                      request_rate=float(record["request_rate"]) if run.mode == "rate" else None,
                      first_prompt_cached=first_prompt_cached(record, result),
-                     cached_prompt_tokens=cached_prompt_tokens(record, result) if run.sweep else ())
+                     cached_prompt_tokens=cached_prompt_tokens(record, result) if run.sweep else (),
+                     endpoint=run.endpoint)
 
 
 def _simulated(record: dict, result: Estimate, constants: SpeedConstants | None, prompt: int,

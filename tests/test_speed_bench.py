@@ -5,6 +5,7 @@ V1's scheduling rules; the parser's refusals are vLLM's own (its option table)."
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -89,6 +90,37 @@ def test_a_request_arriving_mid_step_waits_for_the_step_in_flight() -> None:
     assert run.p99_ttft_ms == pytest.approx(110 + 0.99 * 20.1)
     assert run.duration_s == pytest.approx(0.3301)
     assert "evenly spaced at 10 req/s" in run.arrival
+
+
+FRONT_END = BIG.model_copy(update={"front_end_s": 0.020})  # 20 ms of the API server's loop per request
+
+
+def test_a_burst_waits_for_every_preprocessing_before_any_reaches_the_engine() -> None:
+    # 4 prompts at once: the loop preprocesses all four (80 ms) before the first one's continuation runs, so all
+    # reach the engine at 80 ms; then the burst above: one 400-token step (50 ms) and 9 decodes of 10.4 ms.
+    run = simulate(BenchLoad(input_tokens=(100,) * 4, output_tokens=(10,) * 4), FRONT_END, linear)
+    assert run.mean_ttft_ms == pytest.approx(130.0) and run.p99_ttft_ms == pytest.approx(130.0)
+    assert run.mean_tpot_ms == pytest.approx(10.4)
+    assert run.duration_s == pytest.approx(0.080 + 0.1436)
+
+
+def test_requests_that_arrive_apart_each_pay_one_preprocessing() -> None:
+    # 10 req/s evenly spaced: each request finds the loop idle, 20 ms of preprocessing, then its 100-token prompt
+    # alone (20 ms): TTFT 40 ms. A closed loop of one client: the same.
+    spaced = BenchLoad(input_tokens=(100,) * 3, output_tokens=(1,) * 3, request_rate=10.0, burstiness=math.inf)
+    assert simulate(spaced, FRONT_END, linear).mean_ttft_ms == pytest.approx(40.0)
+    one_client = BenchLoad(input_tokens=(100,) * 3, output_tokens=(1,) * 3, max_concurrency=1)
+    assert simulate(one_client, FRONT_END, linear).mean_ttft_ms == pytest.approx(40.0)
+    assert simulate(one_client, BIG, linear).mean_ttft_ms == pytest.approx(20.0)
+
+
+def test_a_request_arriving_during_a_preprocessing_holds_back_the_one_before() -> None:
+    # 100 req/s evenly spaced: r0 at 10 ms, preprocessed 10-30 ms; r1 arrives at 20 ms, before that end, so the
+    # loop runs r1's preprocessing (30-50 ms) before r0's continuation: both reach the engine at 50 ms and share one
+    # 200-token step (30 ms). TTFT 70 and 60 ms (a plain queue would give 40 and 50).
+    load = BenchLoad(input_tokens=(100,) * 2, output_tokens=(1,) * 2, request_rate=100.0, burstiness=math.inf)
+    run = simulate(load, FRONT_END, linear)
+    assert run.mean_ttft_ms == pytest.approx(65.0) and run.steps == 1
 
 
 def test_a_full_kv_cache_preempts_the_newest_request_and_recomputes_it() -> None:

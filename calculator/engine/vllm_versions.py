@@ -221,6 +221,13 @@ class VersionRules(BaseModel):
     # _check_feature_supported's in 0.11.0 - 0.14.1 (arg_utils.py 0.11.0:1486, 0.13.0:1744, 0.14.1:1793). Without
     # "method" SpeculativeConfig.__post_init__ raises its own wording (config/speculative.py 0.11.0:349).
     draft_model_refusal: str | None = None
+    # The chat template's parse that vLLM runs on every /v1/chat/completions request, on the API server's one event
+    # loop (vllm/entrypoints/chat_utils.py, read in the wheels 0.6.4 - 0.11.2): "content_format" in 0.8.2 - 0.9.1,
+    # where _resolve_chat_template_content_format parses the template again and walks its AST (0.6.6 - 0.8.1 cached
+    # the whole resolution with lru_cache; 0.9.2 caches _detect_content_format, PR #20065: "6-8 ms of blocking per
+    # request"); "template_kwargs" in 0.11.0, where resolve_chat_template_kwargs builds a sandboxed environment,
+    # parses the template and runs find_undeclared_variables (PR #25794; 0.11.1 wraps it in lru_cache). None: none.
+    chat_template_parse: Literal["content_format", "template_kwargs"] | None = None
 
 
 _DRAFT_MODEL_REFUSAL_0_10 = ("Speculative decoding with draft model is not supported yet. Please consider using other "
@@ -443,6 +450,8 @@ def rules_for(version: str | VllmVersion) -> VersionRules:
         v1_speculative_methods=_v1_speculative_methods(v),
         draft_model_refusal=(None if v.at_least(15) or not v.at_least(10) else _DRAFT_MODEL_REFUSAL_0_11
                              if v.at_least(11) else _DRAFT_MODEL_REFUSAL_0_10),
+        chat_template_parse=("content_format" if v.at_least(8, 2) and not v.at_least(9, 2)
+                             else "template_kwargs" if v.at_least(11) and not v.at_least(11, 1) else None),
         kernel_block_error=("No common block size for {block_size} ({backends})." if v.at_least(31)
                             else "No common block size for {block_size}." if v.at_least(30)
                             else "No common block size for {block_size}. "),

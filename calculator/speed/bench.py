@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from calculator.speed.front_end import Endpoint
 from calculator.speed.legacy_numpy_random import LegacyRandomState
 from calculator.speed.step_spread import StepSpread, bucket_quantile
 
@@ -60,6 +61,9 @@ class EngineLimits(BaseModel):
     kv_cache_tokens: int = Field(ge=1)  # usable KV slots (blocks x block size)
     block_size: int = Field(16, ge=1)
     request_overhead_s: float = Field(0.0, ge=0)  # from the client's send to the engine's waiting queue
+    # The API server's synchronous work per request (parsing it, its chat template, ...): it runs on the server's
+    # one event loop, one request at a time, so requests that arrive together queue for it (``_FrontEnd``).
+    front_end_s: float = Field(0.0, ge=0)
 
 
 class BenchLoad(BaseModel):
@@ -80,6 +84,9 @@ class BenchLoad(BaseModel):
     # Tokens of each prompt the engine finds in its prefix cache before the run (empty: none but the test prompt's):
     # a harness that sends the same seeded prompts in every run of a sweep, so a later run finds an earlier one's
     cached_prompt_tokens: tuple[int, ...] = ()
+    # The server endpoint the client posts to: a chat request's template some vLLM versions parse every time
+    # (calculator/speed/front_end.py)
+    endpoint: Endpoint = "completions"
 
     @model_validator(mode="after")
     def _one_cached_count_per_prompt(self) -> BenchLoad:
@@ -315,28 +322,85 @@ class _Engine:
         return scheduled
 
 
-class _Client:
-    """The benchmark client: requests in order, each sent when it is due and one of the slots is free."""
+class _FrontEnd:
+    """The API server's event loop, which runs each request's synchronous preprocessing in turn.
 
-    def __init__(self, load: BenchLoad, overhead_s: float) -> None:
+    A request's handler runs its preprocessing (``front_end_s``) to its first ``await`` (the tokenizer's thread),
+    and its continuation, which hands the request to the engine, goes to the back of the loop's ready queue: behind
+    the preprocessing of every request that arrived before it finished. So a burst of N requests reaches the engine
+    together, after N preprocessings, and a request arriving at an idle loop after one.
+    NOTE: the continuation's own work (the engine client's ``add_request``) is counted in ``front_end_s``.
+    """
+
+    def __init__(self, front_end_s: float) -> None:
+        self.front_end_s = front_end_s
+        self.free_s = 0.0  # when the loop ends the preprocessing queued so far
+        self.sent: list[tuple[float, float]] = []  # (reached the loop, preprocessed), in the order sent
+        self.settled = 0  # requests of ``sent`` handed to the engine so far
+        self.behind = 0  # requests of ``sent`` that reached the loop before the last settled one was preprocessed
+
+    def take(self, sent_s: float) -> None:
+        self.free_s = max(sent_s, self.free_s) + self.front_end_s
+        self.sent.append((sent_s, self.free_s))
+
+    def handed_over_s(self, position: int) -> float:
+        """When the ``position``-th request sent reaches the engine client: once the loop has preprocessed every
+        request that reached it before this one's preprocessing ended (sends come in time order, so a pointer)."""
+        preprocessed_s = self.sent[position][1]
+        while self.behind < len(self.sent) and self.sent[self.behind][0] < preprocessed_s:
+            self.behind += 1
+        return max(preprocessed_s, self.sent[self.behind - 1][1]) if self.behind else preprocessed_s
+
+    def settle(self, now: float) -> list[tuple[float, int]]:
+        """(handed over, position) of every request preprocessed by ``now``: later sends cannot reach the loop
+        before ``now``, so nothing can queue ahead of their continuations any more."""
+        settled = []
+        while self.settled < len(self.sent) and self.sent[self.settled][1] <= now:
+            settled.append((self.handed_over_s(self.settled), self.settled))
+            self.settled += 1
+        return settled
+
+    def earliest_s(self) -> float | None:
+        """A lower bound on when the next unsettled request is handed over."""
+        return self.sent[self.settled][1] if self.settled < len(self.sent) else None
+
+
+class _Client:
+    """The benchmark client: requests in order, each sent when it is due and one of the slots is free, then
+    preprocessed by the server's front end (``_FrontEnd``) before the time outside the engine brings it there."""
+
+    def __init__(self, load: BenchLoad, overhead_s: float, front_end_s: float = 0.0) -> None:
         self.ready = load.arrival_times_s()
         self.unsent = deque(range(load.num_prompts))
         self.free_slots = deque([0.0] * (load.max_concurrency or load.num_prompts))  # when each slot freed
         self.overhead_s = overhead_s
+        self.front_end = _FrontEnd(front_end_s)
+        self.order: list[int] = []  # request index by send position
         self.arrivals: list[tuple[float, int]] = []  # (reaches the engine, request index), a heap
 
     def send(self, now: float, requests: list[_Request]) -> None:
-        """Send every request due by ``now`` that has a slot: it leaves when both it and the slot are ready."""
+        """Send every request due by ``now`` that has a slot: it leaves when both it and the slot are ready; then
+        hand the engine every request preprocessed by ``now``.
+
+        NOTE: every request sent later leaves at ``now`` or after (its slot frees, or it falls due, after ``now``),
+        which is what lets the front end settle up to ``now``."""
         while self.unsent and self.free_slots and self.ready[self.unsent[0]] <= now:
             request = requests[self.unsent.popleft()]
             request.sent_s = max(self.ready[request.index], self.free_slots.popleft())
-            heapq.heappush(self.arrivals, (request.sent_s + self.overhead_s, request.index))
+            self.front_end.take(request.sent_s)
+            self.order.append(request.index)
+        for handed_over_s, position in self.front_end.settle(now):
+            heapq.heappush(self.arrivals, (handed_over_s + self.overhead_s, self.order[position]))
 
     def next_event_s(self) -> float | None:
-        """When the engine next hears of a request (one already sent, or the next one due with a slot free)."""
+        """When the engine may next hear of a request (one already sent, or the next one due with a slot free); a
+        lower bound while one is being preprocessed."""
         times = [self.arrivals[0][0]] if self.arrivals else []
+        if (preprocessed_s := self.front_end.earliest_s()) is not None:
+            times.append(preprocessed_s + self.overhead_s)
         if self.unsent and self.free_slots:
-            times.append(max(self.ready[self.unsent[0]], self.free_slots[0]) + self.overhead_s)
+            due_s = max(self.ready[self.unsent[0]], self.free_slots[0])
+            times.append(max(due_s, self.front_end.free_s) + self.front_end.front_end_s + self.overhead_s)
         return min(times) if times else None
 
 
@@ -398,7 +462,7 @@ def _run(load: BenchLoad, limits: EngineLimits, cost: StepCost, spread: StepSpre
         raise ValueError(f"a request of {longest:,} tokens does not fit in the KV cache "
                          f"({usable_blocks * limits.block_size:,} tokens)")
     engine = _Engine(limits=limits, free_blocks=usable_blocks)
-    client = _Client(load, limits.request_overhead_s)
+    client = _Client(load, limits.request_overhead_s, limits.front_end_s)
     itl: dict[float, int] = {}  # gap (s) -> how many token gaps had it
     factors = spread.draws() if spread is not None else None
     now, steps, reported_steps, finished = 0.0, 0, 0, 0

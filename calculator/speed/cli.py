@@ -29,6 +29,7 @@ from .plan import Slo
 from .predict import SpeedEstimate, ceiling_note, speed_estimate
 from .prices import GpuPrice, price_sets
 from .bench_command import parse_bench_command
+from .front_end import ENDPOINTS
 from .recommend import MAX_BENCH_PROMPTS, Recommendations, recommend
 from .speculation import speculation_gain, speculation_summary, speculation_text
 from .summary import recommendations_summary, speed_summary
@@ -82,6 +83,9 @@ def _traffic_flags(parser: argparse.ArgumentParser, users_flag: str) -> None:
                       help="requests in flight (closed loop, like vllm bench serve --max-concurrency)")
     load.add_argument("--request-rate", type=_within(SpeedInputs, "request_rate"),
                       help="Poisson arrivals per second (open loop)")
+    parser.add_argument("--endpoint", choices=ENDPOINTS, default="completions",
+                        help="where the requests go: chat (/v1/chat/completions) renders the chat template, which "
+                             "vLLM 0.8.2-0.9.1 and 0.11.0 parse on every request")
 
 
 def register(commands: argparse._SubParsersAction, estimate_parser: argparse.ArgumentParser) -> None:
@@ -201,7 +205,7 @@ def _speculative_config(text: str) -> dict[str, object]:
 def _traffic(args: argparse.Namespace) -> Traffic:
     return Traffic(input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                    input_tokens_p95=args.input_tokens_p95, output_tokens_p95=args.output_tokens_p95,
-                   concurrency=args.concurrency, request_rate=args.request_rate)
+                   concurrency=args.concurrency, request_rate=args.request_rate, endpoint=args.endpoint)
 
 
 def run(args: argparse.Namespace, scenario_from_args) -> str:
@@ -268,6 +272,7 @@ def render_speed(speed: SpeedEstimate, bands: SpeedBands | None = None) -> str:
                                f"KV cache {c.kv_cache_limit})"),
         ("arrival", f"{speed.traffic.arrival} (every figure below; `bench` predicts a `vllm bench serve` run)"),
         ("TTFT mean / p95", f"{_ms(speed.ttft_ms)} / {_ms(speed.ttft_p95_ms)} (queue {_ms(speed.queue_wait_ms)})"),
+        *((("front end", speed.front_end.reason),) if speed.front_end.seconds else ()),
         ("TPOT (ITL)", f"{_ms(speed.tpot_ms)} = {speed.per_user_tok_s:,.1f} tokens/s per user"),
         ("end-to-end", _ms(speed.e2e_ms)),
         ("throughput", f"{speed.output_throughput_tok_s:,.0f} output tok/s, {speed.total_throughput_tok_s:,.0f} "

@@ -14,6 +14,7 @@ from ..errors import InvalidInput
 from .bench import BenchFigures, BenchLoad, EngineLimits, StepBatch, StepCost, simulate
 from .calibration import BAND_FACTOR, SpeedConstants, constants_for
 from .costs import ForwardCosts, forward_costs
+from .front_end import Endpoint, FrontEndWork, front_end_work
 from .hardware import UNMEASURED_CEILING_RATIO, ComputePath, GpuRates, gpu_rates
 from .prices import GpuPrice, gpu_price
 from .queueing import QueueWait, closed_loop_wait, open_loop_wait
@@ -62,6 +63,7 @@ class SpeedEstimate(BaseModel):
     decode_bound: Literal["memory", "compute"]
     compute_bound_from_batch: int | None  # decode batch where compute time overtakes memory time
     gpu_price: GpuPrice | None
+    front_end: FrontEndWork  # the API server's per-request work on its event loop, in the TTFT
     ttft_band_ms: Band
     tpot_band_ms: Band
     output_throughput_band_tok_s: Band
@@ -129,10 +131,14 @@ class _Replica:
         alignment = 0.5 * state.step.total_s if state.running * self.pp > 1 else 0.0
         return alignment + self.token_latency_s(prefill) + self.constants.request_overhead_s
 
+    def front_end_s(self, endpoint: Endpoint) -> float:
+        """The API server's per-request work on its event loop before the engine (``front_end.py``)."""
+        return front_end_work(self.result.rules, self.result.model, endpoint).seconds
+
     def service_s(self, running: float, traffic: Traffic) -> tuple[SteadyState, float, float, float]:
         state = self.state(running, traffic)
         tpot = self.token_latency_s(state.step.total_s) / self.costs.tokens_per_decode_step
-        ttft = self.first_token_s(state, traffic.input_tokens)
+        ttft = self.first_token_s(state, traffic.input_tokens) + self.front_end_s(traffic.endpoint)
         return state, ttft, tpot, ttft + (traffic.output_tokens - 1) * tpot
 
 
@@ -158,7 +164,8 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
     else:
         running, (state, ttft_s, tpot_s, service_s), wait = _open_loop(replica, traffic, limits.served)
         throughput = traffic.request_rate if not wait.saturated else limits.served / service_s
-    ttft_p95_s = replica.first_token_s(state, traffic.prompt_p95) + wait.p95_s
+    ttft_p95_s = (replica.first_token_s(state, traffic.prompt_p95) + replica.front_end_s(traffic.endpoint)
+                  + wait.p95_s)
     ttft_ms = (ttft_s + wait.mean_s) * MS
     step = state.decode_only_step
     turn = _compute_bound_from(replica, state.decode_context_tokens)
@@ -176,6 +183,7 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
         total_throughput_tok_s=throughput * (traffic.input_tokens + traffic.output_tokens),
         prefill_steps=state.prefill_steps, decode_step=state.step, decode_bound=step.bound,
         compute_bound_from_batch=turn, gpu_price=price,
+        front_end=front_end_work(result.rules, result.model, traffic.endpoint),
         ttft_band_ms=_band(ttft_ms, BAND_FACTOR["ttft"]), tpot_band_ms=_band(tpot_ms, BAND_FACTOR["tpot"]),
         output_throughput_band_tok_s=_band(output, BAND_FACTOR["throughput"]))
 
@@ -263,7 +271,8 @@ def bench_prediction(result: Estimate, load: BenchLoad, *, constants: SpeedConst
     limits = EngineLimits(max_num_seqs=result.settings.max_num_seqs,
                           max_num_batched_tokens=result.settings.max_num_batched_tokens,
                           kv_cache_tokens=max(result.capacity.num_gpu_blocks - 1, 1) * block, block_size=block,
-                          request_overhead_s=overhead_s)
+                          request_overhead_s=overhead_s,
+                          front_end_s=front_end_work(result.rules, result.model, load.endpoint).seconds)
     try:
         return simulate(load, limits, cost)
     except ValueError as exc:

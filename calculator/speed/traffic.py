@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..engine.workload import Workload
 from ..errors import InvalidInput
+from .front_end import Endpoint
 
 MAX_TOKENS = 10_000_000
 
@@ -24,6 +25,7 @@ class Traffic(BaseModel):
     output_tokens_p95: int | None = Field(None, ge=1, le=MAX_TOKENS)
     concurrency: int | None = Field(None, ge=1, le=MAX_TOKENS)
     request_rate: float | None = Field(None, gt=0, le=1e9)
+    endpoint: Endpoint = "completions"  # chat requests: some vLLM versions parse the chat template each time
 
     @model_validator(mode="after")
     def _one_load(self) -> Traffic:
