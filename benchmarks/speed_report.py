@@ -141,6 +141,15 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "what the engine serves builds a queue until the arrivals stop (PegaInfer's 12 and 16 req/s); the fit, and "
         "V0 runs, take the steady state: requests/s = prompts / (prompts / rate + the last request's end-to-end "
         "time).",
+        "* **front end**: a request reaches the engine after the API server's synchronous work on it, which runs on "
+        "the server's one event loop, one request at a time (`calculator/speed/bench.py`, `_FrontEnd`): each "
+        "request's continuation queues behind the preprocessing of every request that arrived before it was "
+        "preprocessed, so a burst of N requests reaches the engine together after N preprocessings. What is "
+        "counted is the chat template's parse that vLLM 0.8.2-0.9.1 and 0.11.0 run on every chat request "
+        "(`calculator/speed/front_end.py`; read in vllm/entrypoints/chat_utils.py of the wheels), timed by "
+        "`benchmarks/chat_template_parse.py` on each model's template (0.11.0: Qwen3 12.2 ms, GLM-4.6 11.1 ms). "
+        "It applies to the runs that post to the chat endpoint (`--backend openai-chat`: GPUStack's pages, vLLM "
+        "#27323 and #26887); gpt-oss's chat requests take the harmony encoder, no template.",
         "",
         "Versions the sources do not print are taken from the source's date (Oracle 2024 → 0.6.2; Database Mart → "
         "0.8.0; qwen3-1536 and tt-inference-server → 0.9.0; llm-price-compass 2024-08 → 0.5.4); they decide the "

@@ -59,7 +59,7 @@ WORKLOAD_KEYS: dict[str, str] = {
 SPEED_KEYS: dict[str, str] = {
     "request_rate": "rate", "ttft_p95_ms": "ttft", "tpot_ms": "itl", "min_tok_s_per_user": "toks", "e2e_s": "e2e",
     "usd_per_gpu_hour": "price", "gpu_memory_bandwidth_gb_s": "bw", "gpu_bf16_tflops": "tflops",
-    "bandwidth_efficiency": "mbu", "compute_efficiency": "mfu",
+    "bandwidth_efficiency": "mbu", "compute_efficiency": "mfu", "endpoint": "api",
 }
 # The Recommend page: its own request, the lengths and users of a Workload, and the load and SLOs of SpeedInputs.
 RECOMMEND_KEYS: dict[str, str] = {

@@ -266,3 +266,20 @@ def test_the_speed_section_says_where_speculation_stops_paying():
     assert (f"Speculative decoding lowers TPOT up to {gain.pays_up_to:,} concurrent requests; above that the same "
             "deployment without it decodes faster.") in text_of(app)
     assert "Speculative decoding" not in text_of(run_app({"in": "1000", "out": "200"}))
+
+
+def test_chat_requests_to_vllm_0_11_0_wait_for_the_template_parse_and_the_link_keeps_the_endpoint():
+    # vLLM 0.11.0 parses the chat template on every chat request (calculator/speed/front_end.py): the page says so
+    # and the link carries the endpoint; completions requests, or 0.11.1, carry no such note.
+    measured = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "chat_template_parse.json")
+                          .read_text(encoding="utf-8"))
+    parse_ms = measured["templates"]["Qwen__Qwen3-8B"]["resolve_kwargs_0_11_0_ms"]
+    chat = run_app({"m": "Qwen/Qwen3-8B", "v": "0.11.0", "api": "chat"})
+    assert chat.radio(key="plan_speed_endpoint").value == "chat"
+    assert (f"TTFT includes the API server's front end: vLLM 0.11.0 parses the chat template on every chat request "
+            f"(0.11.0's resolve_chat_template_kwargs): {parse_ms:.1f} ms for Qwen/Qwen3-8B's template, one request "
+            "at a time on the API server's event loop.") in text_of(chat)
+    link = {k: v[-1] if isinstance(v, list) else v for k, v in chat.query_params.items()}
+    assert link["api"] == "chat"
+    for params in ({"m": "Qwen/Qwen3-8B", "v": "0.11.0"}, {"m": "Qwen/Qwen3-8B", "v": "0.11.1", "api": "chat"}):
+        assert "TTFT includes the API server's front end" not in text_of(run_app(params))

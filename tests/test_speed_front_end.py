@@ -83,3 +83,24 @@ def test_a_burst_of_chat_requests_reaches_the_engine_after_every_parse() -> None
     assert chat.median_ttft_ms > floor_ms and chat.mean_ttft_ms > floor_ms
     # every request reaches the engine at the same moment, so the run is the completions run shifted by the floor
     assert chat.mean_ttft_ms == pytest.approx(plain.mean_ttft_ms + floor_ms, rel=1e-6)
+
+
+def test_the_speed_cli_takes_the_endpoint_and_says_what_the_front_end_costs(capsys) -> None:
+    from test_speed_cli import _run
+
+    args = ["speed", "--model", "Qwen/Qwen3-8B", "--gpu", "h100-sxm-80gb", "--vllm-version", "0.11.0",
+            "--input-tokens", "233", "--output-tokens", "221", "--concurrency", "1"]
+    parse_ms = MEASURED["templates"]["Qwen__Qwen3-8B"]["resolve_kwargs_0_11_0_ms"]
+    code, out, _ = _run([*args, "--endpoint", "chat", "--json"], capsys)
+    chat = json.loads(out)
+    assert code == 0 and chat["endpoint"] == "chat" and chat["front_end_ms"] == pytest.approx(parse_ms)
+    assert chat["front_end"].startswith("vLLM 0.11.0 parses the chat template on every chat request")
+    code, out, _ = _run([*args, "--json"], capsys)
+    plain = json.loads(out)
+    assert plain["front_end_ms"] == 0 and plain["front_end"] is None
+    assert chat["ttft_ms"] - plain["ttft_ms"] == pytest.approx(parse_ms, abs=0.002)
+    code, out, _ = _run([*args, "--endpoint", "chat"], capsys)
+    assert code == 0 and any(line.startswith("front end ") and "vLLM 0.11.0 parses the chat template" in line
+                             for line in out.splitlines())
+    code, _, err = _run([*args, "--endpoint", "grpc"], capsys)
+    assert code == 2 and "invalid choice: 'grpc'" in err

@@ -25,6 +25,7 @@ from calculator.model.spec import ModelSpec
 
 Endpoint = Literal["completions", "chat"]
 ENDPOINTS: tuple[Endpoint, ...] = ("completions", "chat")
+ENDPOINT_PATHS: dict[Endpoint, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 # Median ms of each parse, benchmarks/data/chat_template_parse.json (Intel Xeon, 2 vCPUs, jinja2 3.1.6):
 # "template_kwargs" is 0.11.0's resolve_chat_template_kwargs, "content_format" 0.8.2-0.9.1's format detection.

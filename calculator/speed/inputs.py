@@ -30,6 +30,7 @@ from .bench import BenchLoad
 from .bench_command import parse_bench_command
 from .recommend import Option, Recommendations, recommend
 from .sweep import ConcurrencySweep, concurrency_sweep
+from .front_end import Endpoint
 from .traffic import Traffic, traffic_from
 
 # The issue's planning example ("a time to first token under 2 s at p95", "ITL 62 ms > 50 ms"): SLOs a chat
@@ -67,6 +68,7 @@ class SpeedInputs(BaseModel):
     gpu_bf16_tflops: float | None = Field(None, ge=MIN_TFLOPS, le=MAX_RATE)  # dense BF16 TFLOPS
     bandwidth_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1)  # measured on a server (Live)
     compute_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1)
+    endpoint: Endpoint = "completions"  # chat: vLLM 0.8.2-0.9.1 and 0.11.0 parse the chat template per request
 
     @property
     def slo(self) -> Slo:
@@ -76,8 +78,8 @@ class SpeedInputs(BaseModel):
     def traffic(self, workload: Workload) -> Traffic:
         """The workload's lengths under this load; ``InvalidInput`` when the speed model cannot take them."""
         if self.request_rate is not None:
-            return traffic_from(workload, request_rate=self.request_rate)
-        return traffic_from(workload, concurrency=workload.target_concurrent_requests)
+            return traffic_from(workload, request_rate=self.request_rate, endpoint=self.endpoint)
+        return traffic_from(workload, concurrency=workload.target_concurrent_requests, endpoint=self.endpoint)
 
     def with_gpu_rates(self, result: Estimate) -> Estimate:
         """``result`` with the rates given here on its GPU (as ``--gpu-memory-bandwidth-gb-s`` does)."""

@@ -58,8 +58,8 @@ class Traffic(BaseModel):
         return Traffic.model_validate({**self.model_dump(), **changes})
 
 
-def traffic_from(workload: Workload, *, concurrency: int | None = None,
-                 request_rate: float | None = None) -> Traffic:
+def traffic_from(workload: Workload, *, concurrency: int | None = None, request_rate: float | None = None,
+                 endpoint: Endpoint = "completions") -> Traffic:
     """A workload's lengths under one load; ``InvalidInput`` when the speed model cannot take them (a workload may
     have a p95 below its mean, as a server's length histograms can say; the speed model may not)."""
     if workload.output_tokens_mean < 1:
@@ -67,6 +67,6 @@ def traffic_from(workload: Workload, *, concurrency: int | None = None,
     try:
         return Traffic(input_tokens=workload.prompt_tokens_mean, output_tokens=workload.output_tokens_mean,
                        input_tokens_p95=workload.prompt_tokens_p95, output_tokens_p95=workload.output_tokens_p95 or None,
-                       concurrency=concurrency, request_rate=request_rate)
+                       concurrency=concurrency, request_rate=request_rate, endpoint=endpoint)
     except ValidationError as exc:
         raise InvalidInput(exc.errors()[0]["msg"].removeprefix("Value error, ")) from exc

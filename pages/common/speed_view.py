@@ -4,6 +4,7 @@ capacity plan it returns is drawn by ``capacity_view``. The numbers come from ``
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import streamlit as st
 from pydantic import ValidationError
@@ -12,6 +13,7 @@ from calculator import CalculatorError, Estimate, GpuSpec, Workload, find_gpu
 from calculator.limits import field_bounds
 from calculator.speed.bands import SpeedBands, speed_bands
 from calculator.speed.charts import two_ceilings_figure
+from calculator.speed.front_end import ENDPOINT_PATHS, ENDPOINTS
 from calculator.speed.inputs import SpeedInputs, SpeedPlan, speed_plan
 from calculator.speed.predict import ceiling_note
 from calculator.speed.prices import gpu_price
@@ -68,7 +70,11 @@ def inputs_section(prefix: str) -> SpeedInputs | str:
     """Sidebar: how the load arrives, SLOs, price, a custom GPU's rates; returns SpeedInputs or the reason."""
     st.subheader("Speed and cost")
     load, request_rate = load_input(prefix)
-    values: dict[str, float | None] = {"request_rate": request_rate, **slo_inputs(prefix)}
+    endpoint = st.radio("Requests go to", ENDPOINTS, key=f"{prefix}_speed_endpoint", horizontal=True,
+                        format_func=ENDPOINT_PATHS.get,
+                        help="The chat endpoint renders the model's chat template; vLLM 0.8.2-0.9.1 and 0.11.0 "
+                             "parse it on every request, one request at a time on the API server's event loop.")
+    values: dict[str, Any] = {"request_rate": request_rate, "endpoint": endpoint, **slo_inputs(prefix)}
     values["usd_per_gpu_hour"] = _number(prefix, "usd_per_gpu_hour", "Price ($ per GPU-hour)", "price list", 0.1)
     # NOTE: shown for every GPU, as the CLI's --gpu-memory-bandwidth-gb-s overrides a catalog GPU's rate too.
     gpu = _catalog_gpu(prefix)
@@ -184,6 +190,8 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                + (f"Price {usd(price.usd_per_gpu_hour)}/GPU-hour ({price.source})." if price else
                   "No price for this GPU: give one in the sidebar."))
     band_note(bands)
+    if per.front_end.seconds:
+        st.caption(f"TTFT includes the API server's front end: {per.front_end.reason}.")
     if (gain := speculation_gain(result, per.traffic)) is not None:
         st.caption(f"Speculative decoding {speculation_sentence(gain)}.")
     st.plotly_chart(two_ceilings_figure(plan.sweep, plan.slo), key="two_ceilings",
