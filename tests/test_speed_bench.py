@@ -135,6 +135,31 @@ def test_a_full_kv_cache_preempts_the_newest_request_and_recomputes_it() -> None
     assert run.p99_itl_ms == pytest.approx(percentile(sorted([10.1, 10.1, 10.1, 40.8, 10.1, 10.1]), 99))
 
 
+def test_with_prefix_caching_a_preempted_request_finds_its_full_blocks_again() -> None:
+    # The run above with V1's prefix cache: r1's one full block (its 4 prompt tokens) stays cached while free. r0's
+    # decodes take their blocks from the never-used one, so when r0 ends (41.1 ms) r1 gets its block back and
+    # computes only its 5th token (10.1 ms, not 10.5): its second token at 51.2 ms, then two decodes of 10.1 ms.
+    limits = EngineLimits(max_num_seqs=8, max_num_batched_tokens=1000, kv_cache_tokens=12, block_size=4,
+                          prefix_caching=True)
+    run = simulate(BenchLoad(input_tokens=(4, 4), output_tokens=(4, 4)), limits, linear)
+    assert run.preemptions == 1
+    assert run.duration_s == pytest.approx(0.0714)
+    assert run.mean_e2el_ms == pytest.approx((41.1 + 71.4) / 2)
+    assert run.p99_itl_ms == pytest.approx(percentile(sorted([10.1, 10.1, 10.1, 40.4, 10.1, 10.1]), 99))
+
+
+def test_a_cached_prefix_that_other_allocations_evict_is_recomputed() -> None:
+    # r0 now generates 6 tokens: its 9th token needs a third block while r1 waits, and the least recently freed
+    # free block is r1's cached one, so r1 recomputes all 5 tokens when r0 ends (61.3 ms): 10.5 ms, then 2 x 10.1.
+    load = BenchLoad(input_tokens=(4, 4), output_tokens=(6, 4))
+    cached = EngineLimits(max_num_seqs=8, max_num_batched_tokens=1000, kv_cache_tokens=12, block_size=4,
+                          prefix_caching=True)
+    run = simulate(load, cached, linear)
+    assert run.duration_s == pytest.approx(0.0613 + 0.0105 + 2 * 0.0101)
+    assert run.duration_s == pytest.approx(simulate(load, cached.model_copy(update={"prefix_caching": False}),
+                                                    linear).duration_s)
+
+
 def test_gamma_arrivals_are_rescaled_to_num_prompts_over_rate() -> None:
     times = BenchLoad(input_tokens=(8,) * 50, output_tokens=(2,) * 50, request_rate=5, burstiness=0.3).arrival_times_s()
     assert times[-1] == pytest.approx(50 / 5)  # vLLM rescales the cumulative gaps to num_prompts / rate

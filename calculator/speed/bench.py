@@ -64,6 +64,9 @@ class EngineLimits(BaseModel):
     # The API server's synchronous work per request (parsing it, its chat template, ...): it runs on the server's
     # one event loop, one request at a time, so requests that arrive together queue for it (``_FrontEnd``).
     front_end_s: float = Field(0.0, ge=0)
+    # V1's prefix cache (on by default): a preempted request's full blocks keep their hashes while free, so it finds
+    # them again when it is rescheduled, unless other requests' allocations evicted them meanwhile.
+    prefix_caching: bool = False
 
 
 class BenchLoad(BaseModel):
@@ -254,6 +257,7 @@ class _Request:
     last_token_s: float = 0.0
     done_s: float = 0.0
     blocks: int = 0
+    cached: list | None = None  # after a preemption under prefix caching: its free blocks still cached, [count]
 
     @property
     def due(self) -> int:
@@ -268,23 +272,77 @@ class _Request:
 
 @dataclass
 class _Engine:
+    """The scheduler's queues and the KV block pool.
+
+    Free blocks are kept in the order they were freed, as vLLM's ``FreeKVCacheBlockQueue`` does: an allocation takes
+    the least recently freed first, and a request frees its blocks last first, so a preempted request's prefix is
+    the last of its blocks to be evicted. ``free_order`` holds runs of ``[count, owner]``: owner None for blocks whose
+    contents no one will ask for again, or the preempted request whose cached prefix they are."""
+
     limits: EngineLimits
     free_blocks: int
     waiting: deque = field(default_factory=deque)
     running: list = field(default_factory=list)
     preemptions: int = 0
+    free_order: deque = field(default_factory=deque)
+
+    def __post_init__(self) -> None:
+        self.free_order.append([self.free_blocks, None])
+
+    def _take(self, count: int) -> None:
+        """Take ``count`` free blocks, least recently freed first, evicting cached prefixes on the way."""
+        self.free_blocks -= count
+        while count:
+            run = self.free_order[0]
+            taken = min(run[0], count)
+            run[0] -= taken
+            count -= taken
+            if run[1] is not None:
+                run[1].cached[0] -= taken
+            if run[0] == 0:
+                self.free_order.popleft()
 
     def _allocate(self, request: _Request, tokens: int) -> bool:
         needed = max(0, -(-tokens // self.limits.block_size) - request.blocks)
         if needed > self.free_blocks:
             return False
-        self.free_blocks -= needed
+        self._take(needed)
         request.blocks += needed
         return True
 
     def release(self, request: _Request) -> None:
         self.free_blocks += request.blocks
+        self.free_order.append([request.blocks, None])
         request.blocks = 0
+
+    def preempt(self, request: _Request) -> None:
+        """Free a running request's blocks; with prefix caching its full blocks stay cached until evicted."""
+        full = min(request.computed // self.limits.block_size, request.blocks) if self.limits.prefix_caching else 0
+        self.free_blocks += request.blocks
+        self.free_order.append([request.blocks - full, None])  # the partial last block goes first
+        if full:
+            request.cached = [full]
+            self.free_order.append([full, request])
+        request.blocks = 0
+        request.computed = 0
+
+    def _cached_hit_blocks(self, request: _Request) -> int:
+        """Blocks of a preempted request still cached, as ``get_computed_blocks`` finds them (at most all tokens but
+        the last, which is recomputed for its logits)."""
+        if request.cached is None:
+            return 0
+        return min(request.cached[0], (request.prompt + request.generated - 1) // self.limits.block_size)
+
+    def _reclaim(self, request: _Request, blocks: int) -> None:
+        """Give a rescheduled request back ``blocks`` of its cached prefix; the rest of it is no one's now."""
+        for run in self.free_order:
+            if run[1] is request:
+                run[0] -= blocks
+                run[1] = None
+                break
+        self.free_order = deque(run for run in self.free_order if run[0])
+        self.free_blocks -= blocks
+        request.blocks, request.computed, request.cached = blocks, blocks * self.limits.block_size, None
 
     def schedule(self) -> list[tuple[_Request, int]]:
         """One step's work, as V1's ``Scheduler.schedule``: running requests first (preempting the newest running
@@ -298,8 +356,7 @@ class _Engine:
             tokens = min(request.due, budget)
             while not self._allocate(request, request.computed + tokens):
                 victim = self.running.pop()
-                self.release(victim)
-                victim.computed = 0
+                self.preempt(victim)
                 self.waiting.appendleft(victim)
                 self.preemptions += 1
                 preempted = True
@@ -313,9 +370,18 @@ class _Engine:
             break
         while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs and not preempted:
             request = self.waiting[0]
-            tokens = min(request.due, budget)
-            if not self._allocate(request, request.computed + tokens):
+            hit = self._cached_hit_blocks(request)
+            computed = hit * self.limits.block_size if request.cached is not None else request.computed
+            tokens = min(request.prompt + request.generated - computed, budget)
+            # NOTE: the cached blocks are free until touched, so they count against the free blocks here (vLLM's
+            # allocate_slots adds the evictable computed blocks to those it needs); nothing is touched when it
+            # does not fit.
+            wanted = -(-(computed + tokens) // self.limits.block_size) - request.blocks - hit
+            if wanted + hit > self.free_blocks:
                 break
+            if request.cached is not None:
+                self._reclaim(request, hit)
+            self._allocate(request, request.computed + tokens)
             self.running.append(self.waiting.popleft())
             scheduled.append((request, tokens))
             budget -= tokens

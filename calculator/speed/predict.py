@@ -272,7 +272,8 @@ def bench_prediction(result: Estimate, load: BenchLoad, *, constants: SpeedConst
                           max_num_batched_tokens=result.settings.max_num_batched_tokens,
                           kv_cache_tokens=max(result.capacity.num_gpu_blocks - 1, 1) * block, block_size=block,
                           request_overhead_s=overhead_s,
-                          front_end_s=front_end_work(result.rules, result.model, load.endpoint).seconds)
+                          front_end_s=front_end_work(result.rules, result.model, load.endpoint).seconds,
+                          prefix_caching=prefix_caching_enabled(result))
     try:
         return simulate(load, limits, cost)
     except ValueError as exc:
