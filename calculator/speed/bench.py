@@ -9,9 +9,11 @@ request leaves the client (after its slot), so the client's own queue is not in 
 The engine is vLLM V1's scheduler: every step it first gives each running request its tokens (one decode token, or
 the next chunk of a prompt), then admits waiting requests first-come first-served while ``max_num_seqs`` and the
 token budget ``max_num_batched_tokens`` allow, chunking the last prompt to what the budget leaves; a request whose
-KV blocks do not fit preempts the newest running request (its KV is dropped and recomputed later). A request that
-arrives while a step runs waits for the next one. A step's time comes from a ``StepCost`` (the roofline of
-``step_time.py`` for a GPU, or times measured on a server), so the scheduler half is hardware independent.
+KV blocks do not fit preempts the newest running request (its KV is dropped and recomputed later, but for the full
+blocks the prefix cache still holds when it is rescheduled). A request reaches the engine after the API server's
+event loop has done its synchronous work (``_FrontEnd``), and one that arrives while a step runs waits for the next.
+A step's time comes from a ``StepCost`` (the roofline of ``step_time.py`` for a GPU, or times measured on a server),
+so the scheduler half is hardware independent.
 
 Stretches of decode-only steps in which nothing arrives, finishes or runs out of KV are advanced in one go (the waves
 of fixed-length runs), so a few hundred requests take milliseconds.
