@@ -19,6 +19,7 @@ from calculator.engine.estimate import Estimate
 from calculator.speed.calibration import SpeedConstants
 from calculator.speed.bands import engine_generation
 from calculator.speed.bench import BenchLoad, cached_test_prompt_tokens
+from calculator.speed.front_end import Endpoint
 from calculator.speed.output_lengths import eos_output_lengths
 from calculator.speed.predict import _Replica, bench_prediction, speed_estimate
 from calculator.speed.queueing import burst_wait
@@ -54,7 +55,7 @@ class Run:
     sweep: tuple[tuple[int, int, int], ...] = ()
     # The endpoint the harness posts to: "chat" (vllm bench serve --backend openai-chat) renders the chat template,
     # which some versions parse on every request (calculator/speed/front_end.py).
-    endpoint: str = "completions"
+    endpoint: Endpoint = "completions"
 
 
 # tt-inference-server's one-request sweep, in the order run_benchmarks.py runs it (release v0.0.5, July 2025:
@@ -535,7 +536,7 @@ def cached_prompt_tokens(record: dict, result: Estimate) -> tuple[int, ...]:
 
 
 def _one_at_a_time_with_cached(result: Estimate, constants: SpeedConstants | None, prompt: int, output: int,
-                               cached: tuple[int, ...], endpoint: str) -> dict[str, float]:
+                               cached: tuple[int, ...], endpoint: Endpoint) -> dict[str, float]:
     """A closed loop of one request whose prompts find ``cached`` tokens each in the prefix cache: the means over
     the run's requests take each prompt's prefill of its uncached tail.
 

@@ -164,8 +164,8 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
     else:
         running, (state, ttft_s, tpot_s, service_s), wait = _open_loop(replica, traffic, limits.served)
         throughput = traffic.request_rate if not wait.saturated else limits.served / service_s
-    ttft_p95_s = (replica.first_token_s(state, traffic.prompt_p95) + replica.front_end_s(traffic.endpoint)
-                  + wait.p95_s)
+    front_end = front_end_work(result.rules, result.model, traffic.endpoint)
+    ttft_p95_s = replica.first_token_s(state, traffic.prompt_p95) + front_end.seconds + wait.p95_s
     ttft_ms = (ttft_s + wait.mean_s) * MS
     step = state.decode_only_step
     turn = _compute_bound_from(replica, state.decode_context_tokens)
@@ -183,7 +183,7 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
         total_throughput_tok_s=throughput * (traffic.input_tokens + traffic.output_tokens),
         prefill_steps=state.prefill_steps, decode_step=state.step, decode_bound=step.bound,
         compute_bound_from_batch=turn, gpu_price=price,
-        front_end=front_end_work(result.rules, result.model, traffic.endpoint),
+        front_end=front_end,
         ttft_band_ms=_band(ttft_ms, BAND_FACTOR["ttft"]), tpot_band_ms=_band(tpot_ms, BAND_FACTOR["tpot"]),
         output_throughput_band_tok_s=_band(output, BAND_FACTOR["throughput"]))
 
