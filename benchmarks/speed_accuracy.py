@@ -8,7 +8,11 @@ source's records (held out: leave-one-source-out), runs the peers' methods, prin
 ``docs/speed-accuracy.md`` and ``docs/speed-accuracy.png``. ``--fit`` prints freshly fitted constants and bands to
 paste into ``calibration.py``, with the bands by regime and the coverage; ``--check`` exits 1 when a target fails.
 The held-out refits take ~30 minutes in one process (``--jobs 2`` runs them in two); they are saved to
-``benchmarks/data/speed_held_out.json`` and ``--reuse-held-out`` rebuilds the report from that file.
+``benchmarks/data/speed_held_out.json`` and ``--reuse-held-out`` rebuilds the report from that file. Each fold's
+constants go to ``benchmarks/data/speed_fold_constants.json``: ``--rescore`` predicts every source again with the
+constants fitted without it, in a few minutes, for a change that leaves the fit alone (one that only moves the
+runs ``speed_replay.fitted_as_steady_state`` leaves out, such as the bursts of every prompt at once); any other
+change needs the refits.
 AIConfigurator's predictions come from ``benchmarks/data/speed_aiconfigurator.json`` (written by
 ``benchmarks/speed_aiconfigurator.py``).
 """
@@ -30,10 +34,11 @@ if str(ROOT) not in sys.path:
 from benchmarks import speed_fit, speed_peers, speed_replay  # noqa: E402
 from benchmarks.speed_report import render_chart, render_markdown  # noqa: E402
 from calculator.speed.bands import REGIMES, band_factor, engine_generation  # noqa: E402
-from calculator.speed.calibration import constants_for  # noqa: E402
+from calculator.speed.calibration import SpeedConstants, constants_for  # noqa: E402
 
 METHODS = ("ours", "ours held out", "ridgepoint", "llm-optimizer", "AIConfigurator")
 HELD_OUT = ROOT / "benchmarks" / "data" / "speed_held_out.json"
+FOLD_CONSTANTS = ROOT / "benchmarks" / "data" / "speed_fold_constants.json"
 AICONFIGURATOR = ROOT / "benchmarks" / "data" / "speed_aiconfigurator.json"
 HEADLINE = ("ttft_ms", "tpot_ms", "output_tok_s")
 TARGETS_PCT = {"ttft_ms": 25.0, "tpot_ms": 12.0, "output_tok_s": 12.0}  # issue 19
@@ -42,17 +47,27 @@ MIN_BAND_VALUES = 5  # fewer held-out values in a regime: its band is the regime
 BAND_METRICS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "output_tok_s": "throughput", "request_per_s": "throughput"}
 
 
-def _held_out(job: tuple[list[dict], str]) -> dict[str, dict[str, float]]:
-    """Refit every constant without the records of one source and predict that source's records."""
+def _fold(job: tuple[list[dict], str]) -> tuple[str, SpeedConstants, SpeedConstants]:
+    """Refit every constant without the records of one source: (source, CUDA constants, ROCm constants)."""
     records, source = job
-    cuda, rocm = speed_fit.fit_all([r for r in records if speed_replay.source_of(r) != source])
+    return (source, *speed_fit.fit_all([r for r in records if speed_replay.source_of(r) != source]))
+
+
+def _held_out(records: list[dict], source: str, cuda: SpeedConstants,
+              rocm: SpeedConstants) -> dict[str, dict[str, float]]:
+    """Predict one source's records with the constants fitted without it."""
     return {record["id"]: speed_replay.predict(record, rocm if speed_replay.deployment(record["id"]).gpu.platform
                                                == "rocm" else cuda)
             for record in records if speed_replay.source_of(record) == source}
 
 
-def predictions(records: list[dict], reuse_held_out: bool = False,
-                jobs: int = 1) -> dict[str, dict[str, dict[str, float]]]:
+def _rescored(job: tuple[list[dict], str, dict]) -> dict[str, dict[str, float]]:
+    records, source, constants = job
+    return _held_out(records, source, SpeedConstants(**constants["cuda"]), SpeedConstants(**constants["rocm"]))
+
+
+def predictions(records: list[dict], reuse_held_out: bool = False, jobs: int = 1,
+                rescore: bool = False) -> dict[str, dict[str, dict[str, float]]]:
     """record id -> method -> metric -> predicted value (methods that cannot express a record's load skip it)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     cached = json.loads(AICONFIGURATOR.read_text())["predictions"] if AICONFIGURATOR.exists() else {}
@@ -73,7 +88,19 @@ def predictions(records: list[dict], reuse_held_out: bool = False,
         return out
     sources = sorted({speed_replay.source_of(r) for r in records})
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for held_out in pool.map(_held_out, [(records, source) for source in sources]):
+        if rescore:
+            folds = json.loads(FOLD_CONSTANTS.read_text())
+            missing = [source for source in sources if source not in folds]
+            if missing:
+                raise SystemExit(f"no fold constants for {', '.join(missing)}: run without --rescore to refit")
+            held_outs = pool.map(_rescored, [(records, source, folds[source]) for source in sources])
+        else:
+            fitted = list(pool.map(_fold, [(records, source) for source in sources]))
+            FOLD_CONSTANTS.write_text(json.dumps({source: {"cuda": cuda.model_dump(), "rocm": rocm.model_dump()}
+                                                  for source, cuda, rocm in fitted}, indent=1) + "\n")
+            held_outs = pool.map(_rescored, [(records, source, {"cuda": cuda.model_dump(), "rocm": rocm.model_dump()})
+                                             for source, cuda, rocm in fitted])
+        for held_out in held_outs:
             for record_id, values in held_out.items():
                 out[record_id]["ours held out"] = values
     HELD_OUT.write_text(json.dumps({r: v["ours held out"] for r, v in out.items()}, indent=1) + "\n")
@@ -277,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target fails")
     parser.add_argument("--reuse-held-out", action="store_true",
                         help=f"read the held-out predictions from {HELD_OUT.name}")
+    parser.add_argument("--rescore", action="store_true",
+                        help=f"predict each source with the constants of {FOLD_CONSTANTS.name} (no refits): only "
+                             "for a change that leaves the fit alone")
     parser.add_argument("--jobs", type=int, default=1, help="held-out refits run in this many processes")
     args = parser.parse_args(argv)
     records = speed_replay.scored_records()
@@ -287,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         cuda, rocm = speed_fit.fit_all(records)
         print("CUDA =", repr(cuda))
         print("ROCM =", repr(rocm))
-    predicted = predictions(records, args.reuse_held_out, args.jobs)
+    predicted = predictions(records, args.reuse_held_out, args.jobs, args.rescore)
     table = errors(records, predicted)
     rows = targets(table)
     for metric, per_method in summary(table).items():
