@@ -10,7 +10,8 @@ from calculator import Scenario, Traffic, estimate, speed_estimate
 from calculator.speed.calibration import CUDA
 from calculator.speed.costs import forward_costs
 from calculator.speed.hardware import gpu_rates
-from calculator.speed.queueing import burst_wait, closed_loop_wait, erlang_c, open_loop_wait
+from calculator.speed.queueing import (QueueWait, burst_wait, closed_loop_wait, erlang_c, open_loop_wait,
+                                      p95_with_step_in_flight)
 from calculator.speed.scheduler import prefill_time_s, served_concurrency, steady_state
 
 
@@ -76,6 +77,34 @@ def test_open_loop_queue_matches_m_m_1_and_m_m_c() -> None:
     assert idle.mean_s < 1e-12 and idle.p95_s == 0.0 and not idle.saturated  # zero load: no wait
     full = open_loop_wait(rate_per_s=40, servers=64, service_s=2.0)  # 80 requests' worth of work for 64 slots
     assert full.saturated and full.mean_s == math.inf and full.utilisation == pytest.approx(1.25)
+
+
+def test_the_step_in_flight_adds_to_the_ttft_p95_as_a_uniform_wait() -> None:
+    # a fixed wait w: the step in flight at arrival is uniform over the step, so its 95th percentile is 0.95 step
+    fixed = closed_loop_wait(users=30, served=10, service_s=2.0)
+    assert p95_with_step_in_flight(fixed, 0.1) == pytest.approx(4.0 + 0.095)
+    # an M/M/c tail, P(W > t) = 0.5 e^-10t, beside a 0.1 s step: past the step, P(U + W > t) =
+    # 0.5 e^-10t (e^(10 x 0.1) - 1) / (10 x 0.1), which is 0.05 at t = ln(0.5 (e - 1) / 0.05) / 10 = 0.28439 s
+    tail = QueueWait(mean_s=0.05, p95_s=math.log(0.5 / 0.05) / 10, utilisation=0.5, saturated=False,
+                     drain_per_s=10.0, wait_probability=0.5)
+    assert p95_with_step_in_flight(tail, 0.1) == pytest.approx(math.log(0.5 * (math.e - 1) / 0.05) / 10, rel=1e-9)
+    assert p95_with_step_in_flight(tail, 0.0) == pytest.approx(tail.p95_s)  # no step in flight: the queue alone
+    # a tail that rarely waits: the 95th percentile stays inside the step, where (1 - p) t / s + p H(t) = 0.95
+    rare = QueueWait(mean_s=0.0, p95_s=0.0, utilisation=0.1, saturated=False, drain_per_s=10.0,
+                     wait_probability=0.01)
+    t = p95_with_step_in_flight(rare, 0.1)
+    assert t < 0.1 and 0.99 * t / 0.1 + 0.01 * (t + math.expm1(-10 * t) / 10) / 0.1 == pytest.approx(0.95)
+    assert math.isinf(p95_with_step_in_flight(open_loop_wait(rate_per_s=40, servers=64, service_s=2.0), 0.1))
+
+
+def test_a_steady_closed_loop_gives_its_ttft_p95_the_step_in_flight() -> None:
+    result = _llama8(max_model_len=8192)
+    # fixed lengths and no queue: the mean lines up half a step, the p95 0.95 of one
+    crowd = speed_estimate(result, Traffic(input_tokens=1024, output_tokens=256, concurrency=32), prices={})
+    assert crowd.queue_wait_ms == 0.0
+    assert crowd.ttft_p95_ms - crowd.ttft_ms == pytest.approx(0.45 * crowd.decode_step.total_s * 1e3, rel=1e-9)
+    alone = speed_estimate(result, Traffic(input_tokens=1024, output_tokens=256, concurrency=1), prices={})
+    assert alone.ttft_p95_ms == pytest.approx(alone.ttft_ms)  # one request finds no step in flight
 
 
 def test_a_burst_of_prompts_queues_once() -> None:

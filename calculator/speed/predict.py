@@ -17,7 +17,7 @@ from .costs import ForwardCosts, forward_costs
 from .front_end import Endpoint, FrontEndWork, front_end_work
 from .hardware import UNMEASURED_CEILING_RATIO, ComputePath, GpuRates, gpu_rates
 from .prices import GpuPrice, gpu_price
-from .queueing import QueueWait, closed_loop_wait, open_loop_wait
+from .queueing import QueueWait, closed_loop_wait, open_loop_wait, p95_with_step_in_flight
 from .scheduler import ServedConcurrency, SteadyState, prefill_time_s, served_concurrency, steady_state
 from .step_time import StepTime, step_time
 from .traffic import Traffic
@@ -124,12 +124,17 @@ class _Replica:
         """A token crosses every stage: pp stage times plus a hop between stages."""
         return self.pp * stage_s + (self.pp - 1) * self.constants.all_reduce_latency_s
 
-    def first_token_s(self, state: SteadyState, prompt_tokens: int) -> float:
-        """Service time to the first token (no queue): half a step to line up, the chunks, the request overhead."""
+    def first_token_s(self, state: SteadyState, prompt_tokens: int, *, in_flight_share: float = 0.5) -> float:
+        """Service time to the first token (no queue): the share of the step in flight to line up (half, on
+        average), the chunks, the request overhead."""
         prefill = prefill_time_s(self.costs, self.rates, self.constants, prompt_tokens=prompt_tokens, state=state,
                                  budget_tokens=self.budget)
-        alignment = 0.5 * state.step.total_s if state.running * self.pp > 1 else 0.0
-        return alignment + self.token_latency_s(prefill) + self.constants.request_overhead_s
+        return in_flight_share * self.step_in_flight_s(state) + self.token_latency_s(prefill) + \
+            self.constants.request_overhead_s
+
+    def step_in_flight_s(self, state: SteadyState) -> float:
+        """The step a new request may find running (none when it is the only request)."""
+        return state.step.total_s if state.running * self.pp > 1 else 0.0
 
     def front_end_s(self, endpoint: Endpoint) -> float:
         """The API server's per-request work on its event loop before the engine (``front_end.py``)."""
@@ -165,7 +170,8 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
         running, (state, ttft_s, tpot_s, service_s), wait = _open_loop(replica, traffic, limits.served)
         throughput = traffic.request_rate if not wait.saturated else limits.served / service_s
     front_end = front_end_work(result.rules, result.model, traffic.endpoint)
-    ttft_p95_s = replica.first_token_s(state, traffic.prompt_p95) + front_end.seconds + wait.p95_s
+    ttft_p95_s = (replica.first_token_s(state, traffic.prompt_p95, in_flight_share=0.0) + front_end.seconds
+                  + p95_with_step_in_flight(wait, replica.step_in_flight_s(state)))
     ttft_ms = (ttft_s + wait.mean_s) * MS
     step = state.decode_only_step
     turn = _compute_bound_from(replica, state.decode_context_tokens)

@@ -163,7 +163,8 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                           help=f"1 / ITL ({format_ms(per.tpot_ms)}); measured spread "
                                f"{bands.per_user_tok_s.low:,.1f}–{bands.per_user_tok_s.high:,.1f}.")
         columns[1].metric("TTFT p95", format_ms(per.ttft_p95_ms),
-                          help=f"Prefill of the p95 prompt plus the p95 queue wait, under the "
+                          help=f"Prefill of the p95 prompt plus the p95 of the queue wait and of the step in flight at "
+                               f"arrival, under the "
                                f"{per.traffic.arrival}; spread "
                                f"{format_ms(bands.ttft_p95_ms.low)}–{format_ms(bands.ttft_p95_ms.high)}.")
         columns[2].metric("Throughput per replica", f"{per.output_throughput_tok_s:,.0f} tok/s",
