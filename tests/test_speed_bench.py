@@ -225,6 +225,8 @@ def test_range_ratio_samples_vllms_ranges() -> None:
     ("--num-prompts many", "invalid int value: 'many'"),
     ("--random-prefix-len 100", "--random-prefix-len is not modelled"),
     ("--num-prompts 10000000", "simulates at most 20,000 requests"),
+    ("--backend openai-chat", "OpenAI Chat Completions API URL must end with one of: {'chat/completions'}"),
+    ("--backend openai-audio", "--backend openai-audio is not modelled"),
 ])
 def test_what_vllm_refuses_or_the_planner_does_not_model_is_a_sentence(extra: str, said: str) -> None:
     with pytest.raises(InvalidInput, match=None) as raised:
@@ -246,6 +248,40 @@ def test_bench_cli_prints_the_block_and_returns_the_keys(capsys) -> None:
     assert data["median_ttft_ms"] == round(direct.median_ttft_ms, 3)
     code, text, _ = _run([*GPU, "--", *LINE.split()], capsys)
     assert code == 0 and "Median TTFT (ms):" in text and "closed loop of 32 clients" in text
+
+
+CHAT = ("vllm bench serve --model Qwen/Qwen3-8B --backend openai-chat --endpoint /v1/chat/completions "
+        "--dataset-name random --random-input-len 128 --random-output-len 4 --num-prompts 1000 --request-rate inf")
+
+
+def test_a_chat_bench_line_posts_each_prompt_in_the_chat_template() -> None:
+    # the random dataset samples 128 less the tokenizer's BOS; a chat request is tokenized without it, and the
+    # template's own tokens come around it instead
+    bare, templated = parse_bench_command(CHAT), parse_bench_command(CHAT, chat_template_tokens=9)
+    assert bare.load.endpoint == templated.load.endpoint == "chat"
+    assert set(bare.load.input_tokens) == {127} and set(templated.load.input_tokens) == {127 + 9}
+    assert templated.chat_template_tokens == 9
+    completions = parse_bench_command(LINE, chat_template_tokens=9)
+    assert completions.load.input_tokens[0] == 1024 and completions.chat_template_tokens == 0  # no template there
+
+
+def test_bench_cli_on_the_chat_endpoint_waits_for_every_template_parse(capsys) -> None:
+    # vLLM 0.11.0 parses Qwen3's chat template on every chat request, 12.22 ms each on the API server's one event
+    # loop (benchmarks/data/chat_template_parse.json), and every request's parse runs before any is handed over:
+    # 1,000 requests sent at once reach the engine after 1,000 x 12.22 ms = 12.22 s
+    args = ["bench", "--gpu", "h100", "--model", "Qwen/Qwen3-8B", "--vllm-version", "0.11.0", "--json", "--"]
+    code, out, _ = _run([*args, *CHAT.split()], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["endpoint"] == "chat" and data["front_end_ms"] == 12.22
+    assert data["total_input_tokens"] == 1000 * 127 and data["chat_template_tokens"] == 0
+    assert data["mean_ttft_ms"] > 1000 * 12.22
+    code, out, _ = _run([*args[:-2], "--chat-template-tokens", "9", "--json", "--", *CHAT.split()], capsys)
+    assert json.loads(out)["total_input_tokens"] == 1000 * 127  # the client counts the dataset's tokens only
+    code, text, _ = _run([*args[:-2], "--", *CHAT.split()], capsys)
+    assert "requests go to /v1/chat/completions: the chat template's own tokens around each prompt are not " \
+           "counted" in text and "front end: vLLM 0.11.0 parses the chat template on every chat request" in text
+    code, _, err = _run([*args[:-2], "--chat-template-tokens", "-1", "--", *CHAT.split()], capsys)
+    assert code == 2 and "--chat-template-tokens must be between 0 and 4,096" in err
 
 
 def test_fixed_lengths_move_in_waves_so_every_wave_is_a_burst() -> None:

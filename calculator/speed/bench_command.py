@@ -10,6 +10,11 @@ The lengths are the random dataset's (``vllm/benchmarks/datasets``): each prompt
 uniformly in [floor(L x (1 - r)), ceil(L x (1 + r))] with L = --random-input-len less the tokenizer's special
 tokens (which the server adds back), each output likewise around --random-output-len (at least 1), and the random
 dataset sets ``ignore_eos``, so every request generates its whole output.
+
+``--backend openai-chat`` posts each prompt as one user message to ``/v1/chat/completions``: the server renders the
+chat template around it (its own tokens instead of the tokenizer's special ones, which chat requests do not add) and
+some versions parse the template on every request (``front_end.py``). The template's tokens depend on the model's
+template; the caller gives them (``chat_template_tokens``), else they are not counted.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import InvalidInput
 from .bench import BenchLoad
+from .front_end import Endpoint
 
 # Flags that change nothing the engine sees (where the server is, what is saved or shown, sampling knobs that do
 # not change lengths under ignore_eos).
@@ -43,7 +49,12 @@ _NO_EFFECT = frozenset({
 _LOAD = frozenset({"dataset_name", "num_prompts", "max_concurrency", "request_rate", "burstiness", "random_input_len",
                    "random_output_len", "input_len", "output_len", "random_range_ratio", "random_prefix_len",
                    "random_batch_size"})
-_BACKENDS = ("openai", "vllm")  # the completions endpoint: the prompt's tokens are the dataset's, no chat template
+# backend -> (the endpoint it posts to, vLLM's name for that API, the suffix vLLM requires of --endpoint)
+_BACKENDS: dict[str, tuple[Endpoint, str, str]] = {
+    "openai": ("completions", "OpenAI Completions API", "completions"),
+    "vllm": ("completions", "OpenAI Completions API", "completions"),
+    "openai-chat": ("chat", "OpenAI Chat Completions API", "chat/completions"),
+}
 MAX_PROMPTS = 20_000  # a simulated run stays well under a second; a larger run repeats the same steady state
 _PREFIX = re.compile(r"^(?:\S*python\S*\s+-m\s+vllm\.entrypoints\.cli\.main|\S*vllm)\s+bench\s+serve\b")
 
@@ -58,6 +69,7 @@ class BenchCommand(BaseModel):
     output_len: int
     range_ratio: tuple[float, float]
     percentiles: tuple[float, ...]
+    chat_template_tokens: int = 0  # counted around each prompt (chat only)
 
 
 class _Refused(ValueError):
@@ -116,9 +128,11 @@ def split_bench_line(line: str | list[str]) -> list[str]:
     return words
 
 
-def parse_bench_command(line: str | list[str], *, special_tokens: int = 1) -> BenchCommand:
+def parse_bench_command(line: str | list[str], *, special_tokens: int = 1,
+                        chat_template_tokens: int = 0) -> BenchCommand:
     """The load a ``vllm bench serve`` line sends; ``InvalidInput`` (one sentence) for what vLLM refuses or the
-    planner does not model. ``special_tokens`` is what the tokenizer adds to a prompt (a BOS: 1)."""
+    planner does not model. ``special_tokens`` is what the tokenizer adds to a prompt (a BOS: 1);
+    ``chat_template_tokens`` what the chat template puts around one user message (``--backend openai-chat``)."""
     words = [_dashes(word) for word in split_bench_line(line)]
     try:
         namespace = _parser().parse_args(words)
@@ -135,8 +149,12 @@ def parse_bench_command(line: str | list[str], *, special_tokens: int = 1) -> Be
         raise InvalidInput(f"--dataset-name {values['dataset_name']} is not modelled: the planner predicts the "
                            "random dataset (--dataset-name random), whose lengths the command line fixes")
     if str(values["backend"]) not in _BACKENDS:
-        raise InvalidInput(f"--backend {values['backend']} is not modelled: the planner predicts the completions "
-                           f"endpoint ({' or '.join(_BACKENDS)}), where the prompt is the dataset's tokens")
+        raise InvalidInput(f"--backend {values['backend']} is not modelled: the planner predicts text generation "
+                           f"({', '.join(_BACKENDS)})")
+    endpoint, api_name, suffix = _BACKENDS[str(values["backend"])]
+    if not str(values["endpoint"]).endswith(suffix):
+        raise InvalidInput(f"vLLM's `vllm bench serve` refuses this line: {api_name} URL must end with one of: "
+                           f"{{{suffix!r}}} (--endpoint {values['endpoint']})")
     if _int(values, "random_prefix_len", 0) != 0:
         raise InvalidInput("--random-prefix-len is not modelled (a shared prefix the prefix cache may hold)")
     if _int(values, "random_batch_size", 1) != 1:
@@ -160,16 +178,20 @@ def parse_bench_command(line: str | list[str], *, special_tokens: int = 1) -> Be
     if rate <= 0 or burstiness <= 0:
         raise InvalidInput("--request-rate and --burstiness must be positive (vLLM asserts it)")
     prompts, outputs = _lengths(num_prompts, input_len, output_len, ratios, seed, special_tokens)
+    # NOTE: a chat request's prompt is tokenized without the special tokens; the template brings its own
+    added = chat_template_tokens if endpoint == "chat" else special_tokens
     # NOTE: vllm/benchmarks/serve.py sends input_requests[0] once as its ready check when --ready-check-timeout-sec
     # is above 0 (0 by default since vllm#30975, Dec 2025; the old benchmark_serving.py always sent it), and again as
     # each of --num-warmups requests, all before the run.
     test_prompt = (_int(values, "ready_check_timeout_sec", 0, allow_negative=True) > 0
                    or _int(values, "num_warmups", 0, allow_negative=True) > 0)
-    load = BenchLoad(input_tokens=tuple(p + special_tokens for p in prompts), output_tokens=tuple(outputs),
+    load = BenchLoad(input_tokens=tuple(p + added for p in prompts), output_tokens=tuple(outputs),
                      max_concurrency=concurrency, request_rate=None if math.isinf(rate) else rate,
-                     burstiness=burstiness, seed=seed, special_tokens=special_tokens, test_prompt=test_prompt)
+                     burstiness=burstiness, seed=seed, special_tokens=added, test_prompt=test_prompt,
+                     endpoint=endpoint)
     return BenchCommand(load=load, model=values.get("model"), input_len=input_len, output_len=output_len,
-                        range_ratio=ratios, percentiles=percentiles)
+                        range_ratio=ratios, percentiles=percentiles,
+                        chat_template_tokens=chat_template_tokens if endpoint == "chat" else 0)
 
 
 def _dashes(word: str) -> str:
