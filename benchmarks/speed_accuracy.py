@@ -317,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         cuda, rocm = speed_fit.fit_all(records)
         print("CUDA =", repr(cuda))
         print("ROCM =", repr(rocm))
+        print("NOTE: the bands below use the constants in calibration.py; paste these, then take the bands that "
+              "--reuse-held-out prints")
     predicted = predictions(records, args.reuse_held_out, args.jobs, args.rescore)
     table = errors(records, predicted)
     rows = targets(table)

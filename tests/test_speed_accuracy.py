@@ -19,7 +19,7 @@ import pytest
 
 from benchmarks import speed_accuracy, speed_peers, speed_replay
 from calculator.speed.bench import BenchLoad
-from calculator.speed.calibration import COVERAGE, constants_for
+from calculator.speed.calibration import BAND_FACTOR, COVERAGE, REGIME_BAND_FACTOR, constants_for
 from calculator.speed.predict import bench_prediction
 
 TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}  # issue 12, on the shared records
@@ -83,6 +83,17 @@ def test_the_coverage_the_bands_rely_on_is_what_the_records_span() -> None:
     assert set(spans["gpu_families"]) == COVERAGE.gpu_families
     assert set(spans["engines"]) == COVERAGE.engines and set(spans["model_kinds"]) == COVERAGE.model_kinds
     assert spans["max_running_requests"] == COVERAGE.max_running_requests
+
+
+def test_the_bands_are_the_ones_the_stored_held_out_errors_give_under_these_constants() -> None:
+    # Each record's regime comes from the in-sample replay, so the bands change with the constants: calibration.py must
+    # carry what the held-out predictions (benchmarks/data/speed_held_out.json) give with the constants it holds,
+    # the bands docs/speed-accuracy.md shows.
+    records = speed_replay.scored_records()
+    table = speed_accuracy.errors(records, speed_accuracy.predictions(records, reuse_held_out=True))
+    pooled = speed_accuracy.bands(table)
+    assert pooled == BAND_FACTOR
+    assert speed_accuracy.regime_bands(speed_accuracy.regime_residuals(table), pooled) == REGIME_BAND_FACTOR
 
 
 @pytest.mark.parametrize("metric", list(TARGETS_PCT))
