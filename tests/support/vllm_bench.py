@@ -23,20 +23,29 @@ from pathlib import Path
 BENCH_TIMEOUT_S = 600
 
 
-def run_benches(venv: Path, base_url: str, runs: list[list[str]]) -> list[dict]:
+def run_benches(venv: Path, base_url: str, runs: list[list[str]], cpu_pids: tuple[int, ...] = ()) -> list[dict]:
     """Each run's result dict (what ``--save-result`` writes, with per-request lists) and the server's /metrics
-    text before and after it, as ``{"result": ..., "before": ..., "after": ...}``."""
+    text before and after it, as ``{"result": ..., "before": ..., "after": ..., "client_cpu_s": ...}`` (the CPU
+    seconds the client, ``vllm bench serve``, spent on the run); with ``cpu_pids``, also ``"cpu_s"``: the CPU
+    seconds (user + system) each of those processes spent during the run, in that order."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env.update({"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     runtime = venv / "cxx-runtime" / "env"
     if runtime.is_file():
         env["LD_LIBRARY_PATH"] = ":".join(filter(None, [runtime.read_text().strip(), env.get("LD_LIBRARY_PATH")]))
-    done = subprocess.run([str(venv / "bin" / "python"), __file__, base_url], input=json.dumps(runs),
+    done = subprocess.run([str(venv / "bin" / "python"), __file__, base_url, *map(str, cpu_pids)],
+                          input=json.dumps(runs),
                           capture_output=True, text=True, env=env, timeout=BENCH_TIMEOUT_S)
     if done.returncode != 0:
         raise AssertionError(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (/proc/PID/stat; not its children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _metrics(base_url: str) -> str:
@@ -50,18 +59,20 @@ def _main() -> None:
     from vllm.benchmarks.serve import add_cli_args, main
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    base_url = sys.argv[1]
+    base_url, cpu_pids = sys.argv[1], [int(pid) for pid in sys.argv[2:]]
     outcomes = []
     for arguments in json.loads(sys.stdin.read()):
         parser = FlexibleArgumentParser(prog="vllm bench serve")
         add_cli_args(parser)
         args = parser.parse_args(arguments)
-        before = _metrics(base_url)
+        before, cpu_before = _metrics(base_url), [cpu_seconds(pid) for pid in (os.getpid(), *cpu_pids)]
         with contextlib.redirect_stdout(sys.stderr):
             result = main(args)
+        client_cpu_s, *cpu_s = [cpu_seconds(pid) - spent for pid, spent in zip((os.getpid(), *cpu_pids), cpu_before)]
         after = _metrics(base_url)
         result = {k: v for k, v in result.items() if k != "generated_texts"}
-        outcomes.append({"result": result, "before": before, "after": after})
+        outcomes.append({"result": result, "before": before, "after": after, "client_cpu_s": client_cpu_s,
+                         **({"cpu_s": cpu_s} if cpu_pids else {})})
     print(json.dumps(outcomes, default=str))
 
 
