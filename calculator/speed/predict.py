@@ -129,8 +129,8 @@ class _Replica:
         average), the chunks, the request overhead."""
         prefill = prefill_time_s(self.costs, self.rates, self.constants, prompt_tokens=prompt_tokens, state=state,
                                  budget_tokens=self.budget)
-        return in_flight_share * self.step_in_flight_s(state) + self.token_latency_s(prefill) + \
-            self.constants.request_overhead_s
+        return (in_flight_share * self.step_in_flight_s(state) + self.token_latency_s(prefill)
+                + self.constants.request_overhead_s)
 
     def step_in_flight_s(self, state: SteadyState) -> float:
         """The step a new request may find running (none when it is the only request)."""
