@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from benchmarks.chat_template_parse import cpu_name  # noqa: E402
 from support.tiny_models import TinyModelFactory  # noqa: E402
 from support.vllm_bench import run_benches  # noqa: E402
 from support.vllm_server import VllmCpuServer, provisioned_venv  # noqa: E402
@@ -99,18 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             summary.setdefault(endpoint, {})[process] = {
                 "request_ms": round(one * 1e3, 3), "token_us": round((many - one) / (args.tokens - 1) * 1e6, 1)}
     report = {"vllm": version, "model": "tiny-llama (tests/data/tiny-configs)", "prompt_tokens": PROMPT_TOKENS,
-              "cpu": platform.processor() or platform.machine(), "cpu_model": _cpu_model(),
+              "cpu": platform.processor() or platform.machine(), "cpu_model": cpu_name(),
               "load_average": os.getloadavg(), "summary": summary, "runs": runs}
     OUTPUT.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     return 0
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 if __name__ == "__main__":

@@ -133,14 +133,14 @@ def main(argv: list[str] | None = None) -> int:
                 median_ms(lambda: detect_content_format_0_9_1(template, compiled), args.repeats), 2),
         }
         print(f"{path.stem:42} {rows[path.stem]}")
-    report = {"cpu": _cpu_name(), "python": platform.python_version(), "jinja2": jinja2.__version__,
+    report = {"cpu": cpu_name(), "python": platform.python_version(), "jinja2": jinja2.__version__,
               "load_average_1m": round(os.getloadavg()[0], 2), "repeats": args.repeats, "templates": rows}
     OUTPUT.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(f"load average {report['load_average_1m']}; written to {OUTPUT}")
     return 0
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
