@@ -32,6 +32,8 @@ BOUNDS: dict[str, tuple[float, float, bool]] = {
     "step_overhead_s": (1e-5, 2e-2, True),
     "sequence_overhead_s": (1e-7, 5e-4, True),
     "kernel_overhead_s": (1e-7, 5e-5, True),
+    "full_graph_kernel_overhead_s": (1e-7, 5e-5, True),
+    "moe_layer_overhead_s": (1e-7, 5e-4, True),
     "eager_kernel_overhead_s": (1e-7, 2e-4, True),
     "piecewise_layer_overhead_s": (1e-7, 2e-4, True),
     "all_reduce_latency_s": (1e-7, 2e-4, True),
@@ -50,13 +52,13 @@ BOUNDS: dict[str, tuple[float, float, bool]] = {
 PRIORS: dict[str, float] = {
     "bandwidth_efficiency": 0.8, "compute_efficiency": 0.75, "overlap_penalty": 0.3, "step_overhead_s": 1e-3,
     "sequence_overhead_s": 30e-6, "kernel_overhead_s": 3e-6, "eager_kernel_overhead_s": 15e-6,
-    "piecewise_layer_overhead_s": 10e-6,
+    "piecewise_layer_overhead_s": 10e-6, "full_graph_kernel_overhead_s": 1.5e-6, "moe_layer_overhead_s": 20e-6,
     "all_reduce_latency_s": 10e-6, "all_reduce_efficiency": 0.7, "request_overhead_s": 10e-3,
 }
 PRIOR_WIDTHS: dict[str, float] = {
     "bandwidth_efficiency": 0.1, "compute_efficiency": 0.25, "overlap_penalty": 1.0, "step_overhead_s": 1.0,
     "sequence_overhead_s": 1.0, "kernel_overhead_s": 0.7, "eager_kernel_overhead_s": 0.7,
-    "piecewise_layer_overhead_s": 1.0,
+    "piecewise_layer_overhead_s": 1.0, "full_graph_kernel_overhead_s": 0.7, "moe_layer_overhead_s": 1.0,
     "all_reduce_latency_s": 0.7, "all_reduce_efficiency": 0.2, "request_overhead_s": 1.0,
 }
 PRIOR_WEIGHT = 0.01

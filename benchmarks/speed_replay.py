@@ -270,6 +270,28 @@ RUNS: dict[str, Run] = {
     "vllm-50040-h200": Run("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h200-141gb", "0.25.0", "closed",
                            {"quantization": "fp8", "kv_cache_dtype": "fp8_e4m3", "max_num_seqs": 16,
                             "enable_prefix_caching": False}),
+    # violet-quartz/vllm-serving-experiments: an RTX 4090 rented on AutoDL, vLLM 0.25.1 with its defaults, 200
+    # ShareGPT prompts per run at --max-concurrency 1, 4, 8, 16 and 32 to /v1/completions, outputs capped at 2,048
+    # less the 218-token mean prompt. The runs follow one another on one server with prefix caching on, and the
+    # author saw a rerun of the same prompts reach a 50 % hit rate (TTFT 66 -> 51 ms at 4 requests), so the later
+    # runs' TTFTs may be lower than a fresh server's; their TPOTs are not moved by it.
+    "cn4090blog-rtx4090-qwen25-7b-sharegpt-c": Run("Qwen/Qwen2.5-7B-Instruct", "rtx-4090", "0.25.1", "closed", {},
+                                                   1830),
+    # GPUStack's gpt-oss-120b pages (the 'baseline', vLLM without any tuning, --max-model-len 32768): 100 ShareGPT
+    # prompts at --max-concurrency 4 and 1,000 sent at once, openai-chat, the ready check's prompt first; vLLM
+    # 0.10.2 on the H100 page (SXM assumed, as the lab's other H100 pages), 0.11.0 on the A100 SXM 80 GB page.
+    "gpustack-gptoss120b-h100-baseline-sharegpt-bs4": Run("openai/gpt-oss-120b", "h100-sxm-80gb", "0.10.2", "closed",
+                                                          {"max_model_len": 32768}, 1819, test_prompt=True,
+                                                          endpoint="chat"),
+    "gpustack-gptoss120b-h100-baseline-sharegpt-1000": Run("openai/gpt-oss-120b", "h100-sxm-80gb", "0.10.2",
+                                                           "rate_inf", {"max_model_len": 32768}, test_prompt=True,
+                                                           endpoint="chat"),
+    "gpustack-gptoss120b-a100-baseline-sharegpt-bs4": Run("openai/gpt-oss-120b", "a100-sxm-80gb", "0.11.0", "closed",
+                                                          {"max_model_len": 32768}, 1819, test_prompt=True,
+                                                          endpoint="chat"),
+    "gpustack-gptoss120b-a100-baseline-sharegpt-1000": Run("openai/gpt-oss-120b", "a100-sxm-80gb", "0.11.0",
+                                                           "rate_inf", {"max_model_len": 32768}, test_prompt=True,
+                                                           endpoint="chat"),
     # GPUStack's A100 SXM 80 GB pages (same harness as the H100 ones above); Qwen3-32B with the page's
     # --max-model-len 32768.
     "gpustacka100-qwen3-14b": Run("Qwen/Qwen3-14B", "a100-sxm-80gb", "0.11.0", "rate_inf", {},

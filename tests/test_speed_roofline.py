@@ -165,10 +165,12 @@ def test_step_overheads_are_per_kernel_on_the_gpu_and_per_step_and_request_on_th
                            enforce_eager=True)
     step = step_time(eager, rates, constants, decode_tokens=8, decode_context_tokens=100)
     assert step.overhead_s == pytest.approx(320 * (4e-6 + 10e-6), rel=1e-12)  # 4.48 ms
-    # 0.14+ schedules asynchronously: the CPU prepares the next step while the GPU runs this one
+    # 0.14+ schedules asynchronously: the CPU prepares the next step while the GPU runs this one (a decode-only step
+    # replays one full graph there, at the full graph's gap per kernel)
+    constants = constants.model_copy(update={"full_graph_kernel_overhead_s": 5e-6})
     overlapped, _ = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.32.0")
     step = step_time(overlapped, rates, constants, decode_tokens=8, decode_context_tokens=100)
-    assert step.total_s == pytest.approx(step.memory_s + 320 * 4e-6, rel=1e-12)  # 4.5 ms + 1.28 ms > 1.16 ms
+    assert step.total_s == pytest.approx(step.memory_s + 320 * 5e-6, rel=1e-12)  # 4.5 ms + 1.6 ms > 1.16 ms
     slow_cpu = constants.model_copy(update={"step_overhead_s": 10e-3})
     assert step_time(overlapped, rates, slow_cpu, decode_tokens=8, decode_context_tokens=100).total_s == \
         pytest.approx(10e-3 + 8 * 20e-6, rel=1e-12)  # the CPU is the longer of the two
@@ -177,19 +179,39 @@ def test_step_overheads_are_per_kernel_on_the_gpu_and_per_step_and_request_on_th
 def test_piecewise_cuda_graphs_cost_a_break_per_layer_where_vllm_runs_them() -> None:
     # V1 before 0.11 captures PIECEWISE graphs only: the graph breaks at each of Llama-3.1-8B's 32 attention ops in
     # every step; 0.11 (vLLM PR #25444, FULL_AND_PIECEWISE) replays one full graph for a decode-only step and pieces
-    # for a step with prompt tokens; V0 captured full decode graphs
-    constants = UNIT.model_copy(update={"kernel_overhead_s": 4e-6, "piecewise_layer_overhead_s": 20e-6})
-    kernels, breaks = 320 * 4e-6, 32 * 20e-6
-    for version, decode_breaks in (("0.10.1", breaks), ("0.11.0", 0.0), ("0.32.0", 0.0), ("0.6.2", 0.0)):
+    # for a step with prompt tokens; V0 captured full decode graphs. A full graph's kernels run back to back at their
+    # own gap (1 us here), the pieces' at the piecewise gap (4 us) plus the break
+    constants = UNIT.model_copy(update={"kernel_overhead_s": 4e-6, "piecewise_layer_overhead_s": 20e-6,
+                                        "full_graph_kernel_overhead_s": 1e-6})
+    kernels, breaks, full_graph = 320 * 4e-6, 32 * 20e-6, 320 * 1e-6
+    for version, decode in (("0.10.1", kernels + breaks), ("0.11.0", full_graph), ("0.32.0", full_graph),
+                            ("0.6.2", full_graph)):
         costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version=version)
-        decode = step_time(costs, rates, constants, decode_tokens=8, decode_context_tokens=100)
+        decode_step = step_time(costs, rates, constants, decode_tokens=8, decode_context_tokens=100)
         mixed = step_time(costs, rates, constants, decode_tokens=8, decode_context_tokens=100, prefill_tokens=512)
-        assert decode.overhead_s == pytest.approx(kernels + decode_breaks, rel=1e-12), version
+        assert decode_step.overhead_s == pytest.approx(decode, rel=1e-12), version
         assert mixed.overhead_s == pytest.approx(kernels + breaks, rel=1e-12), version
     eager, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.10.1",
                                enforce_eager=True)
     assert step_time(eager, rates, constants, decode_tokens=8, decode_context_tokens=100).overhead_s == \
         pytest.approx(kernels, rel=1e-12)  # no graphs, no breaks (UNIT's eager cost per kernel is 0)
+
+
+def test_every_moe_layer_pays_its_routing_and_grouped_gemm_latency_in_every_step() -> None:
+    # Mixtral-8x7B: 32 MoE layers, each 14 kernels (6 attention + 8 MoE); on 0.32.0 a decode-only step is one full
+    # graph and a step with prompt tokens runs in pieces; the MoE layers cost their fixed latency in both
+    constants = UNIT.model_copy(update={"kernel_overhead_s": 4e-6, "full_graph_kernel_overhead_s": 1e-6,
+                                        "moe_layer_overhead_s": 30e-6})
+    costs, rates = _deployment("mistralai/Mixtral-8x7B-Instruct-v0.1", gpu="h100-sxm-80gb", tensor_parallel_size=2,
+                               vllm_version="0.32.0")
+    assert costs.moe_layers == 32
+    decode = step_time(costs, rates, constants, decode_tokens=4, decode_context_tokens=100)
+    assert decode.overhead_s == pytest.approx(32 * 14 * 1e-6 + 32 * 30e-6, rel=1e-12)  # 0.448 + 0.96 ms
+    mixed = step_time(costs, rates, constants, decode_tokens=4, decode_context_tokens=100, prefill_tokens=256)
+    assert mixed.overhead_s == pytest.approx(32 * 14 * 4e-6 + 32 * 30e-6, rel=1e-12)  # 1.792 + 0.96 ms
+    dense, _ = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb", vllm_version="0.32.0")
+    assert step_time(dense, rates, constants, decode_tokens=4, decode_context_tokens=100).overhead_s == \
+        pytest.approx(320 * 1e-6, rel=1e-12)  # no MoE layer, no MoE latency
 
 
 def test_the_batch_where_decode_turns_compute_bound_solves_the_roofline_by_hand() -> None:

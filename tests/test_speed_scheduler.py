@@ -159,3 +159,26 @@ def test_requests_longer_than_max_model_len_are_refused() -> None:
     with pytest.raises(InvalidInput, match="requests of 9,000 tokens .* exceed max_model_len 8,192"):
         speed_estimate(_llama8(max_model_len=8192), Traffic(input_tokens=1000, input_tokens_p95=8000,
                                                             output_tokens=1000, concurrency=1))
+
+
+def test_only_the_steps_that_carry_a_prompt_chunk_pay_the_piecewise_graph_breaks() -> None:
+    # vLLM 0.11+ replays a decode-only step as one full CUDA graph and breaks the graph at each attention op in a
+    # step with prompt tokens. 8 users, 1,000-token prompts in one chunk (k = 1), 201 output tokens: each request's
+    # cycle is 1 + 200 steps, so the other 7 users' chunks land at 7 / 201 a step and a step carries one with
+    # probability 1 - exp(-7/201) = 0.034226. Llama-3.1-8B: 320 kernels, 32 layers.
+    constants = CUDA.model_copy(update={"kernel_overhead_s": 4e-6, "piecewise_layer_overhead_s": 20e-6,
+                                        "full_graph_kernel_overhead_s": 1e-6, "moe_layer_overhead_s": 0.0})
+    result = _llama8(vllm_version="0.32.0")
+    costs, rates = forward_costs(result), gpu_rates(result.gpu, None)
+    state = steady_state(costs, rates, constants, running=8, prompt_tokens=1000, output_tokens=201,
+                         budget_tokens=8192)
+    share = 1 - math.exp(-7 / 201)
+    assert share == pytest.approx(0.034226, abs=1e-6)
+    pieces, full_graph = 320 * 4e-6 + 32 * 20e-6, 320 * 1e-6
+    assert state.step.overhead_s == pytest.approx(share * pieces + (1 - share) * full_graph, rel=1e-9)
+    assert state.decode_only_step.overhead_s == pytest.approx(full_graph, rel=1e-12)
+    # before 0.11 (PIECEWISE only) every step breaks at each layer
+    old = _llama8(vllm_version="0.10.1")
+    state = steady_state(forward_costs(old), rates, constants, running=8, prompt_tokens=1000, output_tokens=201,
+                         budget_tokens=8192)
+    assert state.step.overhead_s == pytest.approx(pieces, rel=1e-12)

@@ -22,6 +22,12 @@ class SpeedConstants(BaseModel):
     step_overhead_s: float = Field(ge=0)  # per engine step: scheduler, input preparation, launch
     sequence_overhead_s: float = Field(ge=0)  # per running request per step: sampling, detokenizing, output
     kernel_overhead_s: float = Field(ge=0)  # per kernel per step: launch gap, ramp-up and tail (CUDA graphs)
+    # per kernel per step replayed as one full CUDA graph (decode-only steps of V0 and of V1 from 0.11): the GPU runs
+    # the whole step back to back, with no launch from the CPU between its kernels
+    full_graph_kernel_overhead_s: float = Field(default=0.0, ge=0)
+    # per MoE layer per step: fused_moe's routing (top-k, align and sort) and grouped GEMMs at a few rows per expert,
+    # which do not stream the experts' bytes at the dense GEMV's rate
+    moe_layer_overhead_s: float = Field(default=0.0, ge=0)
     eager_kernel_overhead_s: float = Field(ge=0)  # per kernel per step without CUDA graphs: the CPU launch
     # per layer per step run as piecewise CUDA graphs (V1 before 0.11; mixed prefill steps after): the graph breaks
     # at each attention op, whose launch and the next piece's replay the GPU waits for

@@ -80,10 +80,14 @@ def steady_state(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants
         k = max(1, math.ceil(prompt_tokens / max(1.0, left - others)))
     # A decoding request rides with the prompt chunks of the *other* requests only.
     others_per_step = prefill * max(0.0, running - 1) / running if running > 0 else 0.0
+    # NOTE: the average step stands for steps with and without those chunks, and vLLM 0.11+ replays the ones
+    # without as one full CUDA graph; the chunks land about at random, so a step carries one with probability
+    # 1 - exp(-chunks per step).
+    chunks_per_step = max(0.0, running - 1) * k / (k + decode_steps)
     context = prompt_tokens + output_tokens / 2
     step = step_time(costs, rates, constants, decode_tokens=decode, decode_context_tokens=context,
                      prefill_tokens=others_per_step, prefill_start_tokens=prompt_tokens / 2,
-                     requests=running)
+                     requests=running, prompt_step_share=-math.expm1(-chunks_per_step))
     decode_only = step_time(costs, rates, constants, decode_tokens=max(decode, 1.0), decode_context_tokens=context)
     return SteadyState(running=running, decode_batch=decode, prefill_tokens_per_step=others_per_step,
                        prefill_steps=k, decode_context_tokens=context, step=step, decode_only_step=decode_only)

@@ -1,7 +1,9 @@
 """The roofline time of one engine step: on the GPU, the larger of streaming the bytes and doing the FLOPs, plus
-the tensor-parallel all-reduces and a fixed latency per kernel (and per layer where vLLM runs piecewise CUDA graphs:
-V1 before 0.11, and steps with prompt tokens after); on the CPU, scheduling the step. The two add up
-when vLLM schedules synchronously, and overlap under async scheduling (0.14+), where the step takes the longer.
+the tensor-parallel all-reduces, a fixed latency per kernel and per MoE layer; on the CPU, scheduling the step. The
+two add up when vLLM schedules synchronously, and overlap under async scheduling (0.14+), where the step takes the
+longer. The latency per kernel depends on how vLLM replays the step: one full CUDA graph (a decode-only step of V0,
+and of V1 from 0.11) runs its kernels back to back; piecewise graphs (V1 before 0.11, and any step with prompt
+tokens after) also break at every layer's attention; without graphs (``--enforce-eager``) the CPU launches each.
 
 A step is what vLLM's scheduler hands the model runner once: some decode tokens (one per running request) and,
 with chunked prefill, some prompt tokens, all in one forward pass over the same weights. LoRA adds the adapters'
@@ -55,11 +57,14 @@ class StepTime(BaseModel):
 
 def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *, decode_tokens: float,
               decode_context_tokens: float, prefill_tokens: float = 0.0, prefill_start_tokens: float = 0.0,
-              prefill_prompts: float = 1.0, requests: float | None = None, with_overheads: bool = True) -> StepTime:
+              prefill_prompts: float = 1.0, requests: float | None = None, prompt_step_share: float | None = None,
+              with_overheads: bool = True) -> StepTime:
     """Time of one step with ``decode_tokens`` running requests at a mean context and ``prefill_tokens`` of
     prompt, split into ``prefill_prompts`` equal chunks that each start after ``prefill_start_tokens``.
 
     ``requests`` (default: the decode tokens, plus the prompts when a chunk is present) carry recurrent state.
+    ``prompt_step_share``: for an average over many steps, the share of them that carry prompt tokens and so run
+    as piecewise graphs (default: all of them when ``prefill_tokens`` is set, none otherwise).
     ``with_overheads=False`` returns just ``(memory_s, compute_s)`` (searches that only compare the two).
     """
     k = costs.speculative_tokens
@@ -92,10 +97,15 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
     if not with_overheads:
         return memory_s, compute_s  # type: ignore[return-value]
     launched = costs.kernels_per_step + costs.lora_kernels + k * costs.draft_kernels
-    kernels = launched * (constants.kernel_overhead_s
-                          + (0.0 if costs.cuda_graphs else constants.eager_kernel_overhead_s))
-    if costs.cuda_graphs and (prefill_tokens or not costs.full_decode_graphs):
-        kernels += costs.layers * constants.piecewise_layer_overhead_s
+    if not costs.cuda_graphs:
+        kernels = launched * (constants.kernel_overhead_s + constants.eager_kernel_overhead_s)
+    else:
+        pieces = launched * constants.kernel_overhead_s + costs.layers * constants.piecewise_layer_overhead_s
+        share = (1.0 if prefill_tokens else 0.0) if prompt_step_share is None else prompt_step_share
+        if not costs.full_decode_graphs:
+            share = 1.0
+        kernels = share * pieces + (1.0 - share) * launched * constants.full_graph_kernel_overhead_s
+    kernels += costs.moe_layers * constants.moe_layer_overhead_s
     host = constants.step_overhead_s + constants.sequence_overhead_s * requests
     # NOTE: model_construct skips validation: every field is a float computed above (this runs ~10^4 times per
     # recommender call).
