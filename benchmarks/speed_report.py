@@ -381,11 +381,17 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "## The fitted constants",
         "",
         "A step is the GPU time (bytes over bandwidth or FLOPs over the card's measured matmul ceiling, the TP "
-        "all-reduces, and a fixed "
-        "latency per kernel, the kernels counted per layer type in `calculator/speed/costs.py`) and the CPU time (a "
-        "fixed cost per step plus one per running request): added up before vLLM 0.14, the larger of the two once "
-        "async scheduling prepares the next step while the GPU runs this one. MoE layers cost the distinct experts a "
-        "batch touches, E(1 − (1 − k/E)^B), read once, plus their kernels; no term is fitted per MoE layer.",
+        "all-reduces, and a fixed latency per kernel, the kernels counted per layer type in "
+        "`calculator/speed/costs.py`, whose size is set by how vLLM replays the step: one full CUDA graph for a "
+        "decode-only step of V0 and of V1 from 0.11 (`full_graph_kernel_overhead_s`), pieces broken at every "
+        "attention op before 0.11 and in steps with prompt tokens (`kernel_overhead_s` plus "
+        "`piecewise_layer_overhead_s` a layer), the CPU launching each kernel under `--enforce-eager`) and the CPU "
+        "time (a fixed cost per step plus one per running request): added up before vLLM 0.14, the larger of the "
+        "two once async scheduling prepares the next step while the GPU runs this one. In the steady state's "
+        "average step, only the share of steps that carry another request's prompt chunk (1 − exp(−chunks a "
+        "step)) pays the pieces. MoE layers cost the distinct experts a batch touches, E(1 − (1 − k/E)^B), read "
+        "once, plus their kernels and a fixed latency a layer (`moe_layer_overhead_s`: fused_moe's routing, align "
+        "and sort, and grouped GEMMs of a few rows an expert).",
         "",
         "| term | CUDA | ROCm |",
         "|---|---:|---:|",

@@ -62,9 +62,13 @@ def test_dense_decode_step_is_bytes_over_bandwidth() -> None:
 def test_prefill_counts_the_quadratic_attention_and_is_compute_bound() -> None:
     costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
     step = step_time(costs, rates, UNIT, decode_tokens=0, decode_context_tokens=0, prefill_tokens=1000)
-    # each of the 1000 tokens attends over the ones before it: 1000 x 500 context tokens on average
-    flops = 1000 * 2 * LLAMA8_LINEAR_PARAMS + 1000 * 500 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
-    assert step.compute_s == pytest.approx(flops / H100_CEILING, rel=1e-12)  # 19.2 ms
+    # each of the 1000 tokens attends over the ones before it: 1000 x 500 context tokens on average; the LM head
+    # (128,256 x 4,096) runs on the chunk's last token only (vLLM computes logits for the sampled rows)
+    lm_head = 128256 * 4096
+    flops = (1000 * 2 * (LLAMA8_LINEAR_PARAMS - lm_head) + 2 * lm_head
+             + 1000 * 500 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN)
+    assert costs.lm_head_flops_per_token == 2 * lm_head
+    assert step.compute_s == pytest.approx(flops / H100_CEILING, rel=1e-12)  # 17.9 ms
     assert step.bound == "compute"
 
 

@@ -69,6 +69,10 @@ class ForwardCosts(BaseModel):
     num_experts: int  # routed experts per MoE layer (0 for a dense model)
     experts_per_token: int
     linear_flops_per_token: float  # 2 x matmul parameters a token passes through on this rank
+    # of which the LM head's: vLLM computes logits only for the last token of each request in the step
+    # (V1's gpu_model_runner: ``hidden_states[logits_indices]``; V0's LogitsProcessor prunes to the sampled rows), so
+    # a prompt chunk's other tokens skip it
+    lm_head_flops_per_token: float = 0.0
     attention: tuple[AttentionGroup, ...]
     recurrent_state_bytes_per_request: float  # Mamba/linear-attention state read and written each step
     activation_bytes_per_token: float  # hidden and intermediate tensors written and read, all layers
@@ -206,8 +210,11 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
     moe = spec.moe
     linear_params = sum(_params_per_rank(w, tp, first, last, moe.experts_per_token if moe else 0)
                         for w in spec.weights if w.role in _LINEAR_ROLES and w.loaded)
+    lm_head_params = sum(_params_per_rank(w, tp, first, last, 0) for w in spec.weights
+                         if w.role == "lm_head" and w.loaded)
     if spec.tie_word_embeddings:
         linear_params += spec.vocab_size * spec.hidden_size / tp
+        lm_head_params += spec.vocab_size * spec.hidden_size / tp
     moe_layers = 0
     if moe:
         routed = [w for w in spec.weights if w.role == "expert" and w.layers is not None and w.loaded]
@@ -219,8 +226,8 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
     return ForwardCosts(
         dense_weight_bytes=float(dense), expert_weight_bytes=float(roles.get("expert", 0)),
         num_experts=moe.num_experts if moe else 0, experts_per_token=moe.experts_per_token if moe else 0,
-        linear_flops_per_token=2.0 * linear_params, attention=_attention_groups(spec, on_stage, tp, dtype_bytes,
-                                                                                kv_cache_dtype),
+        linear_flops_per_token=2.0 * linear_params, lm_head_flops_per_token=2.0 * lm_head_params,
+        attention=_attention_groups(spec, on_stage, tp, dtype_bytes, kv_cache_dtype),
         recurrent_state_bytes_per_request=2.0 * sum(
             mamba_state_bytes(state, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
             for layer in on_stage for state in (layer, layer.parallel_state) if state and state.kind == "mamba"),

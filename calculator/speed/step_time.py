@@ -81,7 +81,11 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
                 + min(costs.lora_slots, requests) * costs.lora_slot_bytes
                 + k * (costs.draft_weight_bytes
                        + decode_tokens * costs.draft_kv_bytes_per_context_token * decode_context_tokens))
-    flops = (tokens * (costs.linear_flops_per_token + costs.lora_flops_per_token)
+    # NOTE: one logits row per request in the step: each decode's tokens (k + 1 with speculation) and the last token
+    # of each prompt chunk (vLLM computes a partial prefill's and discards its sample).
+    logits_rows = decode_tokens * (k + 1) + (prefill_prompts if prefill_tokens else 0.0)
+    flops = (tokens * (costs.linear_flops_per_token - costs.lm_head_flops_per_token + costs.lora_flops_per_token)
+             + logits_rows * costs.lm_head_flops_per_token
              + decode_tokens * (k + 1) * costs.decode_attention_flops(decode_context_tokens)
              + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens)
              + k * decode_tokens * costs.draft_flops_per_token)
