@@ -17,7 +17,7 @@ from calculator.speed.step_time import all_reduce_s, step_time
 
 UNIT = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_penalty=0, step_overhead_s=0,
                       sequence_overhead_s=0, kernel_overhead_s=0, eager_kernel_overhead_s=0,
-                      piecewise_layer_overhead_s=0,
+                      piecewise_layer_overhead_s=0, full_graph_kernel_overhead_s=0, moe_layer_overhead_s=0,
                       all_reduce_latency_s=10e-6, all_reduce_efficiency=1, request_overhead_s=0,
                       fallback_interconnect_bytes_s=32e9)
 H100_BYTES_S, H100_BF16, H100_FP8, A100_BF16 = 3.35e12, 989.5e12, 1979e12, 312e12  # NVIDIA datasheets

@@ -24,10 +24,10 @@ class SpeedConstants(BaseModel):
     kernel_overhead_s: float = Field(ge=0)  # per kernel per step: launch gap, ramp-up and tail (CUDA graphs)
     # per kernel per step replayed as one full CUDA graph (decode-only steps of V0 and of V1 from 0.11): the GPU runs
     # the whole step back to back, with no launch from the CPU between its kernels
-    full_graph_kernel_overhead_s: float = Field(default=0.0, ge=0)
+    full_graph_kernel_overhead_s: float = Field(ge=0)
     # per MoE layer per step: fused_moe's routing (top-k, align and sort) and grouped GEMMs at a few rows per expert,
     # which do not stream the experts' bytes at the dense GEMV's rate
-    moe_layer_overhead_s: float = Field(default=0.0, ge=0)
+    moe_layer_overhead_s: float = Field(ge=0)
     eager_kernel_overhead_s: float = Field(ge=0)  # per kernel per step without CUDA graphs: the CPU launch
     # per layer per step run as piecewise CUDA graphs (V1 before 0.11; mixed prefill steps after): the graph breaks
     # at each attention op, whose launch and the next piece's replay the GPU waits for
@@ -38,60 +38,66 @@ class SpeedConstants(BaseModel):
     fallback_interconnect_bytes_s: float = Field(gt=0)  # TP on a GPU whose link is unknown: PCIe 4.0 x16
 
 
-# Fitted by ``python benchmarks/speed_accuracy.py --fit`` on the 172 scored records of 45 sources (the shared ones and
+# Fitted by ``python benchmarks/speed_accuracy.py --fit`` on the 181 scored records of 47 sources (the shared ones and
 # ``benchmarks/data/speed_records_mined.jsonl``, 6 Dec 2026; benchmarks/speed_fit.py: a robust loss, each source
 # weighted equally, a pull towards physical priors as wide as physics leaves each term, eight starting points; runs
 # that send every prompt at once to a V1 engine are scored but not fitted, ``speed_replay.fitted_as_steady_state``),
-# refitted the same day once the chat template's parse on vLLM 0.11.0's API server (front_end.py) and prefix-cached
-# preemption (bench.py) were modelled: held out TTFT 35.3 -> 25.4 %, TPOT 20.4 -> 19.2 %, throughput 14.5 -> 13.1 %.
+# refitted the same day with three mechanisms read in vLLM's source (step_time.py, scheduler.py, costs.py): the
+# kernel gap of a step replayed as one full CUDA graph apart from a piecewise one (and, in the steady state's
+# average step, only the steps that carry a prompt chunk run in pieces), a fixed latency per MoE layer, and the LM
+# head run on one row per request rather than on every prompt token.
 # FLOPs are priced against each card's measured matmul ceiling (calculator/speed/hardware.py), not its datasheet.
 # What pins each term:
-# * bandwidth_efficiency 0.91: single-request decode of small dense models on 0.11+ engines, GDDR and HBM alike
+# * bandwidth_efficiency 0.90: single-request decode of small dense models on 0.11+ engines, GDDR and HBM alike
 #   (tt394-rtx4090-qwen3-4b-*, 10.3-10.9 ms a token against an 8.0 ms floor at the datasheet's 1,008 GB/s;
-#   gpustackh100-qwen3-8b-sharegpt-c{1,2,4,8}, 7.3-7.7 ms against 4.9; pegainfer-rtx5090-*), beside the datacenter
-#   runs of 0.8-0.10 (ridgepoint-*-c1, musgrave, tt340, tt143-2xh100-*), which the per-layer break below now carries.
-# * compute_efficiency 0.66 of the measured ceiling (0.56 of the datasheets before the ceilings; ROCm's refit lands at
-#   0.69 where it was 0.40 of the datasheet: one efficiency now fits both platforms): long prefills,
-#   qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (16,000 tokens in 3.35 s), tt356-8xh100-dsr1-0528-awq-c1-isl{1024,4096},
-#   the long rows of tt340, tt143, tt394 and tt521, pegainfer-rtx5090-* (4,096-token prefills at ~170 TFLOPS of a
-#   238 ceiling), the 50-prompt bursts dbmart-a40-*.
+#   gpustackh100-qwen3-8b-sharegpt-c{1,2,4,8}, 7.3-7.7 ms against 4.9; cn4090blog-*-c1, 15.9 ms against 15.1;
+#   pegainfer-rtx5090-*), beside the datacenter runs of 0.8-0.10 (ridgepoint-*-c1, musgrave, tt340, tt143-2xh100-*).
+# * compute_efficiency 0.62 of the measured ceiling (the LM head no longer priced on every prompt token took it from
+#   0.66): long prefills, qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (16,000 tokens in 3.35 s),
+#   tt356-8xh100-dsr1-0528-awq-c1-isl{1024,4096}, the long rows of tt340, tt143, tt394 and tt521, pegainfer-rtx5090-*
+#   (4,096-token prefills at ~170 TFLOPS of a 238 ceiling), the 50-prompt bursts dbmart-a40-*.
 # * overlap_penalty 0.5, its bound (at most half of the smaller of a step's memory and compute times is not hidden,
 #   benchmarks/speed_fit.py BOUNDS): batched and mixed steps, pegainfer's Poisson runs, vllm-23151, recipes165 at
 #   1,024 requests, gpuconc-*-c{4,8,16}, mushfiq-rtx4090-*, dbmart-a40-*.
-# * step_overhead_s 1.41 ms and sequence_overhead_s 57 us, the CPU time of a step and of each running request in
+# * step_overhead_s 1.05 ms and sequence_overhead_s 57 us, the CPU time of a step and of each running request in
 #   it: paid on top of the GPU time by the synchronous engines (0.5-0.13), hidden behind the GPU step under async
 #   scheduling (0.14+). The offline batches dbmart-rtx4090-* and the closed loops at 8-64 requests weigh the
 #   per-request part.
-# * kernel_overhead_s 6 us per kernel (calculator/speed/costs.py counts the kernels of each layer type): small
-#   against large models at batch 1 and the MoE layers of tt356 (DeepSeek), gpuconc (gpt-oss-20b) and tt340
-#   (Qwen3-30B-A3B).
-# * piecewise_layer_overhead_s 16 us per layer, in every step of a V1 engine before 0.11 and in steps with prompt
-#   tokens after (costs.py ``full_decode_graphs``): the 0.9-0.10 one-request decodes (tt340, tt521, gpuconc-*-c1,
-#   vllm-20059) against the 0.11+ ones (tt394, gpustackh100-qwen3-8b, pegainfer).
+# * full_graph_kernel_overhead_s 3.1 us per kernel of a decode-only step that vLLM replays as one full CUDA graph (V0,
+#   and V1 from 0.11: FULL_AND_PIECEWISE, vLLM PR #25444): the 0.11+ one-request decodes (tt394, gpustackh100-qwen3-8b,
+#   X
+#   19-45 % slow in sample.
+# * kernel_overhead_s 6 us per kernel and piecewise_layer_overhead_s 13 us per layer, in every step of a V1 engine
+#   before 0.11 and in steps with prompt tokens after (the graph breaks at each attention op, whose launch and the
+#   next piece's replay the GPU waits for): the 0.9-0.10 one-request decodes (tt340, tt521, gpuconc-*-c1, vllm-20059).
+# * moe_layer_overhead_s 24 us per MoE layer per step (fused_moe's routing, align and sort, and grouped GEMMs of a
+#   few rows an expert, which do not stream at the dense GEMV's rate): the MoE decodes at one request, tt356
+#   (DeepSeek), gpuconc (gpt-oss-20b), tt340 (Qwen3-30B-A3B), gpustack-gptoss120b (gpt-oss-120b), against dense
+#   models of like bytes; priced in every graph mode, so it carries over to the 0.11+ engines.
 # * eager_kernel_overhead_s 28 us per kernel: qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (--enforce-eager, TPOT
 #   20.63 ms). One source only; held out, its prior (15 us: a PyTorch op dispatched and launched from Python) holds.
-# * all_reduce_latency_s 11 us (all_reduce_efficiency kept at its prior 0.7): the TP records tt356-8xh100-* (TP 8),
+# * all_reduce_latency_s 16 us (all_reduce_efficiency kept at its prior 0.7): the TP records tt356-8xh100-* (TP 8),
 #   tt143-2xh100-*, vllm-20710-2xb200-*, vllm-23696-8xb200-*, vllm-43232-4xb200-*, recipes41-8xrtx3090-* (TP 8 over
 #   PCIe), recipes{58,99,134,240,304}, vllm-{7567,26887,28992}, gpustackh200-glm46-*, pricecompass-6-2xa10g,
 #   vllm-12315-4xa100.
-# * request_overhead_s 18 ms: the first token of tiny prefills, tt340's and tt394's 128-token rows (11-36 ms),
+# * request_overhead_s 16 ms: the first token of tiny prefills, tt340's and tt394's 128-token rows (11-36 ms),
 #   wmx-l4-qwen25-0.5b-c1 (27 ms), tt356-8xh100-dsr1-0528-awq-c1-isl128 (47 ms), gpuconc-*-c1 (39-77 ms), against
-#   vllm-20059's 15 ms with `vllm bench serve` on an A100 (Qwen2.5-1.5B, 233 tokens): the harnesses differ. It was
-#   19 ms before the chat template's parse (calculator/speed/front_end.py, measured, not fitted) took 12 ms of
-#   gpustackh100-qwen3-8b-sharegpt-c{1,2,4,8}'s first token.
+#   vllm-20059's 15 ms and cn4090blog-*-c1's 27 ms with `vllm bench serve` (Qwen2.5-1.5B on an A100 and Qwen2.5-7B on
+#   an RTX 4090, ~220-token prompts): the harnesses differ. The chat template's parse (calculator/speed/front_end.py,
+#   measured, not fitted) takes 12 ms of gpustackh100-qwen3-8b-sharegpt-c{1,2,4,8}'s first token apart from it.
 CUDA = SpeedConstants(
-    bandwidth_efficiency=0.910, compute_efficiency=0.663, overlap_penalty=0.5, step_overhead_s=1.41e-3,
-    sequence_overhead_s=56.5e-6, kernel_overhead_s=6.0e-6, eager_kernel_overhead_s=27.6e-6,
-    piecewise_layer_overhead_s=16.0e-6, all_reduce_latency_s=11.2e-6, all_reduce_efficiency=0.7,
-    request_overhead_s=18.0e-3,
+    bandwidth_efficiency=0.903, compute_efficiency=0.620, overlap_penalty=0.5, step_overhead_s=1.05e-3,
+    sequence_overhead_s=56.5e-6, kernel_overhead_s=6.0e-6, full_graph_kernel_overhead_s=3.11e-6,
+    moe_layer_overhead_s=23.6e-6, eager_kernel_overhead_s=27.6e-6, piecewise_layer_overhead_s=13.4e-6,
+    all_reduce_latency_s=16.0e-6, all_reduce_efficiency=0.7, request_overhead_s=16.3e-3,
     fallback_interconnect_bytes_s=32e9,  # PCIe 4.0 x16, per direction
 )
 # ROCm: the hardware terms refitted on the ROCm sources, oracle-mi300x-llama31-405b-fp8-tp8-bs{1..256}
 # (benchmark_latency on a 2024 ROCm stack), gpuconc-mi300x-gptoss20b-* (2025), vllm-27323-8xmi300x-* (GLM-4.6, 0.11),
 # recipes431-mi300x-* (2026), recipes127-mi355x-* (2025) and vLLM PRs #17530 / #17535 (2025 offline bursts), with the
 # MXFP4 expert GEMM floor of vLLM's Triton kernel on CDNA3 (costs.py) in the model.
-ROCM = CUDA.model_copy(update={"bandwidth_efficiency": 0.748, "compute_efficiency": 0.685, "step_overhead_s": 4.87e-3,
-                               "sequence_overhead_s": 152e-6, "all_reduce_latency_s": 8.10e-6})
+ROCM = CUDA.model_copy(update={"bandwidth_efficiency": 0.739, "compute_efficiency": 0.623, "step_overhead_s": 4.52e-3,
+                               "sequence_overhead_s": 152e-6, "all_reduce_latency_s": 21.4e-6})
 
 
 class Coverage(BaseModel):
