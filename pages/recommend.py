@@ -17,6 +17,7 @@ from calculator.speed.prices import price_sets
 from calculator.speed.recommend import MAX_BENCH_PROMPTS, Recommendations
 from calculator.url_state import parse_price_list, recommend_query_params
 from pages.common import first_error, page_setup, recommend_view, sentence, speed_view
+from pages.common.capacity_view import plural
 from pages.common.inputs import adapters_and_speculation, cached_model_spec, hf_overrides_setting
 from pages.common.state import CONTEXT, LOADS, MODEL_SOURCES, remember, share_link
 
@@ -131,7 +132,7 @@ if isinstance(result, str):
     st.stop()
 
 found = len(result.by_cost_per_hour)
-load_words = (f"{workload.target_concurrent_requests:,} concurrent users" if speed.request_rate is None
+load_words = (plural(workload.target_concurrent_requests, "concurrent user") if speed.request_rate is None
               else f"{speed.request_rate:g} requests/s")
 st.markdown(f"**{found:,} deployments** of {request.model} serve {load_words} within the SLOs "
             f"({len(result.rejected):,} ruled out); each planned with max_model_len {result.max_model_len:,}.")

@@ -182,3 +182,10 @@ def test_only_the_steps_that_carry_a_prompt_chunk_pay_the_piecewise_graph_breaks
     state = steady_state(forward_costs(old), rates, constants, running=8, prompt_tokens=1000, output_tokens=201,
                          budget_tokens=8192)
     assert state.step.overhead_s == pytest.approx(pieces, rel=1e-12)
+
+
+def test_the_steady_load_is_named_in_words_with_its_own_count() -> None:
+    one = Traffic(input_tokens=512, output_tokens=128, concurrency=1).arrival
+    assert one == "steady load: 1 user in a closed loop, each sending as its last request ends (no ramp-up, no tail)"
+    assert Traffic(input_tokens=512, output_tokens=128, concurrency=1200).arrival.startswith(
+        "steady load: 1,200 users in a closed loop")

@@ -42,8 +42,8 @@ class Traffic(BaseModel):
         """The arrival pattern the steady figures assume, in words (a benchmark run has its own: ``BenchLoad``)."""
         if self.request_rate is not None:
             return f"steady load: Poisson arrivals at {self.request_rate:g} req/s, the queue in its long-run state"
-        return (f"steady load: {self.concurrency:,} users in a closed loop, each sending as its last request ends "
-                "(no ramp-up, no tail)")
+        users = f"{self.concurrency:,} user" + ("" if self.concurrency == 1 else "s")
+        return f"steady load: {users} in a closed loop, each sending as its last request ends (no ramp-up, no tail)"
 
     @property
     def prompt_p95(self) -> int:
