@@ -11,7 +11,7 @@ from .engine.overheads import (
     cudagraph_capture_sizes,
     sampler_logits_copies,
 )
-from .units import GIB
+from .units import GIB, plural
 
 
 def _g(num_bytes: float) -> str:
@@ -139,7 +139,7 @@ def _lead_sentence(result: Estimate, verdict: str, weights_problem: str | None) 
     running = min(int(cap.max_concurrency), s.max_num_seqs)
     bound = "max_num_seqs" if s.max_num_seqs < int(cap.max_concurrency) else "the KV cache"
     room = (f"{_g(result.kv_cache_bytes)} of KV cache per GPU holds {cap.kv_cache_tokens:,} tokens: "
-            f"{running:,} request{'' if running == 1 else 's'} of the full {s.max_model_len:,} tokens "
+            f"{plural(running, 'request')} of the full {s.max_model_len:,} tokens "
             f"{'runs' if running == 1 else 'run'} at once (limited by {bound})")
     if verdict == "fits with margin":
         return f"Fits: vLLM {result.rules.version} starts, and {room}."

@@ -36,6 +36,11 @@ def format_bytes(num_bytes: float) -> str:
 
 
 
+def plural(count: int, word: str) -> str:
+    """"1 replica", "3 replicas", "1,200 users": a count with its noun."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
 def format_ms(value_ms: float) -> str:
     """A latency as people read it: "12.3 ms", "1.25 s" from a second up, "unbounded" for a saturated queue."""
     if value_ms == float("inf"):

@@ -15,9 +15,9 @@ from calculator.engine.vllm_versions import known_versions
 from calculator.speed.inputs import RecommendRequest, SpeedInputs
 from calculator.speed.prices import price_sets
 from calculator.speed.recommend import MAX_BENCH_PROMPTS, Recommendations
+from calculator.units import plural
 from calculator.url_state import parse_price_list, recommend_query_params
 from pages.common import first_error, page_setup, recommend_view, sentence, speed_view
-from pages.common.capacity_view import plural
 from pages.common.inputs import adapters_and_speculation, cached_model_spec, hf_overrides_setting
 from pages.common.state import CONTEXT, LOADS, MODEL_SOURCES, remember, share_link
 

@@ -213,8 +213,8 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
     lm_head_params = sum(_params_per_rank(w, tp, first, last, 0) for w in spec.weights
                          if w.role == "lm_head" and w.loaded)
     if spec.tie_word_embeddings:
-        linear_params += spec.vocab_size * spec.hidden_size / tp
-        lm_head_params += spec.vocab_size * spec.hidden_size / tp
+        tied = spec.vocab_size * spec.hidden_size / tp
+        linear_params, lm_head_params = linear_params + tied, lm_head_params + tied
     moe_layers = 0
     if moe:
         routed = [w for w in spec.weights if w.role == "expert" and w.layers is not None and w.loaded]

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..engine.workload import Workload
 from ..errors import InvalidInput
+from ..units import plural
 from .front_end import Endpoint
 
 MAX_TOKENS = 10_000_000
@@ -42,8 +43,8 @@ class Traffic(BaseModel):
         """The arrival pattern the steady figures assume, in words (a benchmark run has its own: ``BenchLoad``)."""
         if self.request_rate is not None:
             return f"steady load: Poisson arrivals at {self.request_rate:g} req/s, the queue in its long-run state"
-        users = f"{self.concurrency:,} user" + ("" if self.concurrency == 1 else "s")
-        return f"steady load: {users} in a closed loop, each sending as its last request ends (no ramp-up, no tail)"
+        return (f"steady load: {plural(self.concurrency, 'user')} in a closed loop, each sending as its last request "
+                "ends (no ramp-up, no tail)")
 
     @property
     def prompt_p95(self) -> int:

@@ -7,13 +7,9 @@ import streamlit as st
 
 from calculator import Estimate, Workload, WorkloadCapacity
 from calculator.speed.inputs import SpeedPlan
-from calculator.units import format_ms
+from calculator.units import format_ms, plural
 
 from .speed_view import usd
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
 def gpu_count(replicas: int, gpus_per_replica: int) -> str:
