@@ -35,7 +35,6 @@ def format_bytes(num_bytes: float) -> str:
     raise AssertionError("unreachable")
 
 
-
 def plural(count: int, word: str) -> str:
     """"1 replica", "3 replicas", "1,200 users": a count with its noun."""
     return f"{count:,} {word}{'' if count == 1 else 's'}"
