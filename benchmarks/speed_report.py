@@ -71,7 +71,10 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "**ours** uses the constants in `calculator/speed/calibration.py`, fitted on all records (in sample). "
         "**ours held out** refits every constant without all the records of one source (leave-one-source-out: a "
         "publication's rows share a harness, a GPU and often a model, so holding out single rows would flatter us) "
-        "and predicts that source: the error to expect on a run that is not in the folder. Errors are "
+        "and predicts that source: the error to expect on a run that is not in the folder. After a change that adds "
+        "no fitted term (a measured rate, a mechanism read in vLLM's source), `--rescore` predicts each source again "
+        "with its saved fold constants (`benchmarks/data/speed_fold_constants.json`, still fitted without it); "
+        "`calculator/speed/calibration.py` says which of the two gave these figures. Errors are "
         "(predicted − measured) / measured; statistics are over absolute errors.",
         "",
         "## Targets (issue 19)",

@@ -264,3 +264,58 @@ def test_mxfp4_experts_on_cdna3_take_the_measured_triton_floor_per_call() -> Non
 def test_the_mxfp4_floor_is_only_where_vllm_dequantizes_in_the_triton_kernel() -> None:
     assert _deployment("openai/gpt-oss-20b", gpu="h100-sxm-80gb")[0].expert_gemm_floor_s == 0.0  # CUDA kernels
     assert _deployment("Qwen/Qwen3-30B-A3B", gpu="mi300x-192gb")[0].expert_gemm_floor_s == 0.0  # BF16 experts
+
+
+# The fused-MoE op as AIConfigurator 0.12.0 times vLLM's kernels on the card (benchmarks/expert_gemm_shares.py):
+# H100/H200 BF16 experts (Triton fused_moe) 437 TFLOPS against 781 for dense BF16 GEMMs, a share of 0.56.
+HOPPER_BF16_EXPERT_SHARE = round(437 / 781, 2)
+
+
+def test_the_routed_experts_flops_run_at_the_measured_share_of_the_dense_rate() -> None:
+    costs, rates = _deployment("mistralai/Mixtral-8x7B-Instruct-v0.1", gpu="h100-sxm-80gb")
+    experts, lm_head = 32 * 2 * 3 * 14336 * 4096, 32000 * 4096  # top-2 of 8 experts in each of 32 layers
+    assert costs.expert_flops_per_token == 2 * experts
+    assert costs.expert_gemm_share == HOPPER_BF16_EXPERT_SHARE == 0.56
+    prefill = step_time(costs, rates, UNIT, decode_tokens=0, decode_context_tokens=0, prefill_tokens=1000)
+    at_dense_rate = step_time(costs.model_copy(update={"expert_gemm_share": 1.0}), rates, UNIT, decode_tokens=0,
+                              decode_context_tokens=0, prefill_tokens=1000)
+    # the other FLOPs (attention projections, router, one LM head row, attention) keep the dense rate
+    assert prefill.compute_s - at_dense_rate.compute_s == pytest.approx(
+        1000 * 2 * experts * (1 / 0.56 - 1) / H100_CEILING, rel=1e-12)  # 2.07 ms more than at the dense rate
+    assert at_dense_rate.compute_s == pytest.approx(
+        (1000 * 2 * (costs.linear_flops_per_token / 2 - lm_head) + 2 * lm_head
+         + 1000 * 500 * 32 * 2 * 32 * (128 + 128)) / H100_CEILING, rel=1e-12)
+    # a decode step of one token streams the same bytes either way
+    decode = step_time(costs, rates, UNIT, decode_tokens=1, decode_context_tokens=100)
+    assert decode.memory_s == step_time(costs.model_copy(update={"expert_gemm_share": 1.0}), rates, UNIT,
+                                        decode_tokens=1, decode_context_tokens=100).memory_s
+
+
+@pytest.mark.parametrize(("model", "gpu", "share"), [
+    ("openai/gpt-oss-20b", "h100-sxm-80gb", 0.71),  # MXFP4 experts: OpenAI's Triton matmul_ogs, 551 / 781
+    ("openai/gpt-oss-20b", "a100-sxm-80gb", 0.74),  # Marlin on Ampere runs as on Ada (L40S: 166 / 226)
+    ("Qwen/Qwen3-30B-A3B", "a100-sxm-80gb", 0.33),  # BF16 Triton fused_moe on the A100 (vLLM 0.14): 87 / 265
+    ("Qwen/Qwen3-30B-A3B", "b200", 0.44),  # BF16 on B200 and GB200 (FlashInfer CUTLASS / TRT-LLM): 713 / 1,612
+    ("Qwen/Qwen3-30B-A3B", "mi300x-192gb", 0.44),  # no AMD table: the median of the five families' BF16 shares
+])
+def test_each_expert_format_and_gpu_family_takes_its_timed_share(model: str, gpu: str, share: float) -> None:
+    assert _deployment(model, gpu=gpu)[0].expert_gemm_share == share
+
+
+def test_dense_models_have_no_expert_flops() -> None:
+    costs, _ = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
+    assert (costs.expert_flops_per_token, costs.expert_gemm_share) == (0.0, 1.0)
+
+
+def test_the_share_table_is_the_one_the_kernel_database_gives() -> None:
+    import json
+    from pathlib import Path
+
+    from calculator.speed.expert_kernels import EXPERT_GEMM_SHARE
+
+    measured = json.loads((Path(__file__).parents[1] / "benchmarks/data/expert_gemm_shares.json").read_text())
+    assert measured["aiconfigurator"] == "0.12.0"
+    assert {family: {form: row["share"] for form, row in forms.items()}
+            for family, forms in measured["shares"].items()} == EXPERT_GEMM_SHARE
+    assert all(round(row["moe_tflops"] / row["dense_tflops"], 2) == pytest.approx(row["share"], abs=0.011)
+               for forms in measured["shares"].values() for row in forms.values())

@@ -17,6 +17,7 @@ from ..engine.kv_cache import kv_page_bytes_per_token, mamba_state_bytes, pp_lay
 from ..engine.overheads import FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS
 from ..model.spec import LayerAttention, ModelSpec, WeightTensor
 from ..units import round_up
+from .expert_kernels import expert_gemm_share
 from .moe_dispatch import moe_dispatch_bytes_per_token
 
 # Roles a decode step does not stream from HBM: the embedding is a lookup of B rows; vision towers and projectors
@@ -73,6 +74,10 @@ class ForwardCosts(BaseModel):
     # (V1's gpu_model_runner: ``hidden_states[logits_indices]``; V0's LogitsProcessor prunes to the sampled rows), so
     # a prompt chunk's other tokens skip it
     lm_head_flops_per_token: float = 0.0
+    # of which the routed experts' (k experts a token), done at ``expert_gemm_share`` of the dense rate
+    # (expert_kernels.py: vLLM's fused-MoE kernels as timed on the card)
+    expert_flops_per_token: float = 0.0
+    expert_gemm_share: float = 1.0
     attention: tuple[AttentionGroup, ...]
     recurrent_state_bytes_per_request: float  # Mamba/linear-attention state read and written each step
     activation_bytes_per_token: float  # hidden and intermediate tensors written and read, all layers
@@ -168,6 +173,9 @@ def forward_costs(result: Estimate) -> ForwardCosts:
                                          all2all_backend=scenario.all2all_backend, dtype_bytes=s.dtype_bytes)))
     if (floor := expert_gemm_floor_s(result)) > 0:
         extra["expert_gemm_floor_s"] = floor
+    if costs.expert_flops_per_token:
+        extra["expert_gemm_share"] = expert_gemm_share(result.gpu.family if result.gpu else None,
+                                                       result.quantization)
     drafter = result.proposer
     if drafter is not None:
         extra.update(speculative_tokens=drafter.num_speculative_tokens, acceptance_rate=drafter.acceptance_rate)
@@ -212,6 +220,8 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
                         for w in spec.weights if w.role in _LINEAR_ROLES and w.loaded)
     lm_head_params = sum(_params_per_rank(w, tp, first, last, 0) for w in spec.weights
                          if w.role == "lm_head" and w.loaded)
+    expert_params = sum(_params_per_rank(w, tp, first, last, moe.experts_per_token if moe else 0)
+                        for w in spec.weights if w.role == "expert" and w.loaded)
     if spec.tie_word_embeddings:
         tied = spec.vocab_size * spec.hidden_size / tp
         linear_params, lm_head_params = linear_params + tied, lm_head_params + tied
@@ -227,6 +237,7 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
         dense_weight_bytes=float(dense), expert_weight_bytes=float(roles.get("expert", 0)),
         num_experts=moe.num_experts if moe else 0, experts_per_token=moe.experts_per_token if moe else 0,
         linear_flops_per_token=2.0 * linear_params, lm_head_flops_per_token=2.0 * lm_head_params,
+        expert_flops_per_token=2.0 * expert_params,
         attention=_attention_groups(spec, on_stage, tp, dtype_bytes, kv_cache_dtype),
         recurrent_state_bytes_per_request=2.0 * sum(
             mamba_state_bytes(state, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)

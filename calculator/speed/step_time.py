@@ -15,7 +15,9 @@ With ``--data-parallel-size`` > 1 on an MoE model every MoE layer works on all e
 engines in lockstep, so each runs a step of the same size) and dispatches and combines them over the link
 (``moe_dispatch.py``).
 Expert GEMMs that dequantize their weights inside the K loop (MXFP4 experts on CDNA3, ``costs.py``) take at least a
-measured floor per call at decode, above the time their bytes take.
+measured floor per call at decode, above the time their bytes take. The routed experts' FLOPs run at a measured
+share of the dense GEMM rate (vLLM's fused-MoE kernels as timed on the card, ``expert_kernels.py``), which slows the
+steps that are compute-bound: prefill and large batches of an MoE model.
 """
 
 from __future__ import annotations
@@ -84,7 +86,10 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
     # NOTE: one logits row per request in the step: each decode's tokens (k + 1 with speculation) and the last token
     # of each prompt chunk (vLLM computes a partial prefill's and discards its sample).
     logits_rows = decode_tokens * (k + 1) + (prefill_prompts if prefill_tokens else 0.0)
-    flops = (tokens * (costs.linear_flops_per_token - costs.lm_head_flops_per_token + costs.lora_flops_per_token)
+    # NOTE: the routed experts' FLOPs are counted at the dense rate's ``expert_gemm_share`` (expert_kernels.py).
+    expert_surcharge = 1.0 / costs.expert_gemm_share - 1.0
+    flops = (tokens * (costs.linear_flops_per_token - costs.lm_head_flops_per_token + costs.lora_flops_per_token
+                       + costs.expert_flops_per_token * expert_surcharge)
              + logits_rows * costs.lm_head_flops_per_token
              + decode_tokens * (k + 1) * costs.decode_attention_flops(decode_context_tokens)
              + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens)
