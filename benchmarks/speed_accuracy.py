@@ -7,7 +7,8 @@ in ``calculator/speed/calibration.py`` (in sample), refits the constants without
 source's records (held out: leave-one-source-out), runs the peers' methods, prints the summary and writes
 ``docs/speed-accuracy.md`` and ``docs/speed-accuracy.png``. ``--fit`` prints freshly fitted constants and bands to
 paste into ``calibration.py``, with the bands by regime and the coverage; ``--check`` exits 1 when a target fails.
-The held-out refits take ~30 minutes in one process (``--jobs 2`` runs them in two); they are saved to
+The held-out refits take ~4 hours in one process (``--jobs 2`` runs them in two; a refit cut short goes on where it
+stopped, ``fold_fits``); they are saved to
 ``benchmarks/data/speed_held_out.json`` and ``--reuse-held-out`` rebuilds the report from that file. Each fold's
 constants go to ``benchmarks/data/speed_fold_constants.json``: ``--rescore`` predicts every source again with the
 constants fitted without it, in a few minutes, for a change that leaves the fit alone (one that only moves the
@@ -20,11 +21,12 @@ AIConfigurator's predictions come from ``benchmarks/data/speed_aiconfigurator.js
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import statistics
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +41,10 @@ from calculator.speed.calibration import SpeedConstants, constants_for  # noqa: 
 METHODS = ("ours", "ours held out", "ridgepoint", "llm-optimizer", "AIConfigurator")
 HELD_OUT = ROOT / "benchmarks" / "data" / "speed_held_out.json"
 FOLD_CONSTANTS = ROOT / "benchmarks" / "data" / "speed_fold_constants.json"
+PARTIAL = ROOT / "benchmarks" / "data" / "speed_fold_constants.partial.json"
+IN_SAMPLE = "(no source left out)"  # the fit on every record, for calibration.py, saved beside the folds
+FIT_INPUTS = ("calculator", "benchmarks/speed_replay.py", "benchmarks/speed_fit.py", "benchmarks/data/speed_records.jsonl",
+              "benchmarks/data/speed_records_mined.jsonl", "benchmarks/data/speed_configs")
 AICONFIGURATOR = ROOT / "benchmarks" / "data" / "speed_aiconfigurator.json"
 HEADLINE = ("ttft_ms", "tpot_ms", "output_tok_s")
 TARGETS_PCT = {"ttft_ms": 25.0, "tpot_ms": 12.0, "output_tok_s": 12.0}  # issue 19
@@ -66,9 +72,41 @@ def _rescored(job: tuple[list[dict], str, dict]) -> dict[str, dict[str, float]]:
     return _held_out(records, source, SpeedConstants(**constants["cuda"]), SpeedConstants(**constants["rocm"]))
 
 
+def model_fingerprint() -> str:
+    """A digest of every file the fits read: the planner (but calibration.py, whose fitted values no fit starts
+    from), the replay and the fit, the records and their configs. Fold fits saved under another digest are stale."""
+    digest = hashlib.sha256()
+    files = sorted(path for base in FIT_INPUTS for path in ((ROOT / base).rglob("*") if (ROOT / base).is_dir()
+                                                            else [ROOT / base])
+                   if path.is_file() and "__pycache__" not in path.parts and path.name != "calibration.py")
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def fold_fits(records: list[dict], sources: list[str], pool: Executor) -> dict[str, dict]:
+    """source -> the CUDA and ROCm constants fitted without it. Each fold is saved to ``PARTIAL`` as it ends (a
+    fold takes ~5 minutes, all of them ~2 hours on two cores), so a refit cut short goes on where it stopped as long
+    as no file it reads has changed (``model_fingerprint``)."""
+    fingerprint = model_fingerprint()
+    saved = json.loads(PARTIAL.read_text()) if PARTIAL.exists() else {}
+    folds = saved.get("folds", {}) if saved.get("fingerprint") == fingerprint else {}
+    if folds:
+        print(f"{len(folds)} of {len(sources)} fold fits reused from {PARTIAL.name} (fingerprint {fingerprint})")
+    jobs = {pool.submit(_fold, (records, source)): source for source in sources if source not in folds}
+    for done in as_completed(jobs):
+        source, cuda, rocm = done.result()
+        folds[source] = {"cuda": cuda.model_dump(), "rocm": rocm.model_dump()}
+        PARTIAL.write_text(json.dumps({"fingerprint": fingerprint, "folds": folds}, indent=1) + "\n")
+        print(f"fold {len(folds)}/{len(sources)}: {source}", flush=True)
+    return folds
+
+
 def predictions(records: list[dict], reuse_held_out: bool = False, jobs: int = 1,
-                rescore: bool = False) -> dict[str, dict[str, dict[str, float]]]:
-    """record id -> method -> metric -> predicted value (methods that cannot express a record's load skip it)."""
+                rescore: bool = False, fitted: dict[str, dict] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """record id -> method -> metric -> predicted value (methods that cannot express a record's load skip it);
+    ``fitted``: the fold fits, when ``--fit`` has run them already."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     cached = json.loads(AICONFIGURATOR.read_text())["predictions"] if AICONFIGURATOR.exists() else {}
     for record in records:
@@ -95,11 +133,10 @@ def predictions(records: list[dict], reuse_held_out: bool = False, jobs: int = 1
                 raise SystemExit(f"no fold constants for {', '.join(missing)}: run without --rescore to refit")
             held_outs = pool.map(_rescored, [(records, source, folds[source]) for source in sources])
         else:
-            fitted = list(pool.map(_fold, [(records, source) for source in sources]))
-            FOLD_CONSTANTS.write_text(json.dumps({source: {"cuda": cuda.model_dump(), "rocm": rocm.model_dump()}
-                                                  for source, cuda, rocm in fitted}, indent=1) + "\n")
-            held_outs = pool.map(_rescored, [(records, source, {"cuda": cuda.model_dump(), "rocm": rocm.model_dump()})
-                                             for source, cuda, rocm in fitted])
+            folds = fold_fits(records, sources, pool) if fitted is None else fitted
+            FOLD_CONSTANTS.write_text(json.dumps({source: folds[source] for source in sources}, indent=1) + "\n")
+            PARTIAL.unlink(missing_ok=True)
+            held_outs = pool.map(_rescored, [(records, source, folds[source]) for source in sources])
         for held_out in held_outs:
             for record_id, values in held_out.items():
                 out[record_id]["ours held out"] = values
@@ -313,13 +350,17 @@ def main(argv: list[str] | None = None) -> int:
     refused = {r["id"]: speed_replay.refused(r) for r in speed_replay.load_records() if speed_replay.refused(r)}
     for record_id, reason in refused.items():
         print(f"not scored: the planner says {record_id} cannot start ({reason})")
+    fitted = None
     if args.fit:
-        cuda, rocm = speed_fit.fit_all(records)
+        sources = sorted({speed_replay.source_of(r) for r in records})
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            fitted = fold_fits(records, [IN_SAMPLE, *sources], pool)
+        cuda, rocm = SpeedConstants(**fitted[IN_SAMPLE]["cuda"]), SpeedConstants(**fitted[IN_SAMPLE]["rocm"])
         print("CUDA =", repr(cuda))
         print("ROCM =", repr(rocm))
         print("NOTE: the bands below use the constants in calibration.py; paste these, then take the bands that "
               "--reuse-held-out prints")
-    predicted = predictions(records, args.reuse_held_out, args.jobs, args.rescore)
+    predicted = predictions(records, args.reuse_held_out, args.jobs, args.rescore, fitted)
     table = errors(records, predicted)
     rows = targets(table)
     for metric, per_method in summary(table).items():

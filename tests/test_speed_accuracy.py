@@ -116,6 +116,28 @@ def test_the_fit_replays_a_record_again_only_when_a_term_it_reads_moves() -> Non
     assert checked > 300  # the eager gap, graph gaps, MoE latency and collectives of the records that lack them
 
 
+def test_a_refit_cut_short_goes_on_where_it_stopped_while_its_inputs_are_unchanged(tmp_path, monkeypatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    fitted: list[str] = []
+    cuda = constants_for("cuda")
+
+    def fold(job):
+        fitted.append(job[1])
+        return job[1], cuda, cuda
+
+    monkeypatch.setattr(speed_accuracy, "PARTIAL", tmp_path / "partial.json")
+    monkeypatch.setattr(speed_accuracy, "_fold", fold)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        speed_accuracy.fold_fits([], ["a"], pool)  # a refit stopped after one fold
+        folds = speed_accuracy.fold_fits([], ["a", "b"], pool)
+        assert fitted == ["a", "b"] and set(folds) == {"a", "b"}
+        assert folds["b"] == {"cuda": cuda.model_dump(), "rocm": cuda.model_dump()}
+        monkeypatch.setattr(speed_accuracy, "model_fingerprint", lambda: "another model")
+        speed_accuracy.fold_fits([], ["a", "b"], pool)  # a file the fits read changed: every fold again
+    assert fitted == ["a", "b", "a", "b"]
+
+
 @pytest.mark.parametrize("metric", list(TARGETS_PCT))
 def test_median_error_on_the_shared_records_meets_issue_12s_target(shared_errors, metric) -> None:
     assert statistics.median(shared_errors["ours"][metric]) <= TARGETS_PCT[metric]
