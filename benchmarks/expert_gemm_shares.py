@@ -82,14 +82,16 @@ def shares(data: Path) -> dict[str, dict[str, dict[str, float]]]:
             moe_rate = sum(m for m, *_ in measured) / len(measured)
             dense_rate = sum(d for _, d, *_ in measured) / len(measured)
             out.setdefault(family, {})[expert_format] = {
-                "share": round(moe_rate / dense_rate, 2), "moe_tflops": round(moe_rate), "dense_tflops": round(dense_rate),
-                "rows": sum(n for *_, n, _ in measured), "kernels": "; ".join(k for *_, k in measured)}
+                "share": round(moe_rate / dense_rate, 2), "moe_tflops": round(moe_rate),
+                "dense_tflops": round(dense_rate), "rows": sum(n for *_, n, _ in measured),
+                "kernels": "; ".join(k for *_, k in measured)}
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, help="aiconfigurator_core/systems/data (default: the installed package's)")
+    parser.add_argument("--data", type=Path,
+                        help="aiconfigurator_core/systems/data (default: the installed package's)")
     args = parser.parse_args(argv)
     data = args.data
     if data is None:

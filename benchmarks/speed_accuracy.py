@@ -43,8 +43,9 @@ HELD_OUT = ROOT / "benchmarks" / "data" / "speed_held_out.json"
 FOLD_CONSTANTS = ROOT / "benchmarks" / "data" / "speed_fold_constants.json"
 PARTIAL = ROOT / "benchmarks" / "data" / "speed_fold_constants.partial.json"
 IN_SAMPLE = "(no source left out)"  # the fit on every record, for calibration.py, saved beside the folds
-FIT_INPUTS = ("calculator", "benchmarks/speed_replay.py", "benchmarks/speed_fit.py", "benchmarks/data/speed_records.jsonl",
-              "benchmarks/data/speed_records_mined.jsonl", "benchmarks/data/speed_configs")
+FIT_INPUTS = ("calculator", "benchmarks/speed_replay.py", "benchmarks/speed_fit.py",
+              "benchmarks/data/speed_records.jsonl", "benchmarks/data/speed_records_mined.jsonl",
+              "benchmarks/data/speed_configs")
 AICONFIGURATOR = ROOT / "benchmarks" / "data" / "speed_aiconfigurator.json"
 HEADLINE = ("ttft_ms", "tpot_ms", "output_tok_s")
 TARGETS_PCT = {"ttft_ms": 25.0, "tpot_ms": 12.0, "output_tok_s": 12.0}  # issue 19

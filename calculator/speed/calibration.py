@@ -49,7 +49,9 @@ class SpeedConstants(BaseModel):
 # NOTE: the routed experts' FLOPs at the fused-MoE kernels' measured share of the dense rate (expert_kernels.py, 7 Dec
 # 2026) came after this fit: a measurement, not a fitted term, so these constants were kept, and the held-out figures
 # and bands below are ``--rescore``: each source predicted with the constants fitted without it (the same folds),
-# under the model with the shares. A refit with them on every fold takes ~3 h on two cores (8 starts x 48 fits).
+# under the model with the shares. A refit with them on every fold takes ~2 h on two cores (8 starts x 48 fits); it
+# was started on 7 Dec 2026 and saves each fold as it ends (benchmarks/data/speed_fold_constants.partial.json), for
+# ``--fit`` to go on with while no file the fits read changes.
 # FLOPs are priced against each card's measured matmul ceiling (calculator/speed/hardware.py), not its datasheet.
 # What pins each term:
 # * bandwidth_efficiency 0.90: single-request decode of small dense models on 0.11+ engines, GDDR and HBM alike
