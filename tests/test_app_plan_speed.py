@@ -228,6 +228,12 @@ def test_none_in_a_link_is_read_in_any_case() -> None:
     assert not app.warning and app.selectbox(key="plan_gpu").value == "custom"
 
 
+def test_the_per_replica_caption_counts_one_replica_and_one_request_in_the_singular() -> None:
+    app = run_app({})  # the default plan: one user on one replica
+    caption = next(c.value for c in app.caption if c.value.startswith("Per replica at the planned"))
+    assert caption.startswith("Per replica at the planned 1 replica, each serving 1 concurrent request; ")
+
+
 def test_under_a_request_rate_below_the_engines_limit_the_arrivals_limit_concurrency() -> None:
     """Issue 29 item 8: 1 request/s of the default lengths keeps a few requests running, far below the 375 the
     KV cache holds: the caption names the arrival rate, not kv_cache."""

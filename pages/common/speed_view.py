@@ -18,7 +18,7 @@ from calculator.speed.inputs import SpeedInputs, SpeedPlan, speed_plan
 from calculator.speed.predict import ceiling_note
 from calculator.speed.prices import gpu_price
 from calculator.speed.speculation import speculation_gain, speculation_sentence
-from calculator.units import format_ms
+from calculator.units import format_ms, plural
 
 from . import first_error, sentence
 from .inputs import lazy_expander
@@ -177,7 +177,7 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
                "tail) is another load: the Recommend page's benchmark load and `python -m calculator bench` "
                "simulate it.")
     price = per.gpu_price or gpu_price(result.gpu)
-    load = (f"{per.traffic.concurrency:,} concurrent requests" if per.traffic.concurrency is not None
+    load = (plural(per.traffic.concurrency, "concurrent request") if per.traffic.concurrency is not None
             else f"{per.traffic.request_rate:,.3g} requests/s")
     # NOTE: under a request rate the engine's limit binds only once the cache or max_num_seqs is full; below that
     # the arrivals set how many run (issue 29 item 8: "limited by kv_cache" with 39 of 184 slots in use).
@@ -185,7 +185,7 @@ def section(result: Estimate, workload: Workload, inputs: SpeedInputs | str) -> 
              f"{per.concurrency.binding} allows run on average)"
              if per.traffic.request_rate is not None and not per.saturated
              and per.running_requests < per.concurrency.served else per.concurrency.binding)
-    st.caption(f"Per replica at the planned {capacity.replicas:,} replica(s), each serving {load}; decode is "
+    st.caption(f"Per replica at the planned {plural(capacity.replicas, 'replica')}, each serving {load}; decode is "
                f"{per.decode_bound}-bound; {per.compute_path} {ceiling_note(per)}; served concurrency limited by "
                f"{limit}. "
                + (f"Price {usd(price.usd_per_gpu_hour)}/GPU-hour ({price.source})." if price else
