@@ -289,6 +289,10 @@ def domain_effect(records: list[dict], table: dict) -> dict[str, tuple[float, in
     return {k: (statistics.median(v) if v else math.nan, len(v)) for k, v in logs.items()}
 
 
+def _wider_or_narrower(ratio: float) -> str:
+    return f"a {ratio:.1f}x wider" if ratio >= 1 else f"a {1 / ratio:.1f}x narrower"
+
+
 def regime_section(residuals: dict, factors: dict, held: dict, spans: dict, domain: dict,
                    refused: dict[str, str]) -> str:
     label = {"ttft": "TTFT", "tpot": "TPOT", "throughput": "throughput"}
@@ -327,9 +331,9 @@ def regime_section(residuals: dict, factors: dict, held: dict, spans: dict, doma
              "",
              f"Held out, the figures of records that lay outside what the other sources cover missed by a median "
              f"{100 * (math.exp(outside) - 1):.0f} % (n={n_out}); those inside by {100 * (math.exp(inside) - 1):.0f} "
-             f"% (n={n_in}): a {outside / inside:.1f}x wider log-error off the measured runs. With so few records "
-             "outside (the sources overlap in every dimension but the number of requests at once), this does not "
-             "measure the widening; doubling the log-width is a judgement, not a fit."]
+             f"% (n={n_in}): {_wider_or_narrower(outside / inside)} log-error off the measured runs. With so few "
+             "records outside (the sources overlap in every dimension but the number of requests at once), this does "
+             "not measure the widening; doubling the log-width is a judgement, not a fit."]
     if refused:
         rows += ["", "Not scored: the planner says these measured runs cannot start (they did): "
                  + "; ".join(f"`{r}` ({reason})" for r, reason in refused.items()) + "."]
