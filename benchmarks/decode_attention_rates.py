@@ -17,13 +17,17 @@ It is not a dependency of the planner: install ``aiconfigurator`` into a separat
 
 from __future__ import annotations
 
-import argparse
-import glob
-import importlib.util
 import json
+import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "data" / "decode_attention_rates.json"
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.aiconfigurator_tables import latest_table, tables_from_command_line  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "data" / "decode_attention_rates.json"
 # AIConfigurator system -> (the planner's GPU family, the datasheet HBM bandwidth in GB/s, calculator/data/gpus.json)
 SYSTEMS = {"a100_sxm": ("ampere", 2039), "l40s": ("ada", 864), "h100_sxm": ("hopper", 3350),
            "h200_sxm": ("hopper", 4800), "b200_sxm": ("blackwell", 8000)}
@@ -42,10 +46,10 @@ def measured(data: Path) -> dict[str, dict]:
 
     out: dict[str, dict] = {}
     for system, (family, bandwidth_gb_s) in SYSTEMS.items():
-        files = sorted(glob.glob(str(data / system / "attention" / "vllm" / "*" / "generation_attention_perf.parquet")))
-        if not files:
+        path = latest_table(data, system, "attention", "generation_attention_perf.parquet")
+        if path is None:
             continue
-        table = pd.read_parquet(files[-1])
+        table = pd.read_parquet(path)
         table = table[table.kv_cache_dtype.isin(["bfloat16", "float16"]) & (table.head_dim == HEAD_SIZE)]
         if "window_size" in table:
             table = table[table.window_size == 0]
@@ -63,7 +67,7 @@ def measured(data: Path) -> dict[str, dict]:
         design = np.vstack([np.ones(large.sum()), kv_bytes[large] / (bandwidth_gb_s * 1e9)]).T / seconds[large, None]
         (fixed_s, per_peak_s), *_ = np.linalg.lstsq(design, np.ones(large.sum()), rcond=None)
         out.setdefault(family, {"systems": []})["systems"].append({
-            "system": system, "vllm": Path(files[-1]).parent.name, "kernels": sorted(set(table.kernel_source)),
+            "system": system, "vllm": path.parent.name, "kernels": sorted(set(table.kernel_source)),
             "rows": int(len(seconds)), "share_by_read_bytes": curve,
             "large_reads_fixed_us": round(float(fixed_s) * 1e6, 1),
             "large_reads_bandwidth_share": round(float(1 / per_peak_s), 2)})
@@ -71,19 +75,8 @@ def measured(data: Path) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path,
-                        help="aiconfigurator_core/systems/data (default: the installed package's)")
-    args = parser.parse_args(argv)
-    data = args.data
-    if data is None:
-        spec = importlib.util.find_spec("aiconfigurator_core")
-        if spec is None or spec.origin is None:
-            parser.error("aiconfigurator is not installed here: give --data")
-        data = Path(spec.origin).parent / "systems" / "data"
-    from importlib.metadata import version
-
-    table = {"aiconfigurator": version("aiconfigurator"), "families": measured(data)}
+    data, aiconfigurator = tables_from_command_line(argv, __doc__.splitlines()[0])
+    table = {"aiconfigurator": aiconfigurator, "families": measured(data)}
     OUT.write_text(json.dumps(table, indent=1) + "\n")
     for family, row in table["families"].items():
         for system in row["systems"]:

@@ -16,13 +16,17 @@ It is not a dependency of the planner: install ``aiconfigurator`` into a separat
 
 from __future__ import annotations
 
-import argparse
-import glob
-import importlib.util
 import json
+import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "data" / "expert_gemm_shares.json"
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.aiconfigurator_tables import latest_table, tables_from_command_line  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "data" / "expert_gemm_shares.json"
 # AIConfigurator system -> the planner's GPU family (catalog ``family``); H100 and H200 are one family (same chip).
 SYSTEMS = {"a100_sxm": "ampere", "l40s": "ada", "h100_sxm": "hopper", "h200_sxm": "hopper", "b200_sxm": "blackwell",
            "gb200": "blackwell", "rtx_pro_6000_server": "blackwell-rtx"}
@@ -52,12 +56,12 @@ def shares(data: Path) -> dict[str, dict[str, dict[str, float]]]:
 
     rates: dict[str, dict[str, list[tuple[float, float, int, str]]]] = {}
     for system, family in SYSTEMS.items():
-        moe_files = sorted(glob.glob(str(data / system / "moe" / "vllm" / "*" / "moe_perf.parquet")))
-        gemm_files = sorted(glob.glob(str(data / system / "gemm" / "vllm" / "*" / "gemm_perf.parquet")))
-        if not moe_files or not gemm_files:
+        moe_file = latest_table(data, system, "moe", "moe_perf.parquet")
+        gemm_file = latest_table(data, system, "gemm", "gemm_perf.parquet")
+        if moe_file is None or gemm_file is None:
             continue
-        moe, gemm = pd.read_parquet(moe_files[-1]), pd.read_parquet(gemm_files[-1])
-        version = Path(moe_files[-1]).parent.name
+        moe, gemm = pd.read_parquet(moe_file), pd.read_parquet(gemm_file)
+        version = moe_file.parent.name
         # NOTE: the A100 table (vLLM 0.14) has only skewed routing; power_law_1.01 is the least skewed it has.
         even = "balanced" if "balanced" in set(moe.distribution) else "power_law_1.01"
         moe = moe[(moe.distribution == even) & (moe.moe_tp_size == 1) & (moe.moe_ep_size == 1)
@@ -89,19 +93,8 @@ def shares(data: Path) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path,
-                        help="aiconfigurator_core/systems/data (default: the installed package's)")
-    args = parser.parse_args(argv)
-    data = args.data
-    if data is None:
-        spec = importlib.util.find_spec("aiconfigurator_core")
-        if spec is None or spec.origin is None:
-            parser.error("aiconfigurator is not installed here: give --data")
-        data = Path(spec.origin).parent / "systems" / "data"
-    from importlib.metadata import version
-
-    table = {"aiconfigurator": version("aiconfigurator"), "shares": shares(data)}
+    data, aiconfigurator = tables_from_command_line(argv, __doc__.splitlines()[0])
+    table = {"aiconfigurator": aiconfigurator, "shares": shares(data)}
     OUT.write_text(json.dumps(table, indent=1) + "\n")
     for family, formats in table["shares"].items():
         for expert_format, row in formats.items():
