@@ -387,6 +387,52 @@ RUNS: dict[str, Run] = {
     # or at the reply's length (prompt + output <= 2,048).
     "vllm-7567-8xa100-40g": Run("meta-llama/Llama-3.1-70B-Instruct", "a100-sxm-40gb", "0.5.4", "rate_inf",
                                 {"tensor_parallel_size": 8}, 1833, test_prompt=True),
+    # Moved from the candidates on 7 Dec 2026, predicted first by constants fitted without them (docs/speed-accuracy.md).
+    # dennislee22/vLLM-benchmarking: Qwen2-7B-Instruct (Qwen2.5-7B-Instruct's very dimensions) on one A100 80GB (SXM
+    # assumed), vLLM 0.10.1.1 as its server log prints, --max-model-len 16384 --gpu-memory-utilization 0.5;
+    # benchmark_serving.py's random 1,024 / 1,024 prompts all sent at once, outputs stopping at EOS under the 1,024
+    # cap, its test prompt first. Its seeded prompts are the same in every run (prompt i of a longer run is prompt i
+    # of a shorter one), and the server cached prefixes: on the server of 4 Sep the 200-prompt run followed the
+    # 100-prompt one (its log: a 33 % hit rate), the 500-prompt one both (which filled the cache: nothing counted);
+    # on that of 9 Sep the one-request run followed the 50-prompt one (and two unrecorded ones).
+    "dennislee22-a100-qwen2-7b-np500": Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", "rate_inf",
+                                           {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024,
+                                           test_prompt=True,
+                                           sweep=((1021, 1016, 100), (1020, 1002, 200), (1021, 1005, 500))),
+    "dennislee22-a100-qwen2-7b-np200": Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", "rate_inf",
+                                           {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024,
+                                           test_prompt=True, sweep=((1021, 1016, 100), (1020, 1002, 200))),
+    "dennislee22-a100-qwen2-7b-np1": Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", "closed",
+                                         {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024,
+                                         test_prompt=True, sweep=((1020, 1022, 50), (1024, 1024, 1))),
+    "dennislee22-a100-qwen2-7b": Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", "rate_inf",
+                                     {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024, test_prompt=True),
+    # tgarg01/silybench-data: Qwen3-8B with --quantization fp8 (dynamic) on one H100 SXM, vLLM 0.30.0, --max-model-len
+    # 16384 --gpu-memory-utilization 0.9; vllm bench serve closed loops of 2,048 / 2,048 fixed-length prompts
+    # (--ignore-eos) at 1-128 requests (5 prompts a client); the medians of 3 repeats, throughput only.
+    "silybench-h100-qwen3-8b-fp8": Run("Qwen/Qwen3-8B", "h100-sxm-80gb", "0.30.0", "closed",
+                                       {"quantization": "fp8", "max_model_len": 16384}),
+    # GPUStack's DeepSeek pages on 8 x H200 SXM (the baseline, `vllm serve M -tp 8` and vLLM's defaults): DeepSeek-R1-0528
+    # on 0.11.0 and DeepSeek-V3.2 on 0.13.0 (their presets, block FP8), vllm bench serve on the chat endpoint, the
+    # ready check's test prompt first: random prompts all sent at once, every output to its cap (totals / prompts are
+    # exactly the requested lengths), and 100 ShareGPT prompts at --max-concurrency 4.
+    "gpustackdsr1-h200x8-tp8-rand4k200": Run("deepseek-ai/DeepSeek-V3", "h200-141gb", "0.11.0", "rate_inf",
+                                             {"tensor_parallel_size": 8}, 200, test_prompt=True, endpoint="chat"),
+    "gpustackdsr1-h200x8-tp8-rand2k100": Run("deepseek-ai/DeepSeek-V3", "h200-141gb", "0.11.0", "rate_inf",
+                                             {"tensor_parallel_size": 8}, 100, test_prompt=True, endpoint="chat"),
+    "gpustackdsr1-h200x8-tp8-sharegpt-c4": Run("deepseek-ai/DeepSeek-V3", "h200-141gb", "0.11.0", "closed",
+                                               {"tensor_parallel_size": 8}, 1820, test_prompt=True, endpoint="chat"),
+    "gpustackdsv32-h200x8-tp8-rand2k100": Run("deepseek-ai/DeepSeek-V3.2", "h200-141gb", "0.13.0", "rate_inf",
+                                              {"tensor_parallel_size": 8}, 100, test_prompt=True, endpoint="chat"),
+    "gpustackdsv32-h200x8-tp8-rand4k200": Run("deepseek-ai/DeepSeek-V3.2", "h200-141gb", "0.13.0", "rate_inf",
+                                              {"tensor_parallel_size": 8}, 200, test_prompt=True, endpoint="chat"),
+    "gpustackdsv32-h200x8-tp8-rand1k2k": Run("deepseek-ai/DeepSeek-V3.2", "h200-141gb", "0.13.0", "rate_inf",
+                                             {"tensor_parallel_size": 8}, 2000, test_prompt=True, endpoint="chat"),
+    # GPUStack's GLM-4.6-FP8 page on 8 x H100 SXM (0.11.0, `-tp 8 --gpu-memory-utilization 0.85`): the GLM-4.7 preset
+    # (the same glm4_moe architecture) in FP8; 1,000 ShareGPT prompts at once on the chat endpoint.
+    "gpustackglm46fp8-h100x8": Run("zai-org/GLM-4.7", "h100-sxm-80gb", "0.11.0", "rate_inf",
+                                   {"tensor_parallel_size": 8, "quantization": "fp8", "gpu_memory_utilization": 0.85},
+                                   1834, test_prompt=True, endpoint="chat"),
 }
 
 

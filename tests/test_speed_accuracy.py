@@ -5,7 +5,7 @@ These are the in-sample figures of docs/speed-accuracy.md (the held-out refits t
 ``python benchmarks/speed_accuracy.py``). On the shared records the targets are issue 12's: TPOT and output
 throughput median error within 15 %, TTFT within 30 %; on all records, better than both peers' published methods on
 each, and no worse than the model reaches today (``IN_SAMPLE_GUARD_PCT``: issue 19's targets, TTFT 25 %, TPOT and
-output throughput 12 %: in sample 24.1 / 10.1 / 10.4 % since 7 Dec 2026).
+output throughput 12 %: in sample 24.1 / 11.1 / 11.7 % on 7 Dec 2026).
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}  # issue 
 # The graph-mode kernel gap, the MoE layer latency and the LM head on sampled rows (second refit of 6 Dec 2026, 181
 # scored records) took them to 24.5 / 10.0 / 10.6 % in sample, held out 26.3 / 16.4 / 13.4 %; the fused-MoE kernels'
 # measured share of the dense rate (7 Dec 2026) to 24.7 / 9.6 / 10.4 %, held out 26.7 / 15.2 / 13.5 %, before the
-# refit with it, and to 24.1 / 10.1 / 10.4 %, held out 26.1 / 14.7 / 13.0 %, after.
+# refit with it, and to 24.1 / 10.1 / 10.4 %, held out 26.1 / 14.7 / 13.0 %, after. 17 runs of five sources mined
+# since, scored before any fit saw them, took them to 24.1 / 11.1 / 11.7 %, held out 25.9 / 15.4 / 13.7 %: the TPOT
+# bound is issue 19's target again until a refit has them.
 # These bounds keep the model at what it reaches, so that a change that loses accuracy fails here.
-IN_SAMPLE_GUARD_PCT = {"ttft_ms": 25.0, "tpot_ms": 11.0, "output_tok_s": 12.0}
+IN_SAMPLE_GUARD_PCT = {"ttft_ms": 25.0, "tpot_ms": 12.0, "output_tok_s": 12.0}
 MINED = [json.loads(line) for line in speed_replay.MINED.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
@@ -62,9 +64,9 @@ def shared_errors() -> dict[str, dict[str, list[float]]]:
 
 def test_the_records_are_the_shared_data_set_and_the_mined_runs() -> None:
     records = speed_replay.load_records()
-    assert len(records) == 41 + 148 and len({r["id"] for r in records}) == 189
+    assert len(records) == 41 + 165 and len({r["id"] for r in records}) == 206
     assert all(speed_replay.run_for(r) for r in records)  # every record has a replay mapping
-    assert len({speed_replay.source_of(r) for r in MINED}) == 37  # held out source by source
+    assert len({speed_replay.source_of(r) for r in MINED}) == 42  # held out source by source
 
 
 def test_every_mined_run_says_where_it_comes_from_and_how_to_rerun_it() -> None:
@@ -138,6 +140,15 @@ def test_a_refit_cut_short_goes_on_where_it_stopped_while_its_inputs_are_unchang
         speed_accuracy.fold_fits([], ["a", "b"], pool)  # a file the fits read changed: every fold again
     assert fitted == ["a", "b", "a", "b"]
 
+
+
+def test_a_source_added_after_the_last_refit_is_held_out_by_the_constants_fitted_before_it(tmp_path,
+                                                                                          monkeypatch) -> None:
+    folds = tmp_path / "folds.json"
+    folds.write_text(json.dumps({"old": {"cuda": {}, "rocm": {}}}))
+    monkeypatch.setattr(speed_accuracy, "FOLD_CONSTANTS", folds)
+    assert speed_accuracy.newer_than_the_fit(["old", "new"]) == {
+        "new": {"cuda": constants_for("cuda").model_dump(), "rocm": constants_for("rocm").model_dump()}}
 
 @pytest.mark.parametrize("metric", list(TARGETS_PCT))
 def test_median_error_on_the_shared_records_meets_issue_12s_target(shared_errors, metric) -> None:

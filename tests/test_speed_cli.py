@@ -61,6 +61,19 @@ def test_speed_names_the_matmul_ceiling_it_divides_by(capsys) -> None:
     assert "matmul ceiling 132.0 TFLOPS: 0.80 x the 165.0 TFLOPS peak, the median share measured on other cards" in out
 
 
+def test_speed_names_the_share_of_the_ceiling_the_routed_experts_run_at(capsys) -> None:
+    # gpt-oss-20b's MXFP4 experts on an H100: OpenAI's Triton matmul_ogs at 551 of the 781 TFLOPS AIConfigurator
+    # times for dense BF16 GEMMs on the card (benchmarks/data/expert_gemm_shares.json), 0.71
+    moe = ["speed", "--model", "openai/gpt-oss-20b", "--gpu", "h100", "--input-tokens", "512", "--output-tokens", "128",
+           "--concurrency", "1"]
+    code, out, _ = _run(moe, capsys)
+    assert code == 0 and "routed experts at 0.71 of it, the rate vLLM's fused-MoE kernels were timed at" in out
+    code, out, _ = _run([*moe, "--json"], capsys)
+    assert json.loads(out)["expert_gemm_share"] == 0.71
+    code, out, _ = _run([*SPEED, "--concurrency", "1", "--json"], capsys)
+    assert code == 0 and json.loads(out)["expert_gemm_share"] is None  # a dense model
+
+
 def test_custom_gpu_takes_bandwidth_and_tflops(capsys) -> None:
     base = ["speed", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-gib", "80", "--max-model-len",
             "8192", "--input-tokens", "512", "--output-tokens", "128", "--concurrency", "1"]

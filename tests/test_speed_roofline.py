@@ -10,8 +10,10 @@ from __future__ import annotations
 import pytest
 
 from calculator import Scenario, estimate
+from calculator.model.spec import QuantizationSpec
 from calculator.speed.calibration import SpeedConstants
 from calculator.speed.costs import forward_costs
+from calculator.speed.expert_kernels import expert_format
 from calculator.speed.hardware import gpu_rates
 from calculator.speed.step_time import all_reduce_s, step_time
 
@@ -294,12 +296,29 @@ def test_the_routed_experts_flops_run_at_the_measured_share_of_the_dense_rate() 
 @pytest.mark.parametrize(("model", "gpu", "share"), [
     ("openai/gpt-oss-20b", "h100-sxm-80gb", 0.71),  # MXFP4 experts: OpenAI's Triton matmul_ogs, 551 / 781
     ("openai/gpt-oss-20b", "a100-sxm-80gb", 0.74),  # Marlin on Ampere runs as on Ada (L40S: 166 / 226)
-    ("Qwen/Qwen3-30B-A3B", "a100-sxm-80gb", 0.33),  # BF16 Triton fused_moe on the A100 (vLLM 0.14): 87 / 265
+    # BF16 Triton fused_moe on the A100 (vLLM 0.14, timed with skewed routing only): 87 / 265 TFLOPS, x 1.089 for even
+    # routing (the median over six other cards of the same shapes' skewed / even latency), 95 / 265
+    ("Qwen/Qwen3-30B-A3B", "a100-sxm-80gb", 0.36),
     ("Qwen/Qwen3-30B-A3B", "b200", 0.44),  # BF16 on B200 and GB200 (FlashInfer CUTLASS / TRT-LLM): 713 / 1,612
     ("Qwen/Qwen3-30B-A3B", "mi300x-192gb", 0.44),  # no AMD table: the median of the five families' BF16 shares
 ])
 def test_each_expert_format_and_gpu_family_takes_its_timed_share(model: str, gpu: str, share: float) -> None:
     assert _deployment(model, gpu=gpu)[0].expert_gemm_share == share
+
+
+@pytest.mark.parametrize(("quantization", "form"), [
+    # GPTQ and AWQ are weight-only: vLLM runs their experts through Marlin's W4A16 / W8A16 MoE kernels
+    # (GPTQMarlinMoEMethod's uint4b8 / uint8b128 types), not through the FP8 kernels an 8-bit weight would suggest
+    (QuantizationSpec(method="gptq", weight_bits=8, group_size=128), "int4"),
+    (QuantizationSpec(method="gptq", weight_bits=4, group_size=128), "int4"),
+    (QuantizationSpec(method="awq", weight_bits=4, group_size=128, has_zeros=True), "int4"),
+    (QuantizationSpec(method="fp8", weight_bits=8, scale_granularity="block", weight_block_size=(128, 128)), "fp8"),
+    (QuantizationSpec(method="mxfp4", weight_bits=4, group_size=32, scale_bytes=1), "mxfp4"),
+    (None, "bf16"),
+])
+def test_the_expert_weight_format_picks_vllms_moe_kernel_family(quantization: QuantizationSpec | None,
+                                                                form: str) -> None:
+    assert expert_format(quantization) == form
 
 
 def test_dense_models_have_no_expert_flops() -> None:

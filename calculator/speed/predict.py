@@ -45,6 +45,8 @@ class SpeedEstimate(BaseModel):
     compute_path: ComputePath
     compute_ceiling_tflops: float  # the achievable matmul rate of the path per GPU (calculator/speed/hardware.py)
     compute_ceiling_measured: bool  # False: nobody measured this card, the datasheet x UNMEASURED_CEILING_RATIO
+    # the routed experts' FLOPs run at this share of the ceiling (expert_kernels.py); None for a dense model
+    expert_gemm_share: float | None = None
     concurrency: ServedConcurrency
     running_requests: float  # mean requests in the engine (under a rate: rate x service time)
     ttft_ms: float
@@ -181,7 +183,9 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
     return SpeedEstimate(
         traffic=traffic, gpu_name=result.gpu.name if result.gpu else "", num_gpus=result.num_gpus,
         compute_path=replica.rates.compute_path, compute_ceiling_tflops=replica.rates.achievable_flops / 1e12,
-        compute_ceiling_measured=replica.rates.ceiling_measured, concurrency=limits, running_requests=running,
+        compute_ceiling_measured=replica.rates.ceiling_measured,
+        expert_gemm_share=replica.costs.expert_gemm_share if replica.costs.expert_flops_per_token else None,
+        concurrency=limits, running_requests=running,
         ttft_ms=ttft_ms, ttft_p95_ms=ttft_p95_s * MS, tpot_ms=tpot_ms,
         e2e_ms=ttft_ms + (traffic.output_tokens - 1) * tpot_ms, queue_wait_ms=wait.mean_s * MS,
         queue_wait_p95_ms=wait.p95_s * MS, utilisation=wait.utilisation, saturated=wait.saturated,
@@ -195,7 +199,13 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
 
 
 def ceiling_note(speed: SpeedEstimate) -> str:
-    """The matmul ceiling the prediction divides by, and whether it was measured on the card."""
+    """The matmul ceiling the prediction divides by, whether it was measured on the card, and the routed experts'
+    share of it."""
+    return _ceiling_source(speed) + (f"; routed experts at {speed.expert_gemm_share:.2f} of it, the rate vLLM's "
+                                     "fused-MoE kernels were timed at" if speed.expert_gemm_share is not None else "")
+
+
+def _ceiling_source(speed: SpeedEstimate) -> str:
     ceiling = f"matmul ceiling {speed.compute_ceiling_tflops:,.1f} TFLOPS"
     if speed.compute_ceiling_measured:
         return f"{ceiling}, measured on the card"

@@ -34,6 +34,7 @@ def speed_summary(speed: SpeedEstimate, bands: SpeedBands | None = None) -> dict
         "gpu": speed.gpu_name, "num_gpus": speed.num_gpus, "compute_path": speed.compute_path,
         "compute_ceiling_tflops": _number(speed.compute_ceiling_tflops, 1),
         "compute_ceiling_measured": speed.compute_ceiling_measured,
+        "expert_gemm_share": speed.expert_gemm_share,
         "input_tokens": speed.traffic.input_tokens, "output_tokens": speed.traffic.output_tokens,
         "concurrency": speed.traffic.concurrency, "request_rate": speed.traffic.request_rate,
         "arrival": speed.traffic.arrival, "endpoint": speed.traffic.endpoint,
