@@ -47,59 +47,62 @@ class SpeedConstants(BaseModel):
 # average step, only the steps that carry a prompt chunk run in pieces), a fixed latency per MoE layer, and the LM
 # head run on one row per request rather than on every prompt token.
 # Refitted on 7 Dec 2026 with the routed experts' FLOPs at the fused-MoE kernels' measured share of the dense rate
-# (expert_kernels.py: a measurement, not a fitted term), every fold and the in-sample fit alike (~2 h on two cores;
-# ``--fit`` saves each fold as it ends and resumes while no file the fits read changes).
+# (expert_kernels.py: a measurement, not a fitted term), every fold and the in-sample fit alike (~1-2 h on two cores;
+# ``--fit`` saves each fold as it ends and resumes while no file the fits read changes), and again the same day on
+# 198 scored records of 52 sources, with 17 runs of five sources mined since: Qwen2-7B bursts on an A100, Qwen3-8B FP8
+# closed loops on an H100, and GPUStack's DeepSeek-R1, DeepSeek-V3.2 and GLM-4.6-FP8 pages at TP 8 on Hopper, which
+# the constants before them had predicted 20-62 % fast in TTFT and 12-77 % in TPOT.
 # FLOPs are priced against each card's measured matmul ceiling (calculator/speed/hardware.py), not its datasheet.
 # What pins each term:
-# * bandwidth_efficiency 0.91: single-request decode of small dense models on 0.11+ engines, GDDR and HBM alike
+# * bandwidth_efficiency 0.90: single-request decode of small dense models on 0.11+ engines, GDDR and HBM alike
 #   (tt394-rtx4090-qwen3-4b-*, 10.3-10.9 ms a token against an 8.0 ms floor at the datasheet's 1,008 GB/s;
 #   gpustackh100-qwen3-8b-sharegpt-c{1,2,4,8}, 7.3-7.7 ms against 4.9; cn4090blog-*-c1, 15.9 ms against 15.1;
 #   pegainfer-rtx5090-*), beside the datacenter runs of 0.8-0.10 (ridgepoint-*-c1, musgrave, tt340, tt143-2xh100-*).
-# * compute_efficiency 0.61 of the measured ceiling (the LM head no longer priced on every prompt token took it from
-#   0.66, the experts at their kernels' share from 0.62): long prefills, qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k
-#   (16,000 tokens in 3.35 s), tt356-8xh100-dsr1-0528-awq-c1-isl{1024,4096}, the long rows of tt340, tt143, tt394 and tt521, pegainfer-rtx5090-*
+# * compute_efficiency 0.62 of the measured ceiling (the LM head no longer priced on every prompt token took it from
+#   0.66): long prefills, qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (16,000 tokens in 3.35 s),
+#   tt356-8xh100-dsr1-0528-awq-c1-isl{1024,4096}, the long rows of tt340, tt143, tt394 and tt521, pegainfer-rtx5090-*
 #   (4,096-token prefills at ~170 TFLOPS of a 238 ceiling), the 50-prompt bursts dbmart-a40-*.
 # * overlap_penalty 0.5, its bound (at most half of the smaller of a step's memory and compute times is not hidden,
 #   benchmarks/speed_fit.py BOUNDS): batched and mixed steps, pegainfer's Poisson runs, vllm-23151, recipes165 at
 #   1,024 requests, gpuconc-*-c{4,8,16}, mushfiq-rtx4090-*, dbmart-a40-*.
-# * step_overhead_s 1.12 ms and sequence_overhead_s 57 us, the CPU time of a step and of each running request in
+# * step_overhead_s 0.88 ms and sequence_overhead_s 57 us, the CPU time of a step and of each running request in
 #   it: paid on top of the GPU time by the synchronous engines (0.5-0.13), hidden behind the GPU step under async
 #   scheduling (0.14+). The offline batches dbmart-rtx4090-* and the closed loops at 8-64 requests weigh the
 #   per-request part.
-# * full_graph_kernel_overhead_s 3.1 us per kernel of a decode-only step that vLLM replays as one full CUDA graph (V0,
+# * full_graph_kernel_overhead_s 3.5 us per kernel of a decode-only step that vLLM replays as one full CUDA graph (V0,
 #   and V1 from 0.11: FULL_AND_PIECEWISE, vLLM PR #25444): the 0.11+ one-request decodes (tt394, gpustackh100-qwen3-8b,
 #   pegainfer), which the piecewise gaps alone had left 18-45 % slow in sample.
-# * kernel_overhead_s 6 us per kernel and piecewise_layer_overhead_s 13 us per layer, in every step of a V1 engine
+# * kernel_overhead_s 6.7 us per kernel and piecewise_layer_overhead_s 13 us per layer, in every step of a V1 engine
 #   before 0.11 and in steps with prompt tokens after (the graph breaks at each attention op, whose launch and the
 #   next piece's replay the GPU waits for): the 0.9-0.10 one-request decodes (tt340, tt521, gpuconc-*-c1, vllm-20059).
-# * moe_layer_overhead_s 24 us per MoE layer per step (fused_moe's routing, align and sort, and grouped GEMMs of a
+# * moe_layer_overhead_s 21 us per MoE layer per step (fused_moe's routing, align and sort, and grouped GEMMs of a
 #   few rows an expert, which do not stream at the dense GEMV's rate): the MoE decodes at one request, tt356
 #   (DeepSeek), gpuconc (gpt-oss-20b), tt340 (Qwen3-30B-A3B), gpustack-gptoss120b (gpt-oss-120b), against dense
 #   models of like bytes; priced in every graph mode, so it carries over to the 0.11+ engines.
-# * eager_kernel_overhead_s 28 us per kernel: qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (--enforce-eager, TPOT
+# * eager_kernel_overhead_s 25 us per kernel: qwen3-1536-a100-80g-qwen3-14b-awq-c1-16k (--enforce-eager, TPOT
 #   20.63 ms). One source only; held out, its prior (15 us: a PyTorch op dispatched and launched from Python) holds.
-# * all_reduce_latency_s 16 us (all_reduce_efficiency kept at its prior 0.7): the TP records tt356-8xh100-* (TP 8),
+# * all_reduce_latency_s 13 us (all_reduce_efficiency kept at its prior 0.7): the TP records tt356-8xh100-* (TP 8),
 #   tt143-2xh100-*, vllm-20710-2xb200-*, vllm-23696-8xb200-*, vllm-43232-4xb200-*, recipes41-8xrtx3090-* (TP 8 over
 #   PCIe), recipes{58,99,134,240,304}, vllm-{7567,26887,28992}, gpustackh200-glm46-*, pricecompass-6-2xa10g,
 #   vllm-12315-4xa100.
-# * request_overhead_s 15 ms: the first token of tiny prefills, tt340's and tt394's 128-token rows (11-36 ms),
+# * request_overhead_s 16 ms: the first token of tiny prefills, tt340's and tt394's 128-token rows (11-36 ms),
 #   wmx-l4-qwen25-0.5b-c1 (27 ms), tt356-8xh100-dsr1-0528-awq-c1-isl128 (47 ms), gpuconc-*-c1 (39-77 ms), against
 #   vllm-20059's 15 ms and cn4090blog-*-c1's 27 ms with `vllm bench serve` (Qwen2.5-1.5B on an A100 and Qwen2.5-7B on
 #   an RTX 4090, ~220-token prompts): the harnesses differ. The chat template's parse (calculator/speed/front_end.py,
 #   measured, not fitted) takes 12 ms of gpustackh100-qwen3-8b-sharegpt-c{1,2,4,8}'s first token apart from it.
 CUDA = SpeedConstants(
-    bandwidth_efficiency=0.906, compute_efficiency=0.610, overlap_penalty=0.5, step_overhead_s=1.12e-3,
-    sequence_overhead_s=56.5e-6, kernel_overhead_s=6.0e-6, full_graph_kernel_overhead_s=3.11e-6,
-    moe_layer_overhead_s=24.0e-6, eager_kernel_overhead_s=27.6e-6, piecewise_layer_overhead_s=13.4e-6,
-    all_reduce_latency_s=15.8e-6, all_reduce_efficiency=0.7, request_overhead_s=15.2e-3,
+    bandwidth_efficiency=0.896, compute_efficiency=0.619, overlap_penalty=0.5, step_overhead_s=0.877e-3,
+    sequence_overhead_s=56.5e-6, kernel_overhead_s=6.7e-6, full_graph_kernel_overhead_s=3.54e-6,
+    moe_layer_overhead_s=21.2e-6, eager_kernel_overhead_s=24.6e-6, piecewise_layer_overhead_s=12.8e-6,
+    all_reduce_latency_s=13.4e-6, all_reduce_efficiency=0.7, request_overhead_s=15.8e-3,
     fallback_interconnect_bytes_s=32e9,  # PCIe 4.0 x16, per direction
 )
 # ROCm: the hardware terms refitted on the ROCm sources, oracle-mi300x-llama31-405b-fp8-tp8-bs{1..256}
 # (benchmark_latency on a 2024 ROCm stack), gpuconc-mi300x-gptoss20b-* (2025), vllm-27323-8xmi300x-* (GLM-4.6, 0.11),
 # recipes431-mi300x-* (2026), recipes127-mi355x-* (2025) and vLLM PRs #17530 / #17535 (2025 offline bursts), with the
 # MXFP4 expert GEMM floor of vLLM's Triton kernel on CDNA3 (costs.py) in the model.
-ROCM = CUDA.model_copy(update={"bandwidth_efficiency": 0.721, "compute_efficiency": 0.634, "step_overhead_s": 4.59e-3,
-                               "sequence_overhead_s": 152e-6, "all_reduce_latency_s": 18.8e-6})
+ROCM = CUDA.model_copy(update={"bandwidth_efficiency": 0.707, "compute_efficiency": 0.638, "step_overhead_s": 2.92e-3,
+                               "sequence_overhead_s": 204e-6, "all_reduce_latency_s": 22.7e-6})
 
 
 class Coverage(BaseModel):
@@ -116,22 +119,22 @@ class Coverage(BaseModel):
 # source they never saw (the factor each way): each is the band of the least share of the held-out errors (leave-one-
 # source-out), from 80 % up, for which a band sized on the other sources holds 80 % of a source's values; a source's
 # errors move together, so 80 % of the pooled errors holds less on a new source.
-# ``benchmarks/speed_accuracy.py`` prints them and the coverage (docs/speed-accuracy.md): on 6 Dec 2026 (181 records
-# of 47 sources, FLOPs over measured matmul ceilings) every band held 80-86 % of unseen sources' values. The saturated
+# ``benchmarks/speed_accuracy.py`` prints them and the coverage (docs/speed-accuracy.md): on 7 Dec 2026 (198 records
+# of 52 sources, FLOPs over measured matmul ceilings) every band held 80-86 % of unseen sources' values. The saturated
 # TTFT band narrowed from x/÷ 47 to 4.5 when the runs that send every prompt at once were simulated instead of taken
 # as a steady state, to 2.35 with the ceilings (the RTX 5090's Poisson runs no longer come out overloaded), to 2.05
 # with the API server's chat-template parse and prefix-cached preemption (GPUStack's bursts), and to 1.9 with the
 # graph-mode kernel gap, the MoE layer latency and the LM head on sampled rows (second refit of 6 Dec 2026), and to 1.88
 # with the measured fused-MoE share (7 Dec 2026, which took the band below the knee from 1.78 to 1.6), 1.91 and 1.64
 # once refitted with it (the one-request TTFT band widened to 1.79: the refit moved the step and request overheads);
-# 17 runs of five sources mined since (three MoE pages at TP 8 that come out 20-77 % fast) widened the TPOT bands
-# below the knee to 1.41 and pooled to 1.4 (held out with the constants fitted before them, ``--rescore``).
+# 17 runs of five sources mined since (three MoE pages at TP 8 that come out 20-77 % fast) took the saturated TPOT band
+# to 1.43 and the pooled one to 1.39 after the refit with them, and the one-request TTFT band back to 1.68.
 # NOTE: a record's regime comes from the in-sample replay, so the bands are those ``--reuse-held-out`` prints once
 # the refitted constants are in this file (the saturated throughput band read 1.51 from the constants before them).
 REGIME_BAND_FACTOR: dict[str, dict[str, float]] = {
-    "one request": {"ttft": 1.79, "tpot": 1.34, "throughput": 1.32},
-    "below the knee": {"ttft": 1.66, "tpot": 1.41, "throughput": 1.31},
-    "saturated": {"ttft": 1.91, "tpot": 1.42, "throughput": 1.38},
+    "one request": {"ttft": 1.68, "tpot": 1.33, "throughput": 1.29},
+    "below the knee": {"ttft": 1.61, "tpot": 1.36, "throughput": 1.31},
+    "saturated": {"ttft": 1.88, "tpot": 1.43, "throughput": 1.34},
 }
 COVERAGE = Coverage(gpu_families=frozenset({"ampere", "ada", "hopper", "blackwell", "blackwell-rtx", "cdna3",
                                             "cdna4"}),
@@ -139,11 +142,11 @@ COVERAGE = Coverage(gpu_families=frozenset({"ampere", "ada", "hopper", "blackwel
                     max_running_requests=1024)
 # NOTE: outside the measured runs the log-width of a band doubles (factor -> factor^2). A judgement, not a fit: the
 # sources overlap in every dimension the coverage names, so held out few values lay outside what the other sources
-# cover (24 of 458 on 7 Dec 2026, median |log error| 0.09 against 0.16 inside; 21 of 397 at 0.39 an earlier fit),
-# too few to measure the widening.
+# cover (24 of 501 on 7 Dec 2026, median |log error| 0.17 against 0.17 inside; 24 of 458 at 0.09 before; 21 of 397
+# at 0.39 an earlier fit), too few to measure the widening.
 DOMAIN_WIDENING = 2.0
 # Regime-free bands (the estimate's own band fields), sized on all held-out errors the same way.
-BAND_FACTOR = {"ttft": 1.73, "tpot": 1.4, "throughput": 1.35}
+BAND_FACTOR = {"ttft": 1.74, "tpot": 1.39, "throughput": 1.31}
 
 
 def constants_for(platform: str) -> SpeedConstants:
