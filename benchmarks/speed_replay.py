@@ -433,6 +433,17 @@ RUNS: dict[str, Run] = {
     "gpustackglm46fp8-h100x8": Run("zai-org/GLM-4.7", "h100-sxm-80gb", "0.11.0", "rate_inf",
                                    {"tensor_parallel_size": 8, "quantization": "fp8", "gpu_memory_utilization": 0.85},
                                    1834, test_prompt=True, endpoint="chat"),
+    # SemiAnalysisAI/InferenceX issue #828 (March 2026): gpt-oss-120b on H100 (SXM assumed) at TP 8 and TP 4, vLLM
+    # 0.15.1 (the branch's image), --max-num-seqs C --max-num-batched-tokens 8192 --max-model-len 10240, prefix caching
+    # off; its benchmark_serving.py client: 10 x C random prompts of 1,024 / 1,024 tokens at --random-range-ratio 0.8
+    # (lengths drawn from 819-1,024: 922 on average, as inferencex832's totals show), --ignore-eos, at
+    # --max-concurrency C, after 2 x C warm-up requests. A bot's summary of the run: TPOT and throughput only.
+    "ix828-h100x8": Run("openai/gpt-oss-120b", "h100-sxm-80gb", "0.15.1", "closed",
+                        {"tensor_parallel_size": 8, "max_num_batched_tokens": 8192, "max_model_len": 10240,
+                         "enable_prefix_caching": False}),
+    "ix828-h100x4": Run("openai/gpt-oss-120b", "h100-sxm-80gb", "0.15.1", "closed",
+                        {"tensor_parallel_size": 4, "max_num_batched_tokens": 8192, "max_model_len": 10240,
+                         "enable_prefix_caching": False}),
 }
 
 

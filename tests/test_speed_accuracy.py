@@ -33,7 +33,9 @@ TARGETS_PCT = {"ttft_ms": 30.0, "tpot_ms": 15.0, "output_tok_s": 15.0}  # issue 
 # refit with it, and to 24.1 / 10.1 / 10.4 %, held out 26.1 / 14.7 / 13.0 %, after. 17 runs of five sources mined
 # since, scored before any fit saw them, took them to 24.1 / 11.1 / 11.7 %, held out 25.9 / 15.4 / 13.7 %, and the
 # refit with them to 24.2 / 10.7 / 12.1 %, held out 27.3 / 15.5 / 15.1 % (three of the five are MoE pages at TP 8 that
-# no constant reconciles with the rest): the throughput bound sits just above where the refit left it.
+# no constant reconciles with the rest): the throughput bound sits just above where the refit left it. InferenceX's
+# gpt-oss-120b at TP 4-8 (six runs, held out by the constants fitted before them) took them to 24.2 / 10.0 / 11.4 %,
+# held out 27.3 / 14.7 / 14.5 %.
 # These bounds keep the model at what it reaches, so that a change that loses accuracy fails here.
 IN_SAMPLE_GUARD_PCT = {"ttft_ms": 25.0, "tpot_ms": 11.0, "output_tok_s": 12.5}
 MINED = [json.loads(line) for line in speed_replay.MINED.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -65,9 +67,9 @@ def shared_errors() -> dict[str, dict[str, list[float]]]:
 
 def test_the_records_are_the_shared_data_set_and_the_mined_runs() -> None:
     records = speed_replay.load_records()
-    assert len(records) == 41 + 165 and len({r["id"] for r in records}) == 206
+    assert len(records) == 41 + 171 and len({r["id"] for r in records}) == 212
     assert all(speed_replay.run_for(r) for r in records)  # every record has a replay mapping
-    assert len({speed_replay.source_of(r) for r in MINED}) == 42  # held out source by source
+    assert len({speed_replay.source_of(r) for r in MINED}) == 43  # held out source by source
 
 
 def test_every_mined_run_says_where_it_comes_from_and_how_to_rerun_it() -> None:
