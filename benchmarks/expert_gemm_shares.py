@@ -6,7 +6,8 @@ AIConfigurator (PyPI ``aiconfigurator``) ships per-GPU tables of vLLM kernels ti
 format) and ``gemm_perf.parquet`` (vLLM's dense linear layer at M x N x K, by format). For each GPU family and expert
 weight format this takes the median rate of the MoE op over prefill-sized steps (2,048-16,384 tokens, tokens spread
 evenly over the experts, no TP or EP split; a table timed only with skewed routing, the A100's, is scaled by the
-median ratio of skewed to even latency on the same shapes on the cards timed both ways, ``SKEW_RATIO``), counted as 2 x tokens x top-k x 3 x hidden x intermediate FLOPs, over
+median ratio of skewed to even latency on the same shapes on the cards timed both ways, ``skew_ratios``), counted as
+2 x tokens x top-k x 3 x hidden x intermediate FLOPs, over
 the median rate of dense GEMMs of the speed model's compute path for that format (hardware.py) with M, N and K of
 at least 2,048. The speed model already divides dense FLOPs by the card's best measured matmul; the expert FLOPs are
 divided by that times this share.

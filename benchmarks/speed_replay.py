@@ -387,7 +387,8 @@ RUNS: dict[str, Run] = {
     # or at the reply's length (prompt + output <= 2,048).
     "vllm-7567-8xa100-40g": Run("meta-llama/Llama-3.1-70B-Instruct", "a100-sxm-40gb", "0.5.4", "rate_inf",
                                 {"tensor_parallel_size": 8}, 1833, test_prompt=True),
-    # Moved from the candidates on 7 Dec 2026, predicted first by constants fitted without them (docs/speed-accuracy.md).
+    # Moved from the candidates on 7 Dec 2026, predicted first by constants fitted without them
+    # (docs/speed-accuracy.md).
     # dennislee22/vLLM-benchmarking: Qwen2-7B-Instruct (Qwen2.5-7B-Instruct's very dimensions) on one A100 80GB (SXM
     # assumed), vLLM 0.10.1.1 as its server log prints, --max-model-len 16384 --gpu-memory-utilization 0.5;
     # benchmark_serving.py's random 1,024 / 1,024 prompts all sent at once, outputs stopping at EOS under the 1,024
@@ -412,8 +413,8 @@ RUNS: dict[str, Run] = {
     # (--ignore-eos) at 1-128 requests (5 prompts a client); the medians of 3 repeats, throughput only.
     "silybench-h100-qwen3-8b-fp8": Run("Qwen/Qwen3-8B", "h100-sxm-80gb", "0.30.0", "closed",
                                        {"quantization": "fp8", "max_model_len": 16384}),
-    # GPUStack's DeepSeek pages on 8 x H200 SXM (the baseline, `vllm serve M -tp 8` and vLLM's defaults): DeepSeek-R1-0528
-    # on 0.11.0 and DeepSeek-V3.2 on 0.13.0 (their presets, block FP8), vllm bench serve on the chat endpoint, the
+    # GPUStack's DeepSeek pages on 8 x H200 SXM (the baseline, `vllm serve M -tp 8` and vLLM's defaults):
+    # DeepSeek-R1-0528 on 0.11.0 and DeepSeek-V3.2 on 0.13.0 (their presets, block FP8), vllm bench serve on the chat endpoint, the
     # ready check's test prompt first: random prompts all sent at once, every output to its cap (totals / prompts are
     # exactly the requested lengths), and 100 ShareGPT prompts at --max-concurrency 4.
     "gpustackdsr1-h200x8-tp8-rand4k200": Run("deepseek-ai/DeepSeek-V3", "h200-141gb", "0.11.0", "rate_inf",
