@@ -109,6 +109,12 @@ def _config(name: str) -> str:
     return str(CONFIGS / f"{name}.json")
 
 
+def _dennislee22(mode: str, sweep: tuple[tuple[int, int, int], ...] = ()) -> Run:
+    """One of dennislee22's runs: the same server settings, harness and output cap, a different load (see RUNS)."""
+    return Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", mode,
+               {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024, test_prompt=True, sweep=sweep)
+
+
 # Record id prefix -> Run. Versions in brackets are assumptions by date of the source (see docs/speed-accuracy.md).
 RUNS: dict[str, Run] = {
     "ridgepoint-a100-80g-llama3-8b-c1": Run("meta-llama/Meta-Llama-3-8B-Instruct", "a100-sxm-80gb", "0.28.0", "closed",
@@ -396,18 +402,11 @@ RUNS: dict[str, Run] = {
     # of a shorter one), and the server cached prefixes: on the server of 4 Sep the 200-prompt run followed the
     # 100-prompt one (its log: a 33 % hit rate), the 500-prompt one both (which filled the cache: nothing counted);
     # on that of 9 Sep the one-request run followed the 50-prompt one (and two unrecorded ones).
-    "dennislee22-a100-qwen2-7b-np500": Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", "rate_inf",
-                                           {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024,
-                                           test_prompt=True,
-                                           sweep=((1021, 1016, 100), (1020, 1002, 200), (1021, 1005, 500))),
-    "dennislee22-a100-qwen2-7b-np200": Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", "rate_inf",
-                                           {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024,
-                                           test_prompt=True, sweep=((1021, 1016, 100), (1020, 1002, 200))),
-    "dennislee22-a100-qwen2-7b-np1": Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", "closed",
-                                         {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024,
-                                         test_prompt=True, sweep=((1020, 1022, 50), (1024, 1024, 1))),
-    "dennislee22-a100-qwen2-7b": Run("Qwen/Qwen2.5-7B-Instruct", "a100-sxm-80gb", "0.10.1", "rate_inf",
-                                     {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024, test_prompt=True),
+    "dennislee22-a100-qwen2-7b-np500": _dennislee22("rate_inf",
+                                                    ((1021, 1016, 100), (1020, 1002, 200), (1021, 1005, 500))),
+    "dennislee22-a100-qwen2-7b-np200": _dennislee22("rate_inf", ((1021, 1016, 100), (1020, 1002, 200))),
+    "dennislee22-a100-qwen2-7b-np1": _dennislee22("closed", ((1020, 1022, 50), (1024, 1024, 1))),
+    "dennislee22-a100-qwen2-7b": _dennislee22("rate_inf"),
     # tgarg01/silybench-data: Qwen3-8B with --quantization fp8 (dynamic) on one H100 SXM, vLLM 0.30.0, --max-model-len
     # 16384 --gpu-memory-utilization 0.9; vllm bench serve closed loops of 2,048 / 2,048 fixed-length prompts
     # (--ignore-eos) at 1-128 requests (5 prompts a client); the medians of 3 repeats, throughput only.
