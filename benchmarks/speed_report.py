@@ -356,6 +356,25 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "n=17) and from 301 to 75 % (RTX 5090, n=6), whose Poisson runs no longer come out overloaded (the saturated "
         "TTFT band narrowed from x/÷ 4.48 to 2.35). The H100s' TTFT stays about 36 % fast (n=47), most of it the "
         "chat-template parse below.",
+        "* **Measured streaming rates (7 Dec 2026)**: a step's bytes were divided by the datasheet's bandwidth times "
+        "one fitted efficiency, but the rate vLLM's decode GEMMs stream weights at differs by card: AIConfigurator "
+        "0.12.0's tables of vLLM's BF16 linear layer at M <= 4 rows, over every matrix of at least 64 MB (the slope of "
+        "latency against bytes, `benchmarks/gemv_bandwidth.py`), give 0.79 of the datasheet on a B200, 0.82 on an "
+        "A100 and an L40S, 0.84 on an H200 and an RTX PRO 6000, 0.89 on an H100 SXM (`measured_bandwidth_gb_s` in "
+        "calculator/data/gpus.json; a card nobody timed gets the median 0.82 and says so). Priced over those rates "
+        "and refitted (the efficiency settles at 1.07 of them: a step's kernels, back to back in a CUDA graph, stream "
+        "a little faster than one GEMM timed alone), the held-out medians went from 27.2 / 15.4 / 13.3 % to 25.7 / "
+        "15.1 / 12.8 % (TTFT / TPOT / throughput) on the same 204 records; before any refit (each fold's constants, "
+        "the timed cards' rates scaled so that one at 0.84 of its datasheet streamed as before), TPOT already went "
+        "from 15.4 to 14.0 %.",
+        "* **The fused-MoE op's streaming rate at decode (tested 7 Dec 2026, not adopted)**: AIConfigurator's vLLM "
+        "MoE tables at 1-64 tokens time BF16 and block-FP8 experts at about what the model gives (a fixed ~40 us a "
+        "layer plus the touched experts' bytes at the dense rate: median |error| 9-16 % against the tables on the "
+        "A100, H100, H200 and B200), but MXFP4 and int4 (Marlin) experts at 1.4-2.9x their bytes' time, the "
+        "dequantization in the K loop. Streaming the routed experts at those shares (Hopper: FP8 0.8, int4 0.65, "
+        "MXFP4 0.6; Blackwell: FP8 0.82, int4 0.41, MXFP4 0.35, NVFP4 0.78) moved the held-out medians, with each "
+        "fold's constants, from 27.2 / 15.4 / 13.3 % to 27.1 / 15.8 / 14.0 %: worse on TPOT and throughput, so the "
+        "experts stream at the dense rate.",
         "* **Seven more sources (6 Dec 2026), held out as they came**: vLLM recipes #58 (Qwen3-Next-80B-A3B on 4 x "
         "B200) and #127 (Llama-3.3-70B FP8 on one MI355X), vLLM PRs and issues #26887 (Qwen3-Next-80B FP8 on 2 x "
         "H100), #29438 (Qwen3-VL-32B FP8 on one L40S, text only), #20059 (Qwen2.5-1.5B on an A100 40GB at 1-100 "
@@ -400,7 +419,8 @@ def render_markdown(records: list[dict], predicted: dict, table: dict, summary: 
         "",
         "## The fitted constants",
         "",
-        "A step is the GPU time (bytes over bandwidth or FLOPs over the card's measured matmul ceiling, the TP "
+        "A step is the GPU time (bytes over the card's measured streaming rate or FLOPs over its measured matmul "
+        "ceiling, the TP "
         "all-reduces, and a fixed latency per kernel, the kernels counted per layer type in "
         "`calculator/speed/costs.py`, whose size is set by how vLLM replays the step: one full CUDA graph for a "
         "decode-only step of V0 and of V1 from 0.11 (`full_graph_kernel_overhead_s`), pieces broken at every "

@@ -79,6 +79,10 @@ class GpuSpec(BaseModel):
     measured_bf16_tflops: float | None = Field(None, gt=0)
     measured_fp8_tflops: float | None = Field(None, gt=0)
     measured_compute_source: str | None = None  # who measured them, how, with which software
+    # NOTE: the rate vLLM's decode GEMMs (a few rows each) stream weights at, timed on the card: 0.79-0.89 of the
+    # datasheet's bandwidth (benchmarks/gemv_bandwidth.py)
+    measured_bandwidth_gb_s: float | None = Field(None, gt=0)
+    measured_bandwidth_source: str | None = None
     interconnect: str | None = None  # how TP ranks talk: "NVLink 4", "PCIe 4.0 x16", "Infinity Fabric (xGMI)"
     interconnect_gb_s: float | None = Field(None, gt=0)  # per GPU, each direction
     # the topologies the card is sold in, the usual one first (a PCIe card that takes an NVLink bridge has two)
@@ -97,13 +101,16 @@ class GpuSpec(BaseModel):
         return hash((self.key, self.memory_gib))
 
     def with_rates(self, **rates: float) -> GpuSpec:
-        """This GPU with the datasheet rates given in place of the catalog's; a compute rate given drops the measured
-        ceilings too (they were measured on the catalog's card, not on the one whose rates are given)."""
+        """This GPU with the datasheet rates given in place of the catalog's; a compute rate or a bandwidth given drops
+        the measured ceilings or streaming rate too (they were measured on the catalog's card, not on the one whose
+        rates are given)."""
         if not rates:
             return self
         if {"bf16_dense_tflops", "fp8_dense_tflops"} & rates.keys():
             rates = {**rates, "measured_bf16_tflops": None, "measured_fp8_tflops": None,
                      "measured_compute_source": None}
+        if "memory_bandwidth_gb_s" in rates:
+            rates = {**rates, "measured_bandwidth_gb_s": None, "measured_bandwidth_source": None}
         return self.model_copy(update=rates)
 
     @computed_field  # type: ignore[prop-decorator]

@@ -86,7 +86,7 @@ def test_on_a_gpu_the_prediction_stands_next_to_the_measurement_and_the_efficien
     assert "Predicted for 4 concurrent request(s) of 4 prompt and 672 output tokens" in captions
     link = next(b for b in app.get("link_button") if "calibrated with these efficiencies" in b.proto.label)
     query = {k: v[-1] for k, v in parse_qs(urlsplit(link.proto.url).query).items()}
-    assert 0 < float(query["mbu"]) <= 1 and 0 < float(query["mfu"]) <= 1
+    assert 0 < float(query["mbu"]) <= 1.2 and 0 < float(query["mfu"]) <= 1  # mbu: a share of the streaming rate
     assert query["m"] == "facebook/opt-125m"
 
 

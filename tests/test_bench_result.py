@@ -64,4 +64,5 @@ def test_cli_compares_a_bench_result():
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["measured"]["mean_tpot_ms"] == 20.63
-    assert 0 < report["calibration"]["mbu"] <= 1 and 0 < report["calibration"]["mfu"] <= 1
+    # mbu is a share of the card's streaming rate (up to 1.2), mfu of its matmul ceiling
+    assert 0 < report["calibration"]["mbu"] <= 1.2 and 0 < report["calibration"]["mfu"] <= 1

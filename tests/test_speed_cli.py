@@ -53,7 +53,7 @@ def test_speed_text_names_the_limit_and_the_cost(capsys) -> None:
 def test_speed_names_the_matmul_ceiling_it_divides_by(capsys) -> None:
     # H100 SXM: 794.5 TFLOPS BF16 in Stas Bekman's MAMF table; A30: no published measurement, 0.80 x 165
     code, out, _ = _run([*SPEED, "--concurrency", "1"], capsys)
-    assert code == 0 and "H100 SXM 80GB x 1, bf16 matmuls (matmul ceiling 794.5 TFLOPS, measured on the card)" in out
+    assert code == 0 and "H100 SXM 80GB x 1, bf16 matmuls (matmul ceiling 794.5 TFLOPS, measured on the card;" in out
     code, out, _ = _run([*SPEED, "--gpu", "a30", "--concurrency", "1", "--json"], capsys)
     data = json.loads(out)
     assert code == 0 and (data["compute_ceiling_tflops"], data["compute_ceiling_measured"]) == (132.0, False)
@@ -83,9 +83,26 @@ def test_custom_gpu_takes_bandwidth_and_tflops(capsys) -> None:
                         capsys)
     data = json.loads(out)
     assert code == 0 and data["gpu_hour_cost"] is None and data["tpot_ms"] > 0
-    # The peak typed here, not a datasheet's, is what the 0.80 share applies to: 989.5 x 0.80 = 791.6
+    # The peak typed here, not a datasheet's, is what the 0.80 share applies to: 989.5 x 0.80 = 791.6; and the
+    # bandwidth typed here what the 0.82 streaming share applies to: 3,350 x 0.82 = 2,747
     code, out, _ = _run([*base, "--gpu-memory-bandwidth-gb-s", "3350", "--gpu-bf16-tflops", "989.5"], capsys)
     assert code == 0 and "matmul ceiling 791.6 TFLOPS: 0.80 x the 989.5 TFLOPS peak" in out
+    assert "weights streamed at 2,747 GB/s: 0.82 x the 3,350 GB/s peak, the median share timed on other cards" in out
+
+
+def test_speed_names_the_streaming_rate_it_divides_bytes_by(capsys) -> None:
+    # H100 SXM: vLLM's BF16 linear layer at M <= 4 streams 2,978 GB/s in AIConfigurator 0.12.0's table
+    # (benchmarks/data/gemv_bandwidth.json); A30: not timed, 0.82 x 933 = 765 GB/s
+    code, out, _ = _run([*SPEED, "--concurrency", "1"], capsys)
+    assert code == 0 and "weights streamed at 2,978 GB/s, the rate vLLM's decode GEMMs were timed at on the card" in out
+    code, out, _ = _run([*SPEED, "--concurrency", "1", "--json"], capsys)
+    data = json.loads(out)
+    assert (data["streaming_bandwidth_gb_s"], data["streaming_bandwidth_measured"]) == (2978, True)
+    code, out, _ = _run([*SPEED, "--gpu", "a30", "--concurrency", "1", "--json"], capsys)
+    data = json.loads(out)
+    assert (data["streaming_bandwidth_gb_s"], data["streaming_bandwidth_measured"]) == (765, False)
+    code, out, _ = _run([*SPEED, "--gpu", "a30", "--concurrency", "1"], capsys)
+    assert "weights streamed at 765 GB/s: 0.82 x the 933 GB/s peak, the median share timed on other cards" in out
 
 
 @pytest.mark.parametrize("extra", [

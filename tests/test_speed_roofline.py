@@ -24,6 +24,9 @@ UNIT = SpeedConstants(bandwidth_efficiency=1, compute_efficiency=1, overlap_pena
                       fallback_interconnect_bytes_s=32e9)
 H100_BYTES_S, H100_BF16, H100_FP8, A100_BF16 = 3.35e12, 989.5e12, 1979e12, 312e12  # NVIDIA datasheets
 H100_CEILING, H100_FP8_CEILING, A100_CEILING = 794.5e12, 1402.6e12, 271.2e12  # measured: MAMF (see above)
+# measured: the slope of latency against bytes of vLLM's BF16 linear layer at M <= 4 in AIConfigurator 0.12.0's H100
+# SXM table (benchmarks/gemv_bandwidth.py), 0.89 of the datasheet's 3.35 TB/s
+H100_STREAMING_BYTES_S = 2978e9
 
 # Llama-3.1-8B (hidden 4096, 32 layers, 32 heads, 8 KV heads of 128, intermediate 14336, vocab 128256, untied):
 LLAMA8_LINEAR_PARAMS = 32 * (4096 * 4096 * 2 + 1024 * 4096 * 2 + 3 * 14336 * 4096) + 128256 * 4096  # 7,504,658,432
@@ -48,6 +51,7 @@ def test_dense_model_costs_match_the_published_shapes() -> None:
     assert costs.activation_bytes_per_token == LLAMA8_ACTIVATION_BYTES_PER_TOKEN
     assert (rates.memory_bandwidth_bytes_s, rates.peak_flops, rates.compute_path) == (H100_BYTES_S, H100_BF16, "bf16")
     assert (rates.achievable_flops, rates.ceiling_measured) == (H100_CEILING, True)
+    assert (rates.streaming_bandwidth_bytes_s, rates.bandwidth_measured) == (H100_STREAMING_BYTES_S, True)
 
 
 def test_dense_decode_step_is_bytes_over_bandwidth() -> None:
@@ -56,9 +60,9 @@ def test_dense_decode_step_is_bytes_over_bandwidth() -> None:
     streamed = (2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES + 1000 * LLAMA8_KV_BYTES_PER_TOKEN
                 + LLAMA8_ACTIVATION_BYTES_PER_TOKEN)
     flops = 2 * LLAMA8_LINEAR_PARAMS + 1000 * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN
-    assert step.memory_s == pytest.approx(streamed / H100_BYTES_S, rel=1e-12)  # 4.52 ms
+    assert step.memory_s == pytest.approx(streamed / H100_STREAMING_BYTES_S, rel=1e-12)  # 5.09 ms
     assert step.compute_s == pytest.approx(flops / H100_CEILING, rel=1e-12)
-    assert step.bound == "memory" and step.total_s == pytest.approx(streamed / H100_BYTES_S, rel=1e-12)
+    assert step.bound == "memory" and step.total_s == pytest.approx(streamed / H100_STREAMING_BYTES_S, rel=1e-12)
 
 
 def test_prefill_counts_the_quadratic_attention_and_is_compute_bound() -> None:
@@ -223,7 +227,8 @@ def test_every_moe_layer_pays_its_routing_and_grouped_gemm_latency_in_every_step
 def test_the_batch_where_decode_turns_compute_bound_solves_the_roofline_by_hand() -> None:
     """Per request a decode step adds 2P + C·attention FLOPs and C·KV + activation bytes; the weights are read once.
     compute(B) > memory(B) from B* = (W / BW) / ((2P + C·a) / F - (C·kv + act) / BW): 100 tokens of context give
-    B* = 350.71 on an H100 at unit efficiency over its measured matmul ceiling, so the first compute-bound batch is 351."""
+    B* = 419.90 on an H100 at unit efficiency over its measured matmul ceiling and streaming rate, so the first
+    compute-bound batch is 420."""
     from types import SimpleNamespace
 
     from calculator.speed.predict import _compute_bound_from
@@ -231,11 +236,12 @@ def test_the_batch_where_decode_turns_compute_bound_solves_the_roofline_by_hand(
     costs, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
     replica = SimpleNamespace(costs=costs, rates=rates, constants=UNIT)
     context = 100
-    weights_s = (2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES) / H100_BYTES_S
+    weights_s = (2 * LLAMA8_LINEAR_PARAMS + LLAMA8_NORM_BYTES) / H100_STREAMING_BYTES_S
     per_request_s = ((2 * LLAMA8_LINEAR_PARAMS + context * LLAMA8_ATTENTION_FLOPS_PER_CONTEXT_TOKEN) / H100_CEILING
-                     - (context * LLAMA8_KV_BYTES_PER_TOKEN + LLAMA8_ACTIVATION_BYTES_PER_TOKEN) / H100_BYTES_S)
-    assert weights_s / per_request_s == pytest.approx(350.71, abs=0.01)
-    assert _compute_bound_from(replica, context) == 351
+                     - (context * LLAMA8_KV_BYTES_PER_TOKEN + LLAMA8_ACTIVATION_BYTES_PER_TOKEN)
+                     / H100_STREAMING_BYTES_S)
+    assert weights_s / per_request_s == pytest.approx(419.90, abs=0.01)
+    assert _compute_bound_from(replica, context) == 420
     # At 1,000 tokens each request adds more KV bytes than FLOPs at these rates: no batch turns compute-bound.
     assert _compute_bound_from(replica, 1000) is None
 
@@ -254,8 +260,9 @@ def test_mxfp4_experts_on_cdna3_take_the_measured_triton_floor_per_call() -> Non
     floored = step_time(costs, rates, UNIT, decode_tokens=1, decode_context_tokens=1000)
     streamed = step_time(costs.model_copy(update={"expert_gemm_floor_s": 0.0}), rates, UNIT, decode_tokens=1,
                          decode_context_tokens=1000)
-    # one token touches exactly 4 of 32 experts: 1/8 of the expert bytes at 5.3 TB/s, far under the 3.792 ms floor
-    expert_stream_s = costs.expert_weight_bytes / 8 / 5.3e12
+    # one token touches exactly 4 of 32 experts: 1/8 of the expert bytes at 0.82 x 5.3 TB/s (no streaming rate timed
+    # on an MI300X), far under the 3.792 ms floor
+    expert_stream_s = costs.expert_weight_bytes / 8 / (0.82 * 5.3e12)
     assert 24 * GPT_OSS_FLOOR_PER_LAYER_S == pytest.approx(3.792e-3, rel=1e-12)
     assert floored.memory_s - streamed.memory_s == pytest.approx(3.792e-3 - expert_stream_s, rel=1e-9)
     # tensor parallelism splits the down GEMM's K: 2880 / 2 = 1440, padded to 1536 = 12 steps (24 + 12 = 36)
@@ -324,6 +331,33 @@ def test_the_expert_weight_format_picks_vllms_moe_kernel_family(quantization: Qu
 def test_dense_models_have_no_expert_flops() -> None:
     costs, _ = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")
     assert (costs.expert_flops_per_token, costs.expert_gemm_share) == (0.0, 1.0)
+
+
+def test_the_streaming_rates_are_the_ones_the_kernel_database_gives() -> None:
+    import json
+    import statistics
+    from pathlib import Path
+
+    from calculator.gpus import gpu_catalog
+    from calculator.speed.hardware import UNMEASURED_STREAMING_RATIO
+
+    measured = json.loads((Path(__file__).parents[1] / "benchmarks/data/gemv_bandwidth.json").read_text())
+    assert measured["aiconfigurator"] == "0.12.0"
+    catalog = {gpu.key: gpu for gpu in gpu_catalog()}
+    timed = {key: gpu.measured_bandwidth_gb_s for key, gpu in catalog.items() if gpu.measured_bandwidth_gb_s}
+    assert timed == {key: row["measured_bandwidth_gb_s"] for key, row in measured["rates"].items()}
+    # 1,679 / 2,039 (A100), 2,978 / 3,350 (H100), 4,042 / 4,800 (H200), 6,322 / 8,000 (B200), 6,405 / 8,000 (B300),
+    # 709 / 864 (L40S), 1,505 / 1,792 (RTX PRO 6000): median 0.823
+    ratios = [timed[key] / catalog[key].memory_bandwidth_gb_s for key in timed]
+    assert round(statistics.median(ratios), 2) == UNMEASURED_STREAMING_RATIO == 0.82
+
+
+def test_an_untimed_card_streams_at_the_median_share_and_a_given_bandwidth_drops_the_timed_rate() -> None:
+    _, rates = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="a10g-24gb", max_model_len=8192)
+    assert (rates.streaming_bandwidth_bytes_s, rates.bandwidth_measured) == (pytest.approx(600e9 * 0.82), False)
+    result = estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb"))
+    given = gpu_rates(result.gpu.with_rates(memory_bandwidth_gb_s=4000), result.quantization)
+    assert (given.streaming_bandwidth_bytes_s, given.bandwidth_measured) == (pytest.approx(4000e9 * 0.82), False)
 
 
 def test_the_share_table_is_the_one_the_kernel_database_gives() -> None:

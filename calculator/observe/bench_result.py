@@ -19,7 +19,7 @@ from ..errors import CalculatorError, InvalidInput
 from ..model.model_source import load_model_spec
 from ..scenario import Scenario
 from ..serve_command import import_serve_command
-from ..speed.calibration import constants_for
+from ..speed.calibration import MAX_BANDWIDTH_EFFICIENCY, constants_for
 from ..speed.inputs import MIN_EFFICIENCY, SpeedInputs
 from ..speed.predict import SpeedEstimate, speed_estimate
 from ..speed.traffic import Traffic
@@ -204,13 +204,13 @@ def _solve(result: Estimate, traffic: Traffic, field: str, measured_ms: float,
            figure: Callable[[SpeedEstimate], float], fixed: dict[str, float]) -> float:
     """The efficiency at which the predicted figure equals the measured one (bisection; faster with more)."""
     base = constants_for(result.gpu.platform).model_copy(update=fixed)
-    low, high = MIN_EFFICIENCY, 1.0
+    low, high = MIN_EFFICIENCY, MAX_BANDWIDTH_EFFICIENCY if field == "bandwidth_efficiency" else 1.0
 
     def at(value: float) -> float:
         return figure(speed_estimate(result, traffic, constants=base.model_copy(update={field: value})))
 
     if at(high) >= measured_ms:
-        return 1.0
+        return high
     for _ in range(_BISECTION_STEPS):
         middle = (low + high) / 2
         if at(middle) > measured_ms:

@@ -8,7 +8,9 @@ The speed model divides FLOPs by the achievable rate, the best matmul measured o
 ``measured_*_tflops``), not by the datasheet's peak: the two differ by GPU from 0.51 (MI300X) to 1.14 (RTX 5090),
 so one fitted efficiency over datasheets cannot fit a GeForce card and an H100 at once, while over measured
 ceilings it is one figure (about 0.7 on both). A GPU nobody measured gets its datasheet peak times
-``UNMEASURED_CEILING_RATIO``, and says so.
+``UNMEASURED_CEILING_RATIO``, and says so. Bytes alike: a step's bytes are divided by the rate vLLM's decode GEMMs
+stream weights at on the card (the catalog's ``measured_bandwidth_gb_s``, 0.79-0.89 of the datasheet), or the
+datasheet times ``UNMEASURED_STREAMING_RATIO`` where nobody timed it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ _FP4_METHODS = frozenset({"mxfp4", "modelopt_fp4", "nvfp4"})
 # NOTE: the median of measured / datasheet BF16 matmul over the catalog's 29 measured entries (0.51-1.14; H100 SXM
 # 0.80, A100 SXM 0.87, L4 0.59, RTX 4090 1.00): calculator/data/gpus.json, measured_compute_source
 UNMEASURED_CEILING_RATIO = 0.80
+# NOTE: the median of measured streaming / datasheet bandwidth over the catalog's 7 measured cards (0.79-0.89; B200
+# 0.79, A100 SXM 0.82, H200 0.84, H100 SXM 0.89): calculator/data/gpus.json, measured_bandwidth_source
+UNMEASURED_STREAMING_RATIO = 0.82
 
 
 class GpuRates(BaseModel):
@@ -35,7 +40,10 @@ class GpuRates(BaseModel):
     model_config = ConfigDict(frozen=True)
     gpu_name: str
     compute_path: ComputePath
-    memory_bandwidth_bytes_s: float
+    memory_bandwidth_bytes_s: float  # the datasheet's
+    # what a step's bytes are divided by: the rate vLLM's decode GEMMs stream weights at on the card
+    streaming_bandwidth_bytes_s: float
+    bandwidth_measured: bool  # False: nobody timed this card's streaming (or its bandwidth was given), datasheet x 0.82
     peak_flops: float  # of the compute path, the datasheet's
     achievable_flops: float  # of the compute path: the best matmul measured on the card (see the module's note)
     ceiling_measured: bool  # False: no measurement of this card (or its rates were given), the datasheet x 0.80
@@ -45,6 +53,10 @@ class GpuRates(BaseModel):
     def share_of_ceiling(self, flops_per_s: float) -> float:
         """FLOPs achieved per second over the achievable rate: the compute efficiency the speed model divides by."""
         return flops_per_s / self.achievable_flops
+
+    def share_of_streaming(self, bytes_per_s: float) -> float:
+        """Bytes read per second over the streaming rate: the bandwidth efficiency the speed model divides by."""
+        return bytes_per_s / self.streaming_bandwidth_bytes_s
 
 
 def compute_path(gpu: GpuSpec, quantization: QuantizationSpec | None) -> ComputePath:
@@ -72,7 +84,10 @@ def gpu_rates(gpu: GpuSpec, quantization: QuantizationSpec | None) -> GpuRates:
               "fp4": gpu.fp4_dense_tflops}[path] or gpu.bf16_dense_tflops
     link = gpu.interconnect_gb_s * 1e9 if gpu.interconnect_gb_s else None
     achievable, measured = achievable_tflops(gpu, path, tflops)
+    streamed_gb_s = gpu.measured_bandwidth_gb_s or gpu.memory_bandwidth_gb_s * UNMEASURED_STREAMING_RATIO
     return GpuRates(gpu_name=gpu.name, compute_path=path, memory_bandwidth_bytes_s=gpu.memory_bandwidth_gb_s * 1e9,
+                    streaming_bandwidth_bytes_s=streamed_gb_s * 1e9,
+                    bandwidth_measured=gpu.measured_bandwidth_gb_s is not None,
                     peak_flops=tflops * 1e12, achievable_flops=achievable * 1e12, ceiling_measured=measured,
                     interconnect_bytes_s=link, platform=gpu.platform)
 

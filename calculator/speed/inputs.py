@@ -21,7 +21,7 @@ from ..gpus import GpuSpec
 from ..limits import MAX_CONTEXT_TOKENS, MAX_MODEL_REFERENCE_CHARS
 from ..model.spec import ModelSpec
 from ..scenario import DEFAULT_MODEL, Scenario, SpeculativeMethod
-from .calibration import SpeedConstants, constants_for
+from .calibration import MAX_BANDWIDTH_EFFICIENCY, SpeedConstants, constants_for
 from .ceilings import CeilingsPlan, plan_both_ceilings
 from .layouts import LayoutPlan, layout_plan
 from .plan import Slo
@@ -66,7 +66,8 @@ class SpeedInputs(BaseModel):
     usd_per_gpu_hour: float | None = Field(None, ge=MIN_USD_PER_GPU_HOUR, lt=MAX_USD_PER_GPU_HOUR)
     gpu_memory_bandwidth_gb_s: float | None = Field(None, ge=MIN_MEMORY_BANDWIDTH_GB_S, le=MAX_RATE)  # HBM
     gpu_bf16_tflops: float | None = Field(None, ge=MIN_TFLOPS, le=MAX_RATE)  # dense BF16 TFLOPS
-    bandwidth_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1)  # measured on a server (Live)
+    # measured on a server (Live), a share of the card's streaming rate (calculator/speed/hardware.py)
+    bandwidth_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=MAX_BANDWIDTH_EFFICIENCY)
     compute_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1)
     endpoint: Endpoint = "completions"  # chat: vLLM 0.8.2-0.9.1 and 0.11.0 parse the chat template per request
 

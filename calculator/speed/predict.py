@@ -15,7 +15,7 @@ from .bench import BenchFigures, BenchLoad, EngineLimits, StepBatch, StepCost, s
 from .calibration import BAND_FACTOR, SpeedConstants, constants_for
 from .costs import ForwardCosts, forward_costs
 from .front_end import Endpoint, FrontEndWork, front_end_work
-from .hardware import UNMEASURED_CEILING_RATIO, ComputePath, GpuRates, gpu_rates
+from .hardware import UNMEASURED_CEILING_RATIO, UNMEASURED_STREAMING_RATIO, ComputePath, GpuRates, gpu_rates
 from .prices import GpuPrice, gpu_price
 from .queueing import QueueWait, closed_loop_wait, open_loop_wait, p95_with_step_in_flight
 from .scheduler import ServedConcurrency, SteadyState, prefill_time_s, served_concurrency, steady_state
@@ -45,6 +45,8 @@ class SpeedEstimate(BaseModel):
     compute_path: ComputePath
     compute_ceiling_tflops: float  # the achievable matmul rate of the path per GPU (calculator/speed/hardware.py)
     compute_ceiling_measured: bool  # False: nobody measured this card, the datasheet x UNMEASURED_CEILING_RATIO
+    streaming_bandwidth_gb_s: float  # the rate a step's bytes stream at per GPU (hardware.py), before the efficiency
+    streaming_bandwidth_measured: bool  # False: nobody timed this card, the datasheet x UNMEASURED_STREAMING_RATIO
     # the routed experts' FLOPs run at this share of the ceiling (expert_kernels.py); None for a dense model
     expert_gemm_share: float | None = None
     concurrency: ServedConcurrency
@@ -184,6 +186,8 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
         traffic=traffic, gpu_name=result.gpu.name if result.gpu else "", num_gpus=result.num_gpus,
         compute_path=replica.rates.compute_path, compute_ceiling_tflops=replica.rates.achievable_flops / 1e12,
         compute_ceiling_measured=replica.rates.ceiling_measured,
+        streaming_bandwidth_gb_s=replica.rates.streaming_bandwidth_bytes_s / 1e9,
+        streaming_bandwidth_measured=replica.rates.bandwidth_measured,
         expert_gemm_share=replica.costs.expert_gemm_share if replica.costs.expert_flops_per_token else None,
         concurrency=limits, running_requests=running,
         ttft_ms=ttft_ms, ttft_p95_ms=ttft_p95_s * MS, tpot_ms=tpot_ms,
@@ -199,10 +203,20 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
 
 
 def ceiling_note(speed: SpeedEstimate) -> str:
-    """The matmul ceiling the prediction divides by, whether it was measured on the card, and the routed experts'
-    share of it."""
-    return _ceiling_source(speed) + (f"; routed experts at {speed.expert_gemm_share:.2f} of it, the rate vLLM's "
-                                     "fused-MoE kernels were timed at" if speed.expert_gemm_share is not None else "")
+    """The matmul ceiling and the streaming rate the prediction divides by, whether each was measured on the card,
+    and the routed experts' share of the ceiling."""
+    return (_ceiling_source(speed) + (f"; routed experts at {speed.expert_gemm_share:.2f} of it, the rate vLLM's "
+                                      "fused-MoE kernels were timed at" if speed.expert_gemm_share is not None else "")
+            + "; " + _streaming_source(speed))
+
+
+def _streaming_source(speed: SpeedEstimate) -> str:
+    streaming = f"weights streamed at {speed.streaming_bandwidth_gb_s:,.0f} GB/s"
+    if speed.streaming_bandwidth_measured:
+        return f"{streaming}, the rate vLLM's decode GEMMs were timed at on the card"
+    peak = speed.streaming_bandwidth_gb_s / UNMEASURED_STREAMING_RATIO
+    return (f"{streaming}: {UNMEASURED_STREAMING_RATIO:.2f} x the {peak:,.0f} GB/s peak, the median share "
+            "timed on other cards")
 
 
 def _ceiling_source(speed: SpeedEstimate) -> str:

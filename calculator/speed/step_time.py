@@ -94,7 +94,7 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
              + decode_tokens * (k + 1) * costs.decode_attention_flops(decode_context_tokens)
              + prefill_prompts * costs.prefill_attention_flops(prefill_tokens / prefill_prompts, prefill_start_tokens)
              + k * decode_tokens * costs.draft_flops_per_token)
-    bandwidth = rates.memory_bandwidth_bytes_s * constants.bandwidth_efficiency
+    bandwidth = rates.streaming_bandwidth_bytes_s * constants.bandwidth_efficiency
     memory_s = streamed / bandwidth
     if costs.expert_gemm_floor_s and moe_tokens:
         # NOTE: expert GEMMs that dequantize in their K loop (MXFP4 on CDNA3, costs.py) take the longer of

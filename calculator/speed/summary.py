@@ -35,6 +35,8 @@ def speed_summary(speed: SpeedEstimate, bands: SpeedBands | None = None) -> dict
         "compute_ceiling_tflops": _number(speed.compute_ceiling_tflops, 1),
         "compute_ceiling_measured": speed.compute_ceiling_measured,
         "expert_gemm_share": speed.expert_gemm_share,
+        "streaming_bandwidth_gb_s": _number(speed.streaming_bandwidth_gb_s, 0),
+        "streaming_bandwidth_measured": speed.streaming_bandwidth_measured,
         "input_tokens": speed.traffic.input_tokens, "output_tokens": speed.traffic.output_tokens,
         "concurrency": speed.traffic.concurrency, "request_rate": speed.traffic.request_rate,
         "arrival": speed.traffic.arrival, "endpoint": speed.traffic.endpoint,

@@ -25,6 +25,7 @@ from calculator.observe.latency import (
 )
 from calculator.observe.metrics import EngineMetrics, Rates
 from calculator.observe.quantile import Quantile
+from calculator.speed.calibration import MAX_BANDWIDTH_EFFICIENCY
 from calculator.speed.hardware import gpu_rates
 from calculator.speed.inputs import SpeedInputs
 
@@ -154,9 +155,10 @@ def _efficiency(reads: list, actual: Estimate | None, workload: Workload | None,
         return
     left.metric("Bandwidth utilisation", f"{achieved.bandwidth_utilisation:.1%}", help=f"{bandwidth} per GPU")
     right.metric("FLOPs utilisation", f"{achieved.flops_utilisation:.1%}", help=f"{flops} per GPU")
-    # NOTE: the speed model's compute efficiency is a share of the card's measured matmul ceiling, not of the
-    # datasheet peak the utilisation above is shown against
-    measured = SpeedInputs(bandwidth_efficiency=min(1.0, max(achieved.bandwidth_utilisation, 1e-6)),
+    # NOTE: the speed model's efficiencies are shares of the card's measured streaming rate and matmul ceiling, not
+    # of the datasheet peaks the utilisation above is shown against
+    streamed = rates.share_of_streaming(achieved.read_bytes_per_s)
+    measured = SpeedInputs(bandwidth_efficiency=min(MAX_BANDWIDTH_EFFICIENCY, max(streamed, 1e-6)),
                            compute_efficiency=min(1.0, max(rates.share_of_ceiling(achieved.flops_per_s), 1e-6)))
     st.link_button("Open the Plan page calibrated with these efficiencies",
                    plan_link(actual.scenario, workload, measured))
