@@ -79,10 +79,12 @@ class GpuSpec(BaseModel):
     measured_bf16_tflops: float | None = Field(None, gt=0)
     measured_fp8_tflops: float | None = Field(None, gt=0)
     measured_compute_source: str | None = None  # who measured them, how, with which software
-    # NOTE: the rate vLLM's decode GEMMs (a few rows each) stream weights at, timed on the card: 0.79-0.89 of the
-    # datasheet's bandwidth (benchmarks/gemv_bandwidth.py)
+    # NOTE: vLLM's linear layers timed on the card (benchmarks/linear_layer_rates.py): the rate its decode GEMMs (a
+    # few rows each) stream weights at, 0.79-0.89 of the datasheet's bandwidth; and its FP8 GEMMs' rate over its BF16
+    # ones' at prefill shapes (1.15-1.74), which the best FP8 matmul's over the best BF16 one's (~1.8) overstates
     measured_bandwidth_gb_s: float | None = Field(None, gt=0)
-    measured_bandwidth_source: str | None = None
+    measured_fp8_speedup: float | None = Field(None, gt=0)
+    measured_linear_source: str | None = None
     interconnect: str | None = None  # how TP ranks talk: "NVLink 4", "PCIe 4.0 x16", "Infinity Fabric (xGMI)"
     interconnect_gb_s: float | None = Field(None, gt=0)  # per GPU, each direction
     # the topologies the card is sold in, the usual one first (a PCIe card that takes an NVLink bridge has two)
@@ -108,9 +110,9 @@ class GpuSpec(BaseModel):
             return self
         if {"bf16_dense_tflops", "fp8_dense_tflops"} & rates.keys():
             rates = {**rates, "measured_bf16_tflops": None, "measured_fp8_tflops": None,
-                     "measured_compute_source": None}
+                     "measured_compute_source": None, "measured_fp8_speedup": None}
         if "memory_bandwidth_gb_s" in rates:
-            rates = {**rates, "measured_bandwidth_gb_s": None, "measured_bandwidth_source": None}
+            rates = {**rates, "measured_bandwidth_gb_s": None}
         return self.model_copy(update=rates)
 
     @computed_field  # type: ignore[prop-decorator]

@@ -90,9 +90,23 @@ def test_custom_gpu_takes_bandwidth_and_tflops(capsys) -> None:
     assert "weights streamed at 2,747 GB/s: 0.82 x the 3,350 GB/s peak, the median share timed on other cards" in out
 
 
+def test_an_fp8_deployment_names_the_speedup_its_ceiling_rests_on(capsys) -> None:
+    # H100 SXM: 794.5 TFLOPS BF16 (MAMF) x 1.15, vLLM's per-tensor FP8 linear layer at 899 TFLOPS against its BF16
+    # one's 784 in AIConfigurator 0.12.0's table = 913.7 TFLOPS (not the best FP8 matmul's 1,402.6)
+    fp8 = [*SPEED, "--quantization", "fp8", "--concurrency", "1"]
+    code, out, _ = _run(fp8, capsys)
+    assert code == 0 and ("fp8 matmuls (matmul ceiling 913.7 TFLOPS: the BF16 one measured on the card x 1.15, the "
+                          "speedup vLLM's FP8 GEMMs were timed at over its BF16 ones;") in out
+    code, out, _ = _run([*fp8, "--json"], capsys)
+    data = json.loads(out)
+    assert (data["compute_ceiling_tflops"], data["fp8_speedup"]) == (913.7, 1.15)
+    code, out, _ = _run([*SPEED, "--concurrency", "1", "--json"], capsys)
+    assert json.loads(out)["fp8_speedup"] is None  # BF16 weights
+
+
 def test_speed_names_the_streaming_rate_it_divides_bytes_by(capsys) -> None:
     # H100 SXM: vLLM's BF16 linear layer at M <= 4 streams 2,978 GB/s in AIConfigurator 0.12.0's table
-    # (benchmarks/data/gemv_bandwidth.json); A30: not timed, 0.82 x 933 = 765 GB/s
+    # (benchmarks/data/linear_layer_rates.json); A30: not timed, 0.82 x 933 = 765 GB/s
     code, out, _ = _run([*SPEED, "--concurrency", "1"], capsys)
     assert code == 0 and "weights streamed at 2,978 GB/s, the rate vLLM's decode GEMMs were timed at on the card" in out
     code, out, _ = _run([*SPEED, "--concurrency", "1", "--json"], capsys)

@@ -30,7 +30,7 @@ _FP4_METHODS = frozenset({"mxfp4", "modelopt_fp4", "nvfp4"})
 # 0.80, A100 SXM 0.87, L4 0.59, RTX 4090 1.00): calculator/data/gpus.json, measured_compute_source
 UNMEASURED_CEILING_RATIO = 0.80
 # NOTE: the median of measured streaming / datasheet bandwidth over the catalog's 7 measured cards (0.79-0.89; B200
-# 0.79, A100 SXM 0.82, H200 0.84, H100 SXM 0.89): calculator/data/gpus.json, measured_bandwidth_source
+# 0.79, A100 SXM 0.82, H200 0.84, H100 SXM 0.89): calculator/data/gpus.json, measured_linear_source
 UNMEASURED_STREAMING_RATIO = 0.82
 
 
@@ -47,6 +47,7 @@ class GpuRates(BaseModel):
     peak_flops: float  # of the compute path, the datasheet's
     achievable_flops: float  # of the compute path: the best matmul measured on the card (see the module's note)
     ceiling_measured: bool  # False: no measurement of this card (or its rates were given), the datasheet x 0.80
+    fp8_speedup: float | None = None  # the FP8 ceiling is the BF16 one times this (vLLM's FP8 GEMMs timed on the card)
     interconnect_bytes_s: float | None  # per direction; None: unknown (TP > 1 then needs it)
     platform: Literal["cuda", "rocm"]
 
@@ -89,13 +90,25 @@ def gpu_rates(gpu: GpuSpec, quantization: QuantizationSpec | None) -> GpuRates:
                     streaming_bandwidth_bytes_s=streamed_gb_s * 1e9,
                     bandwidth_measured=gpu.measured_bandwidth_gb_s is not None,
                     peak_flops=tflops * 1e12, achievable_flops=achievable * 1e12, ceiling_measured=measured,
-                    interconnect_bytes_s=link, platform=gpu.platform)
+                    fp8_speedup=fp8_speedup(gpu) if path == "fp8" else None, interconnect_bytes_s=link,
+                    platform=gpu.platform)
+
+
+def fp8_speedup(gpu: GpuSpec) -> float | None:
+    """How much faster vLLM's FP8 linear layers ran than its BF16 ones at prefill shapes on ``gpu``, where both the
+    speedup and the BF16 ceiling were measured; None elsewhere."""
+    return gpu.measured_fp8_speedup if gpu.measured_fp8_speedup and gpu.measured_bf16_tflops else None
 
 
 def achievable_tflops(gpu: GpuSpec, path: ComputePath, peak_tflops: float) -> tuple[float, bool]:
-    """The best dense matmul rate of ``path`` on ``gpu`` and whether it was measured: the measured FP8 rate on the FP8
-    path where there is one, else the measured BF16 rate's share of the BF16 peak applied to the path's peak (the
+    """The best dense matmul rate of ``path`` on ``gpu`` and whether it was measured. On the FP8 path: the BF16
+    ceiling times the speedup vLLM's FP8 linear layer was timed at over its BF16 one on the card, else the best FP8
+    matmul measured on it. Otherwise the measured BF16 rate's share of the BF16 peak applied to the path's peak (the
     clock that a dense load holds caps every path alike), else ``UNMEASURED_CEILING_RATIO`` of the peak."""
+    if path == "fp8" and (speedup := fp8_speedup(gpu)):
+        # NOTE: the best FP8 matmul (MAMF: 1.77x BF16 on an H100) is a shape vLLM's FP8 GEMMs do not reach at a
+        # model's shapes (1.15x there, benchmarks/linear_layer_rates.py), where its BF16 ones run at the BF16 best
+        return gpu.measured_bf16_tflops * speedup, True
     if path == "fp8" and gpu.measured_fp8_tflops:
         return gpu.measured_fp8_tflops, True
     if gpu.measured_bf16_tflops and gpu.bf16_dense_tflops:
