@@ -65,7 +65,8 @@ class SpeedConstants(BaseModel):
 # where nobody timed it. Refitted with those rates on 7 Dec 2026 (204 records of 53 sources): held out 27.2 / 15.4 /
 # 13.3 % -> 25.7 / 15.1 / 12.8 % (TTFT / TPOT / throughput). FP8 FLOPs are priced against the BF16 ceiling times the
 # speedup vLLM's FP8 linear layer was timed at over its BF16 one (1.15-1.74, not the best FP8 matmul's ~1.8x):
-# rescored with each fold's constants, 25.1 / 14.7 / 12.8 %.
+# rescored with each fold's constants, 25.1 / 14.7 / 12.8 % (refitted with it: 25.7 / 15.0 / 12.7 %, so the constants
+# fitted just before it are kept).
 # What pins each term:
 # * bandwidth_efficiency 1.07 of the streaming rate (0.95 of an H100's datasheet, 0.88 of an untimed card's): a
 #   decode step's kernels, back to back in a CUDA graph, stream a little faster than one GEMM timed alone. Pinned by

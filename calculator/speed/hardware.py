@@ -10,7 +10,9 @@ so one fitted efficiency over datasheets cannot fit a GeForce card and an H100 a
 ceilings it is one figure (about 0.7 on both). A GPU nobody measured gets its datasheet peak times
 ``UNMEASURED_CEILING_RATIO``, and says so. Bytes alike: a step's bytes are divided by the rate vLLM's decode GEMMs
 stream weights at on the card (the catalog's ``measured_bandwidth_gb_s``, 0.79-0.89 of the datasheet), or the
-datasheet times ``UNMEASURED_STREAMING_RATIO`` where nobody timed it.
+datasheet times ``UNMEASURED_STREAMING_RATIO`` where nobody timed it. On the FP8 path the ceiling is the BF16 one
+times the speedup vLLM's FP8 linear layers were timed at over its BF16 ones on the card (``measured_fp8_speedup``),
+which the best FP8 matmul overstates.
 """
 
 from __future__ import annotations
