@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import glob
 import importlib.util
+import json
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -29,6 +30,13 @@ def tables_from_command_line(argv: list[str] | None, description: str) -> tuple[
         return Path(spec.origin).parent / "systems" / "data", version("aiconfigurator")
     except PackageNotFoundError:
         return Path(spec.origin).parent / "systems" / "data", "unknown"
+
+
+def write_reduction(out: Path, aiconfigurator: str, name: str, reduced: dict) -> dict:
+    """Save one script's reduction as ``{"aiconfigurator": version, name: reduced}`` and return that table."""
+    table = {"aiconfigurator": aiconfigurator, name: reduced}
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    return table
 
 
 def latest_table(data: Path, system: str, kind: str, name: str) -> Path | None:

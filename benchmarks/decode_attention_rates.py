@@ -17,7 +17,6 @@ It is not a dependency of the planner: install ``aiconfigurator`` into a separat
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.aiconfigurator_tables import latest_table, tables_from_command_line  # noqa: E402
+from benchmarks.aiconfigurator_tables import latest_table, tables_from_command_line, write_reduction  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "data" / "decode_attention_rates.json"
 # AIConfigurator system -> (the planner's GPU family, the datasheet HBM bandwidth in GB/s, calculator/data/gpus.json)
@@ -76,8 +75,7 @@ def measured(data: Path) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     data, aiconfigurator = tables_from_command_line(argv, __doc__.splitlines()[0])
-    table = {"aiconfigurator": aiconfigurator, "families": measured(data)}
-    OUT.write_text(json.dumps(table, indent=1) + "\n")
+    table = write_reduction(OUT, aiconfigurator, "families", measured(data))
     for family, row in table["families"].items():
         for system in row["systems"]:
             curve = " ".join(f"{b / 1e6:.0f}MB:{v:.2f}" for b, v in system["share_by_read_bytes"])

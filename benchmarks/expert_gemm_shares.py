@@ -18,7 +18,6 @@ It is not a dependency of the planner: install ``aiconfigurator`` into a separat
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.aiconfigurator_tables import latest_table, tables_from_command_line  # noqa: E402
+from benchmarks.aiconfigurator_tables import latest_table, tables_from_command_line, write_reduction  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "data" / "expert_gemm_shares.json"
 # AIConfigurator system -> the planner's GPU family (catalog ``family``); H100 and H200 are one family (same chip).
@@ -130,8 +129,7 @@ def shares(data: Path) -> dict[str, dict[str, dict[str, float]]]:
 
 def main(argv: list[str] | None = None) -> int:
     data, aiconfigurator = tables_from_command_line(argv, __doc__.splitlines()[0])
-    table = {"aiconfigurator": aiconfigurator, "shares": shares(data)}
-    OUT.write_text(json.dumps(table, indent=1) + "\n")
+    table = write_reduction(OUT, aiconfigurator, "shares", shares(data))
     for family, formats in table["shares"].items():
         for expert_format, row in formats.items():
             print(f"{family:10} {expert_format:6} share {row['share']:.2f} ({row['moe_tflops']} / {row['dense_tflops']} "

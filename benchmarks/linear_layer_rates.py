@@ -21,7 +21,6 @@ which a test keeps equal to the catalog.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.aiconfigurator_tables import latest_table, tables_from_command_line  # noqa: E402
+from benchmarks.aiconfigurator_tables import latest_table, tables_from_command_line, write_reduction  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "data" / "linear_layer_rates.json"
 # AIConfigurator system -> the catalog's GPU key (calculator/data/gpus.json). The H200 NVL (a lower power limit) and
@@ -86,8 +85,7 @@ def linear_layer_rates(data: Path) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     data, aiconfigurator = tables_from_command_line(argv, __doc__.splitlines()[0])
-    table = {"aiconfigurator": aiconfigurator, "rates": linear_layer_rates(data)}
-    OUT.write_text(json.dumps(table, indent=1) + "\n")
+    table = write_reduction(OUT, aiconfigurator, "rates", linear_layer_rates(data))
     for key, row in table["rates"].items():
         speedup = f"FP8 {row['measured_fp8_speedup']:.2f}x BF16" if "measured_fp8_speedup" in row else "no FP8 table"
         print(f"{key:24} {row['measured_bandwidth_gb_s']:6} GB/s  fixed {row['fixed_us']:5.1f} us  {speedup}")

@@ -19,7 +19,8 @@ from ..errors import CalculatorError, InvalidInput
 from ..model.model_source import load_model_spec
 from ..scenario import Scenario
 from ..serve_command import import_serve_command
-from ..speed.calibration import MAX_BANDWIDTH_EFFICIENCY, constants_for
+from ..limits import field_bounds
+from ..speed.calibration import constants_for
 from ..speed.inputs import MIN_EFFICIENCY, SpeedInputs
 from ..speed.predict import SpeedEstimate, speed_estimate
 from ..speed.traffic import Traffic
@@ -204,7 +205,8 @@ def _solve(result: Estimate, traffic: Traffic, field: str, measured_ms: float,
            figure: Callable[[SpeedEstimate], float], fixed: dict[str, float]) -> float:
     """The efficiency at which the predicted figure equals the measured one (bisection; faster with more)."""
     base = constants_for(result.gpu.platform).model_copy(update=fixed)
-    low, high = MIN_EFFICIENCY, MAX_BANDWIDTH_EFFICIENCY if field == "bandwidth_efficiency" else 1.0
+    # NOTE: the most the measured figure may say is what the Plan page's link accepts (SpeedInputs)
+    low, high = MIN_EFFICIENCY, field_bounds(SpeedInputs, field)[1]
 
     def at(value: float) -> float:
         return figure(speed_estimate(result, traffic, constants=base.model_copy(update={field: value})))
