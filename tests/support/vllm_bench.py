@@ -13,10 +13,12 @@ Two halves, one file:
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -27,7 +29,8 @@ def run_benches(venv: Path, base_url: str, runs: list[list[str]], cpu_pids: tupl
     """Each run's result dict (what ``--save-result`` writes, with per-request lists) and the server's /metrics
     text before and after it, as ``{"result": ..., "before": ..., "after": ..., "client_cpu_s": ...}`` (the CPU
     seconds the client, ``vllm bench serve``, spent on the run); with ``cpu_pids``, also ``"cpu_s"``: the CPU
-    seconds (user + system) each of those processes spent during the run, in that order."""
+    seconds (user + system) each of those processes spent during the run, in that order. "Before" is once the
+    client's ready check and ``--num-warmups`` requests are done, just before the run it times."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env.update({"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
@@ -48,6 +51,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# NOTE: what vllm/benchmarks/serve.py (0.32) prints after its ready check and its --num-warmups requests, just before
+# the run it times: the server's counters are read there, so the figures after less before cover the run alone.
+MAIN_RUN_LINE = "Starting main benchmark run..."
+# NOTE: then a pause before the run: a run that began right after the /metrics scrape opened with its first prompts out
+# of order at the server (tests/test_bench_against_vllm.py, "Warm connections")
+SETTLE_S = 0.5
+
+
+class _WatchedStderr(io.TextIOBase):
+    """stderr for the benchmark's prints, calling ``seen()`` (synchronously, in the client's event loop, before the
+    run starts its clock) when a printed line starts with ``line``."""
+
+    def __init__(self, line: str, seen) -> None:
+        self.line, self.seen = line, seen
+
+    def write(self, text: str) -> int:
+        if text.startswith(self.line):
+            self.seen()
+        return sys.stderr.write(text)
+
+
 def _metrics(base_url: str) -> str:
     with urllib.request.urlopen(f"{base_url}/metrics", timeout=30) as response:
         return response.read().decode()
@@ -65,9 +89,18 @@ def _main() -> None:
         parser = FlexibleArgumentParser(prog="vllm bench serve")
         add_cli_args(parser)
         args = parser.parse_args(arguments)
-        before, cpu_before = _metrics(base_url), [cpu_seconds(pid) for pid in (os.getpid(), *cpu_pids)]
-        with contextlib.redirect_stdout(sys.stderr):
+        start: dict = {}
+
+        def main_run_starts(start=start):
+            start.update(before=_metrics(base_url), cpu=[cpu_seconds(pid) for pid in (os.getpid(), *cpu_pids)])
+            time.sleep(SETTLE_S)
+
+        with contextlib.redirect_stdout(_WatchedStderr(MAIN_RUN_LINE, main_run_starts)):
             result = main(args)
+        if not start:
+            raise SystemExit(f"vllm bench serve never printed {MAIN_RUN_LINE!r}, where the server's counters are read "
+                             "before the run")
+        before, cpu_before = start["before"], start["cpu"]
         client_cpu_s, *cpu_s = [cpu_seconds(pid) - spent for pid, spent in zip((os.getpid(), *cpu_pids), cpu_before)]
         after = _metrics(base_url)
         result = {k: v for k, v in result.items() if k != "generated_texts"}
