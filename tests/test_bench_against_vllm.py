@@ -4,8 +4,9 @@ The speed model's device side is a roofline; its scheduler, queue and wave logic
 hardware independent. Here they are fed what the server itself measured during each run (its /metrics histograms,
 read before and after the run as the Live page reads them): the mean inter-token latency and prefill time pin a
 step cost (fixed + per token), and TTFT less queue less prefill, less the simulated wait for the step in flight
-(vLLM's queue time starts only when the engine loop takes a request in, between steps), is the time outside the
-engine (``fit_measured_run``). The predicted distribution must then meet what the benchmark client measured.
+(vLLM's queue time starts only when the engine loop takes a request in, between steps), is the server's part of
+the time outside the engine (``fit_measured_run``); the client's mean lag on the server (``client_lag_ms``: HTTP and
+the client's own work) is the rest. The predicted distribution must then meet what the benchmark client measured.
 
 Made to measure the engine rather than the host: the model has 32 thin layers, so a step takes 20-40 ms of mostly
 fixed cost, long beside the few ms the host's scheduling adds (with 2 layers a step took 4 ms and the client's
@@ -32,12 +33,13 @@ schedule already has (``fit_step_spread``: measured over simulated quantile, sca
 step stays), one factor drawn per step and the figures averaged over 16 seeds (``simulate_spread``).
 
 Bounds, as (predicted - real) / real, on the median of REPEATS clean runs (``BOUNDS``): every median and p99 within
-the issue's 15 %, but the closed loop's p99 TTFT (to -25 %) and the Poisson run's p99 TPOT and e2e (to -35 and -20 %),
-since the runs open their connections before they are timed ("Warm connections", the last paragraphs). Until then the
-bounds were wider; the spreads that follow were measured on those runs (no warm-up requests, outputs of 4 / 16 / 8
-tokens). Over 50 clean runs on the development host, 5 Dec 2026 (4 collections of repeated runs, each on one server
-started as here; load average 1-18 from other jobs on the 2 cores, client lag 2.5-8 ms a request), median TTFT / TPOT
-/ e2e, then p99 TTFT / TPOT / e2e, with the spread and (below) the same runs simulated with every step equal:
+the issue's 15 %, but the closed loop's p99 TTFT and TPOT (to -25 %) and the Poisson run's p99 TPOT and e2e (to -35
+and -25 %), since the runs open their connections before they are timed ("Warm connections", the last paragraphs).
+Until then the bounds were wider; the spreads that follow were measured on those runs (no warm-up requests, outputs of
+4 / 16 / 8 tokens). Over 50 clean runs on the development host, 5 Dec 2026 (4 collections of repeated runs, each on
+one server started as here; load average 1-18 from other jobs on the 2 cores, client lag 2.5-8 ms a request), median
+TTFT / TPOT / e2e, then p99 TTFT / TPOT / e2e, with the spread and (below) the same runs simulated with every step
+equal:
 
     burst   (16 runs)  -5..+4 %   -11..+11 %  -3..+7 %   -13..+2 %   -10..+5 %   -14..+1 %
           equal steps  -7..+3 %   -11..+14 %  -4..+5 %   -13..+1 %   -40..-3 %   -13..+1 %
@@ -119,6 +121,11 @@ within 9.3 % on every figure. Over the 19 clean runs of each kind, single runs p
 requests), on the same host the medians of three missed 15 % on some p99 in about one file run in five, and the closed
 p99 TTFT sat at -8.7 to -13.9 % in each.
 
+With the client's lag in the time outside the engine (``predicted``), four runs of this file (load 1.2-1.6; 20 clean
+runs of each kind): the medians of five within 12.4 % on every figure (the closed loop's p99 TPOT and e2e read -12.4
+and -11.8 % in one); single runs within 8.2 % on the burst, and on the closed loop's p99 TTFT -29.0 to +11.3 %, TPOT
+-22.3 to +0.6 %, e2e -17.8 to +3.2 %, the Poisson run's TTFT -16.6 to +5.7 %, TPOT -21.3 to +0.5 %.
+
 Tried, not adopted: pinning the API server and the client to the core the worker leaves free
 (VLLM_CPU_OMP_THREADS_BIND=0, the rest on core 1) changed nothing measurable (closed p99 TTFT -9.4 / -9.9 / -13.6 % in
 3 runs). Longer runs, so that the p99 is not about the largest of 32 (128 closed prompts; 100 Poisson prompts at 4/s),
@@ -167,14 +174,14 @@ BOUND = 0.15
 MEDIANS = {"median_ttft_ms": (-BOUND, BOUND), "median_tpot_ms": (-BOUND, BOUND), "median_e2el_ms": (-BOUND, BOUND)}
 P99S = {f"p99_{figure}_ms": (-BOUND, BOUND) for figure in ("ttft", "tpot", "e2el")}
 # (predicted - real) / real allowed for each figure of the client's result, on the median of REPEATS clean runs; see
-# the docstring ("Warm connections") for the spread measured. The issue's 15 % on every figure but three p99s that
-# single runs took well past it (closed TTFT -22.5 %, Poisson TPOT -28.9 %, Poisson e2e -17.7 %): drawing medians of
-# five from the 24 clean runs of each kind measured on 7 Dec 2026, 3.4 % of the draws fail 15 % on every figure,
-# 0.3 % these bounds.
+# the docstring ("Warm connections") for the spread measured. The issue's 15 % on every figure but four p99s of 32 or
+# 24 requests that single clean runs took well past it, 1 to 2 times in 20 (closed TTFT -29.0 %, TPOT -22.3 %; Poisson
+# TPOT -28.9 %, e2e -22.1 %). Drawing medians of five from the 20 clean runs of each kind of 7 Dec 2026 (with the
+# client's lag), 2.6 % of the draws fail 15 % on some figure, 0.4 % these bounds.
 BOUNDS = {
     "burst": {**MEDIANS, **P99S},
-    "closed": {**MEDIANS, **P99S, "p99_ttft_ms": (-0.25, BOUND)},
-    "poisson": {**MEDIANS, **P99S, "p99_tpot_ms": (-0.35, BOUND), "p99_e2el_ms": (-0.20, BOUND)},
+    "closed": {**MEDIANS, **P99S, "p99_ttft_ms": (-0.25, BOUND), "p99_tpot_ms": (-0.25, BOUND)},
+    "poisson": {**MEDIANS, **P99S, "p99_tpot_ms": (-0.35, BOUND), "p99_e2el_ms": (-0.25, BOUND)},
 }
 # The saved run of the CLI test is simulated with every step of a batch equal (the CLI takes no spread): the bounds
 # before the spread (its p99 TPOT is 20.5 % under the real one).
@@ -278,13 +285,19 @@ def untidiness(outcome: dict) -> tuple[bool, float]:
 
 def predicted(line: str, outcome: dict, *, equal_steps: bool = False):
     """The simulated run fed what the server measured during ``outcome``: a step cost and the time outside the
-    engine fitted to its histograms' means, and the spread of its inter-token histogram beyond the simulated
-    schedule's (``fit_step_spread``; every step of a batch equal with ``equal_steps``)."""
+    engine fitted to its histograms' means, plus the client's lag on them, and the spread of its inter-token
+    histogram beyond the simulated schedule's (``fit_step_spread``; every step of a batch equal with
+    ``equal_steps``)."""
     means = measured_means(outcome)
     load = parse_bench_command(line, special_tokens=0).load  # NOTE: the tiny tokenizer adds no BOS
     limits = EngineLimits(max_num_seqs=16, max_num_batched_tokens=BUDGET, kv_cache_tokens=1_000_000, block_size=128)
-    cost, overhead_s = fit_measured_run(load, limits, mean_ttft_s=means["ttft_s"], mean_queue_s=means["queue_s"],
-                                        mean_prefill_s=means["prefill_s"], mean_itl_s=means["itl_s"])
+    cost, server_side_s = fit_measured_run(load, limits, mean_ttft_s=means["ttft_s"], mean_queue_s=means["queue_s"],
+                                           mean_prefill_s=means["prefill_s"], mean_itl_s=means["itl_s"])
+    # NOTE: the server's TTFT runs from its front end taking the request to its first token leaving; the client's
+    # also holds the HTTP exchange and the client's own work, on average client_lag_ms, and request_overhead_s is
+    # the whole way from the client's send. Without it the closed loop's opening prompts, which no step in flight
+    # delays, came out 5-13 ms early (p99 TTFT -7 to -12 %, -2 to -7 % with it, in 5 runs of 7 Dec 2026).
+    overhead_s = server_side_s + max(0.0, client_lag_ms(outcome) / 1e3)
     limits = limits.model_copy(update={"request_overhead_s": overhead_s})
     if equal_steps:
         return simulate(load, limits, cost), cost, overhead_s
