@@ -695,6 +695,10 @@ def fit_measured_run(load: BenchLoad, limits: EngineLimits, *, mean_ttft_s: floa
     """The step cost and the per-request time outside the engine (``request_overhead_s``) under which ``load``
     shows the means of a server's TTFT, queue, prefill and inter-token histograms over the same run.
 
+    That time is the server's part only: its TTFT runs from its front end taking the request to the first token
+    leaving it, so a client that times its own requests also sees its lag on the server (HTTP, its own work),
+    which the caller adds (tests/test_bench_against_vllm.py: the client's mean TTFT less the server's).
+
     TTFT less queue less prefill is the time outside the engine plus the wait for the step in flight when a request
     reaches the engine (vLLM's queue time starts only when its loop takes the request in, between steps). The time
     outside is found by bisection where it and the simulated wait add up to what the server measured: their sum never
