@@ -33,10 +33,9 @@ schedule already has (``fit_step_spread``: measured over simulated quantile, sca
 step stays), one factor drawn per step and the figures averaged over 16 seeds (``simulate_spread``).
 
 Bounds, as (predicted - real) / real, on the median of REPEATS clean runs (``BOUNDS``): every median and p99 within
-the issue's 15 %, but the closed loop's p99 TTFT and TPOT (to -25 %) and the Poisson run's p99 TPOT and e2e (to -35
-and -25 %), since the runs open their connections before they are timed ("Warm connections", the last paragraphs).
-Until then the bounds were wider; the spreads that follow were measured on those runs (no warm-up requests, outputs of
-4 / 16 / 8 tokens). Over 50 clean runs on the development host, 5 Dec 2026 (4 collections of repeated runs, each on
+the issue's 15 %, since the runs open their connections before they are timed ("Warm connections") and each figure is
+the median of nine ("Nine repeats", below). Until then the bounds were wider; the spreads that follow
+were measured on those runs (no warm-up requests, outputs of 4 / 16 / 8 tokens). Over 50 clean runs on the development host, 5 Dec 2026 (4 collections of repeated runs, each on
 one server started as here; load average 1-18 from other jobs on the 2 cores, client lag 2.5-8 ms a request), median
 TTFT / TPOT / e2e, then p99 TTFT / TPOT / e2e, with the spread and (below) the same runs simulated with every step
 equal:
@@ -126,6 +125,16 @@ runs of each kind): the medians of five within 12.4 % on every figure (the close
 and -11.8 % in one); single runs within 8.2 % on the burst, and on the closed loop's p99 TTFT -29.0 to +11.3 %, TPOT
 -22.3 to +0.6 %, e2e -17.8 to +3.2 %, the Poisson run's TTFT -16.6 to +5.7 %, TPOT -21.3 to +0.5 %.
 
+Nine repeats (7 Dec 2026). Over 52 clean runs of each kind with the client's lag (eight runs of this file, load
+1.2-1.7), single runs took a figure past 15 % on p99s of 32 or 24 requests, about their largest (closed TTFT in 2
+runs, down to -29.0 %; TPOT in 3, -22.3 %; e2e in 1, -17.8 %; Poisson TTFT in 3, -34.0 %; TPOT in 6, -24.9 %; e2e in
+2, -23.9 %), and once on the closed loop's median TTFT (+22.8 %, two-valued a step apart as above). Those figures'
+medians over the 52 runs sit within 6 % (closed p99 TPOT -5.8 %), so what fails a bound is one run's outlier, which
+the median of more runs holds: drawing medians from the 52 runs (20,000 draws), some figure missed 15 % in 1.8 % of
+the medians of five and 0.16 % of the medians of nine. So each kind is made until nine are clean (up to twelve
+attempts) and every figure is held to 15 %; three runs of the file so passed, every median of nine within 6.7 %, in
+4 min 30 s to 4 min 55 s (2 min 50 s with five).
+
 Tried, not adopted: pinning the API server and the client to the core the worker leaves free
 (VLLM_CPU_OMP_THREADS_BIND=0, the rest on core 1) changed nothing measurable (closed p99 TTFT -9.4 / -9.9 / -13.6 % in
 3 runs). Longer runs, so that the p99 is not about the largest of 32 (128 closed prompts; 100 Poisson prompts at 4/s),
@@ -173,16 +182,9 @@ RUNS = {
 BOUND = 0.15
 MEDIANS = {"median_ttft_ms": (-BOUND, BOUND), "median_tpot_ms": (-BOUND, BOUND), "median_e2el_ms": (-BOUND, BOUND)}
 P99S = {f"p99_{figure}_ms": (-BOUND, BOUND) for figure in ("ttft", "tpot", "e2el")}
-# (predicted - real) / real allowed for each figure of the client's result, on the median of REPEATS clean runs; see
-# the docstring ("Warm connections") for the spread measured. The issue's 15 % on every figure but four p99s of 32 or
-# 24 requests that single clean runs took well past it, 1 to 2 times in 20 (closed TTFT -29.0 %, TPOT -22.3 %, Poisson
-# TPOT -21.3 %; in earlier runs of 7 Dec 2026 Poisson TPOT -28.9 %, e2e -22.1 %). Drawing medians of five from the 20
-# clean runs of each kind with the client's lag, 2.6 % of the draws fail 15 % on some figure, 0.4 % these bounds.
-BOUNDS = {
-    "burst": {**MEDIANS, **P99S},
-    "closed": {**MEDIANS, **P99S, "p99_ttft_ms": (-0.25, BOUND), "p99_tpot_ms": (-0.25, BOUND)},
-    "poisson": {**MEDIANS, **P99S, "p99_tpot_ms": (-0.35, BOUND), "p99_e2el_ms": (-0.25, BOUND)},
-}
+# (predicted - real) / real allowed for each figure of the client's result, on the median of REPEATS clean runs: the
+# issue's 15 % on every one (see the docstring, "Warm connections" and "Nine repeats", for the spread measured).
+BOUNDS = {name: {**MEDIANS, **P99S} for name in ("burst", "closed", "poisson")}
 # The saved run of the CLI test is simulated with every step of a batch equal (the CLI takes no spread): the bounds
 # before the spread (its p99 TPOT is 20.5 % under the real one).
 EQUAL_STEP_BOUNDS = {**MEDIANS, "median_tpot_ms": (-BOUND, 0.30),
@@ -191,10 +193,10 @@ QUEUE_BOUND_STEPS = 1.0
 # NOTE: each kind of run is made REPEATS times clean and each figure's error is the median of the clean runs'. One run
 # of a real server on 2 shared cores swings: a fresh-clone suite at cc224a3 (6 Dec 2026) failed the burst's client
 # figures where the same file passed alone right after (errors within 5 %) and in 5 runs more; bounds widened after
-# each such swing would end up holding anything, the median of several measurements does not. Five (7 Dec 2026): a
-# figure that one run in nine takes past its bound fails a median of three 3.4 % of the time, of five 1.1 %.
-REPEATS = 5
-ATTEMPTS = 7  # runs of each kind at most, to get REPEATS clean ones
+# each such swing would end up holding anything, the median of several measurements does not. Nine (7 Dec 2026): a
+# figure that one run in ten takes past its bound fails a median of five 0.86 % of the time, of nine 0.09 %.
+REPEATS = 9
+ATTEMPTS = 12  # runs of each kind at most, to get REPEATS clean ones
 # NOTE: a run made first on a fresh server opens slow: its first prompts' TTFTs came out 25-45 ms above the simulated
 # ones (58 / 111 / 129 / 82 ms against 33 / 51 / 68 / 84 for the closed loop's opening 4, p99 TTFT -37 %), where later
 # runs of the same kind on the same server met them within a few ms (33 / 55 / 76 / 93 against 30 / 54 / 77 / 93). The
