@@ -1,6 +1,7 @@
 """The rates vLLM's linear layers reach on a card, from AIConfigurator's measured kernel database: the bandwidth its
-decode GEMMs stream weights at, and how much faster its FP8 GEMMs run than its BF16 ones at prefill shapes (the
-catalog's ``measured_bandwidth_gb_s`` and ``measured_fp8_speedup``, which the speed model divides by).
+decode GEMMs stream weights at, and how much faster its FP8 and FP4 GEMMs run than its BF16 ones at prefill shapes (the
+catalog's ``measured_bandwidth_gb_s``, ``measured_fp8_speedup`` and ``measured_fp4_speedup``, which the speed
+model divides by).
 
 A decode step's GEMMs have one row per running request, so each reads its whole weight matrix for a few FLOPs: its
 time is a fixed latency plus the matrix's bytes over the rate the card streams them at. That rate is not the
@@ -12,7 +13,9 @@ A prefill step's GEMMs run at the card's matmul ceiling (the best matmul measure
 finder) times an efficiency, and that holds for BF16: vLLM's BF16 linear layer at M, N and K of at least 2,048 has a
 median rate within 3 % of the MAMF ceiling on an H100 and an A100. FP8 does not: the best FP8 matmul on an H100 runs
 1.77x its BF16 one, vLLM's per-tensor FP8 linear layer (CUTLASS scaled_mm) at the same shapes 1.15x the BF16 layer.
-The FP8 ceiling is therefore the BF16 ceiling times that measured speedup, where the card was timed.
+Nor FP4: a B200's datasheet gives its FP4 tensor cores 4x its BF16 ones, vLLM's NVFP4 linear layer (FlashInfer) runs
+2.17x the BF16 layer. The FP8 and FP4 ceilings are therefore the BF16 ceiling times those measured speedups, where
+the card was timed (``measured_fp8_speedup``, ``measured_fp4_speedup``).
 
 It is not a dependency of the planner: install ``aiconfigurator`` into a separate environment with pandas and run
 ``/path/to/venv/bin/python benchmarks/linear_layer_rates.py``; it writes ``benchmarks/data/linear_layer_rates.json``,
@@ -40,7 +43,9 @@ DECODE_ROWS = 4
 MIN_MATRIX_BYTES = 64e6
 BF16_BYTES = 2
 PREFILL_MIN_DIM = 2048
-FP8 = "fp8"  # per-tensor FP8 (CUTLASS scaled_mm), the FP8 path of calculator/speed/hardware.py
+# The table's dtype -> the catalog's field: per-tensor FP8 (CUTLASS scaled_mm), the FP8 path of
+# calculator/speed/hardware.py, and NVFP4 (FlashInfer's CUTLASS / CuTe DSL kernels), its FP4 path.
+SPEEDUPS = {"fp8": "measured_fp8_speedup", "nvfp4": "measured_fp4_speedup"}
 
 
 def _streaming(gemm) -> dict:
@@ -56,19 +61,23 @@ def _streaming(gemm) -> dict:
             "decode_rows": len(decode)}
 
 
-def _fp8_speedup(gemm) -> dict:
-    """The median FP8 over the median BF16 linear-layer rate at prefill shapes (M, N, K >= 2,048); {} untimed."""
+def _speedups(gemm) -> dict:
+    """Each low-precision path's median linear-layer rate over the median BF16 one at prefill shapes (M, N, K >=
+    2,048), for the paths the card was timed on."""
     prefill = gemm[(gemm.m >= PREFILL_MIN_DIM) & (gemm.n >= PREFILL_MIN_DIM) & (gemm.k >= PREFILL_MIN_DIM)]
     prefill = prefill.assign(tflops=2 * prefill.m * prefill.n * prefill.k / (prefill.latency * 1e-3) / 1e12)
     rates = prefill.groupby("gemm_dtype").tflops.median().to_dict()
-    if FP8 not in rates:
-        return {}
-    return {"measured_fp8_speedup": round(rates[FP8] / rates["bfloat16"], 2), "bf16_tflops": round(rates["bfloat16"]),
-            "fp8_tflops": round(rates[FP8]), "prefill_rows": int((prefill.gemm_dtype == FP8).sum())}
+    out = {}
+    for dtype, field in SPEEDUPS.items():
+        if dtype in rates:
+            out.update({field: round(rates[dtype] / rates["bfloat16"], 2), "bf16_tflops": round(rates["bfloat16"]),
+                        f"{dtype}_tflops": round(rates[dtype]),
+                        f"{dtype}_prefill_rows": int((prefill.gemm_dtype == dtype).sum())})
+    return out
 
 
 def linear_layer_rates(data: Path) -> dict[str, dict]:
-    """Catalog GPU key -> its streaming rate and FP8 speedup, with what they rest on."""
+    """Catalog GPU key -> its streaming rate and FP8 and FP4 speedups, with what they rest on."""
     import pandas as pd
 
     out = {}
@@ -77,8 +86,8 @@ def linear_layer_rates(data: Path) -> dict[str, dict]:
         if gemm_file is None:
             continue
         gemm = pd.read_parquet(gemm_file)
-        kernels = ", ".join(sorted(set(gemm[gemm.gemm_dtype.isin(["bfloat16", FP8])].kernel_source)))
-        out[key] = {**_streaming(gemm), **_fp8_speedup(gemm),
+        kernels = ", ".join(sorted(set(gemm[gemm.gemm_dtype.isin(["bfloat16", *SPEEDUPS])].kernel_source)))
+        out[key] = {**_streaming(gemm), **_speedups(gemm),
                     "table": f"{system} vLLM {gemm_file.parent.name}: {kernels}"}
     return out
 
@@ -87,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     data, aiconfigurator = tables_from_command_line(argv, __doc__.splitlines()[0])
     table = write_reduction(OUT, aiconfigurator, "rates", linear_layer_rates(data))
     for key, row in table["rates"].items():
-        speedup = f"FP8 {row['measured_fp8_speedup']:.2f}x BF16" if "measured_fp8_speedup" in row else "no FP8 table"
+        speedup = ", ".join(f"{dtype.upper()} {row[field]:.2f}x BF16" for dtype, field in SPEEDUPS.items()
+                            if field in row) or "no FP8 or FP4 table"
         print(f"{key:24} {row['measured_bandwidth_gb_s']:6} GB/s  fixed {row['fixed_us']:5.1f} us  {speedup}")
     return 0
 

@@ -80,10 +80,12 @@ class GpuSpec(BaseModel):
     measured_fp8_tflops: float | None = Field(None, gt=0)
     measured_compute_source: str | None = None  # who measured them, how, with which software
     # NOTE: vLLM's linear layers timed on the card (benchmarks/linear_layer_rates.py): the rate its decode GEMMs (a
-    # few rows each) stream weights at, 0.79-0.89 of the datasheet's bandwidth; and its FP8 GEMMs' rate over its BF16
-    # ones' at prefill shapes (1.15-1.74), which the best FP8 matmul's over the best BF16 one's (~1.8) overstates
+    # few rows each) stream weights at, 0.79-0.89 of the datasheet's bandwidth; and its FP8 and NVFP4 GEMMs' rates
+    # over its BF16 ones' at prefill shapes (FP8 1.15-1.74, FP4 2.13-2.86), which the best FP8 matmul's over the best
+    # BF16 one's (~1.8) and the datasheet's FP4 over BF16 (4-6x) overstate
     measured_bandwidth_gb_s: float | None = Field(None, gt=0)
     measured_fp8_speedup: float | None = Field(None, gt=0)
+    measured_fp4_speedup: float | None = Field(None, gt=0)
     measured_linear_source: str | None = None
     interconnect: str | None = None  # how TP ranks talk: "NVLink 4", "PCIe 4.0 x16", "Infinity Fabric (xGMI)"
     interconnect_gb_s: float | None = Field(None, gt=0)  # per GPU, each direction
@@ -110,7 +112,7 @@ class GpuSpec(BaseModel):
             return self
         if {"bf16_dense_tflops", "fp8_dense_tflops"} & rates.keys():
             rates = {**rates, "measured_bf16_tflops": None, "measured_fp8_tflops": None,
-                     "measured_compute_source": None, "measured_fp8_speedup": None}
+                     "measured_compute_source": None, "measured_fp8_speedup": None, "measured_fp4_speedup": None}
         if "memory_bandwidth_gb_s" in rates:
             rates = {**rates, "measured_bandwidth_gb_s": None}
         return self.model_copy(update=rates)

@@ -93,8 +93,15 @@ def test_the_speed_model_divides_by_the_measured_ceiling_or_says_it_had_none() -
         rates = gpu_rates(find_gpu(key), None)
         assert (rates.achievable_flops, rates.ceiling_measured) == (tflops * 1e12, True), key
     nvfp4 = QuantizationSpec(method="modelopt_fp4", weight_bits=4, scale_bytes=1, group_size=16)
-    fp4 = gpu_rates(find_gpu("b200"), nvfp4)  # no FP4 measurement: the BF16 share (1,745 / 2,250) of the FP4 peak
-    assert (fp4.compute_path, fp4.achievable_flops) == ("fp4", pytest.approx(9000e12 * 1745 / 2250, rel=1e-12))
+    # vLLM's NVFP4 linear layer timed on a B200 at 2.17x its BF16 one: 1,745 x 2.17, where the datasheet's FP4 peak
+    # at the BF16 share (1,745 / 2,250) would give 6,980
+    fp4 = gpu_rates(find_gpu("b200"), nvfp4)
+    assert (fp4.compute_path, fp4.achievable_flops, fp4.speedup_over_bf16) == (
+        "fp4", pytest.approx(1745e12 * 2.17, rel=1e-12), 2.17)
+    # no FP4 timing of an RTX 5090: the BF16 share measured on it (238 / 209.5) of its 1,676 TFLOPS FP4 peak
+    fp4 = gpu_rates(find_gpu("rtx-5090"), nvfp4)
+    assert (fp4.compute_path, fp4.achievable_flops, fp4.speedup_over_bf16) == (
+        "fp4", pytest.approx(1676e12 * 238 / 209.5, rel=1e-12), None)
     a30 = gpu_rates(find_gpu("a30"), None)  # nobody published an A30 matmul: 0.80 of its 165 TFLOPS
     assert (a30.achievable_flops, a30.ceiling_measured) == (pytest.approx(132e12, rel=1e-12), False)
     given = gpu_rates(find_gpu("h100").with_rates(bf16_dense_tflops=500.0), None)  # the user's card, not MAMF's

@@ -99,9 +99,22 @@ def test_an_fp8_deployment_names_the_speedup_its_ceiling_rests_on(capsys) -> Non
                           "speedup vLLM's FP8 GEMMs were timed at over its BF16 ones;") in out
     code, out, _ = _run([*fp8, "--json"], capsys)
     data = json.loads(out)
-    assert (data["compute_ceiling_tflops"], data["fp8_speedup"]) == (913.7, 1.15)
+    assert (data["compute_ceiling_tflops"], data["speedup_over_bf16"]) == (913.7, 1.15)
     code, out, _ = _run([*SPEED, "--concurrency", "1", "--json"], capsys)
-    assert json.loads(out)["fp8_speedup"] is None  # BF16 weights
+    assert json.loads(out)["speedup_over_bf16"] is None  # BF16 weights
+
+
+def test_an_fp4_deployment_names_the_speedup_its_ceiling_rests_on(capsys) -> None:
+    # B200: 1,745 TFLOPS BF16 (MAMF) x 2.17, vLLM's NVFP4 linear layer at 3,355 TFLOPS against its BF16 one's 1,547
+    # in AIConfigurator 0.12.0's table = 3,786.65 TFLOPS (not the datasheet's 9,000 FP4 x 1,745 / 2,250 = 6,980)
+    fp4 = ["speed", "--model", "openai/gpt-oss-20b", "--gpu", "b200", "--max-model-len", "8192", "--input-tokens",
+           "1024", "--output-tokens", "256", "--concurrency", "1"]
+    code, out, _ = _run(fp4, capsys)
+    assert code == 0 and ("fp4 matmuls (matmul ceiling 3,786.7 TFLOPS: the BF16 one measured on the card x 2.17, the "
+                          "speedup vLLM's FP4 GEMMs were timed at over its BF16 ones;") in out
+    code, out, _ = _run([*fp4, "--json"], capsys)
+    data = json.loads(out)
+    assert (data["compute_path"], data["compute_ceiling_tflops"], data["speedup_over_bf16"]) == ("fp4", 3786.7, 2.17)
 
 
 def test_speed_names_the_streaming_rate_it_divides_bytes_by(capsys) -> None:

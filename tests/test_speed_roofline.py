@@ -363,6 +363,13 @@ def test_the_streaming_rates_are_the_ones_the_kernel_database_gives() -> None:
                                            "rtx-pro-6000-blackwell")} == pytest.approx({
         "h100-sxm-80gb": 899 / 784, "h200-141gb": 985 / 778, "b200-180gb": 1841 / 1547, "l40s-48gb": 333 / 226,
         "rtx-pro-6000-blackwell": 680 / 391}, abs=0.011)  # the rates above are rounded to the TFLOPS
+    # NVFP4 over BF16 at the same shapes: B200 3,355 / 1,547, B300 3,595 / 1,690, RTX PRO 6000 1,119 / 391 (the other
+    # cards' tables have no NVFP4)
+    fp4 = {key: gpu.measured_fp4_speedup for key, gpu in catalog.items() if gpu.measured_fp4_speedup}
+    assert fp4 == {key: row["measured_fp4_speedup"] for key, row in measured["rates"].items()
+                   if "measured_fp4_speedup" in row}
+    assert fp4 == pytest.approx({"b200-180gb": 3355 / 1547, "b300-288gb": 3595 / 1690,
+                                 "rtx-pro-6000-blackwell": 1119 / 391}, abs=0.011)
 
 
 def test_an_untimed_card_streams_at_the_median_share_and_a_given_bandwidth_drops_the_timed_rate() -> None:

@@ -10,9 +10,10 @@ so one fitted efficiency over datasheets cannot fit a GeForce card and an H100 a
 ceilings it is one figure (about 0.7 on both). A GPU nobody measured gets its datasheet peak times
 ``UNMEASURED_CEILING_RATIO``, and says so. Bytes alike: a step's bytes are divided by the rate vLLM's decode GEMMs
 stream weights at on the card (the catalog's ``measured_bandwidth_gb_s``, 0.79-0.89 of the datasheet), or the
-datasheet times ``UNMEASURED_STREAMING_RATIO`` where nobody timed it. On the FP8 path the ceiling is the BF16 one
-times the speedup vLLM's FP8 linear layers were timed at over its BF16 ones on the card (``measured_fp8_speedup``),
-which the best FP8 matmul overstates.
+datasheet times ``UNMEASURED_STREAMING_RATIO`` where nobody timed it. On the FP8 and FP4 paths the ceiling is the
+BF16 one times the speedup vLLM's FP8 or NVFP4 linear layers were timed at over its BF16 ones on the card
+(``measured_fp8_speedup``, ``measured_fp4_speedup``), which the best FP8 matmul and the datasheet's FP4 rate
+overstate (a B200's FP4 tensor cores are rated 4x its BF16 ones; vLLM's NVFP4 layer runs 2.17x its BF16 layer).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class GpuRates(BaseModel):
     peak_flops: float  # of the compute path, the datasheet's
     achievable_flops: float  # of the compute path: the best matmul measured on the card (see the module's note)
     ceiling_measured: bool  # False: no measurement of this card (or its rates were given), the datasheet x 0.80
-    fp8_speedup: float | None = None  # the FP8 ceiling is the BF16 one times this (vLLM's FP8 GEMMs timed on the card)
+    # the FP8 or FP4 ceiling is the BF16 one times this (vLLM's FP8 or NVFP4 GEMMs timed on the card); None elsewhere
+    speedup_over_bf16: float | None = None
     interconnect_bytes_s: float | None  # per direction; None: unknown (TP > 1 then needs it)
     platform: Literal["cuda", "rocm"]
 
@@ -92,24 +94,27 @@ def gpu_rates(gpu: GpuSpec, quantization: QuantizationSpec | None) -> GpuRates:
                     streaming_bandwidth_bytes_s=streamed_gb_s * 1e9,
                     bandwidth_measured=gpu.measured_bandwidth_gb_s is not None,
                     peak_flops=tflops * 1e12, achievable_flops=achievable * 1e12, ceiling_measured=measured,
-                    fp8_speedup=fp8_speedup(gpu) if path == "fp8" else None, interconnect_bytes_s=link,
+                    speedup_over_bf16=measured_speedup(gpu, path), interconnect_bytes_s=link,
                     platform=gpu.platform)
 
 
-def fp8_speedup(gpu: GpuSpec) -> float | None:
-    """How much faster vLLM's FP8 linear layers ran than its BF16 ones at prefill shapes on ``gpu``, where both the
-    speedup and the BF16 ceiling were measured; None elsewhere."""
-    return gpu.measured_fp8_speedup if gpu.measured_fp8_speedup and gpu.measured_bf16_tflops else None
+def measured_speedup(gpu: GpuSpec, path: ComputePath) -> float | None:
+    """How much faster vLLM's linear layers of ``path`` (FP8 or FP4) ran than its BF16 ones at prefill shapes on
+    ``gpu``, where both the speedup and the BF16 ceiling were measured; None elsewhere."""
+    speedup = {"fp8": gpu.measured_fp8_speedup, "fp4": gpu.measured_fp4_speedup}.get(path)
+    return speedup if speedup and gpu.measured_bf16_tflops else None
 
 
 def achievable_tflops(gpu: GpuSpec, path: ComputePath, peak_tflops: float) -> tuple[float, bool]:
-    """The best dense matmul rate of ``path`` on ``gpu`` and whether it was measured. On the FP8 path: the BF16
-    ceiling times the speedup vLLM's FP8 linear layer was timed at over its BF16 one on the card, else the best FP8
-    matmul measured on it. Otherwise the measured BF16 rate's share of the BF16 peak applied to the path's peak (the
-    clock that a dense load holds caps every path alike), else ``UNMEASURED_CEILING_RATIO`` of the peak."""
-    if path == "fp8" and (speedup := fp8_speedup(gpu)):
-        # NOTE: the best FP8 matmul (MAMF: 1.77x BF16 on an H100) is a shape vLLM's FP8 GEMMs do not reach at a
-        # model's shapes (1.15x there, benchmarks/linear_layer_rates.py), where its BF16 ones run at the BF16 best
+    """The best dense matmul rate of ``path`` on ``gpu`` and whether it was measured. On the FP8 and FP4 paths: the
+    BF16 ceiling times the speedup vLLM's FP8 or NVFP4 linear layer was timed at over its BF16 one on the card, else
+    (FP8) the best FP8 matmul measured on it. Otherwise the measured BF16 rate's share of the BF16 peak applied to the
+    path's peak (the clock that a dense load holds caps every path alike), else ``UNMEASURED_CEILING_RATIO`` of the
+    peak."""
+    if speedup := measured_speedup(gpu, path):
+        # NOTE: the best FP8 matmul (MAMF: 1.77x BF16 on an H100) and the datasheet's FP4 rate (4x BF16 on a B200)
+        # are what vLLM's FP8 and NVFP4 GEMMs do not reach at a model's shapes (1.15x and 2.17x there,
+        # benchmarks/linear_layer_rates.py), where its BF16 ones run at the BF16 best
         return gpu.measured_bf16_tflops * speedup, True
     if path == "fp8" and gpu.measured_fp8_tflops:
         return gpu.measured_fp8_tflops, True
