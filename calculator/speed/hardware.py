@@ -101,6 +101,8 @@ def gpu_rates(gpu: GpuSpec, quantization: QuantizationSpec | None) -> GpuRates:
 def measured_speedup(gpu: GpuSpec, path: ComputePath) -> float | None:
     """How much faster vLLM's linear layers of ``path`` (FP8 or FP4) ran than its BF16 ones at prefill shapes on
     ``gpu``, where both the speedup and the BF16 ceiling were measured; None elsewhere."""
+    # NOTE: an MXFP4 checkpoint (gpt-oss) takes the NVFP4 layer's speedup: its quantized layers are its experts alone,
+    # whose measured share of the ceiling (expert_kernels.py) was taken against that same NVFP4 rate
     speedup = {"fp8": gpu.measured_fp8_speedup, "fp4": gpu.measured_fp4_speedup}.get(path)
     return speedup if speedup and gpu.measured_bf16_tflops else None
 
