@@ -143,6 +143,32 @@ def test_fp8_weights_halve_the_stream_and_use_fp8_tensor_cores_where_there_are_s
     assert rates.achievable_flops == pytest.approx(H100_FP8_CEILING, rel=1e-12)
     _, ampere = _deployment("meta-llama/Llama-3.1-8B-Instruct", gpu="a100-sxm-80gb", quantization="fp8")
     assert (ampere.compute_path, ampere.peak_flops, ampere.achievable_flops) == ("bf16", A100_BF16, A100_CEILING)
+    # the LM head stays BF16, so its FLOPs run at the BF16 ceiling; nothing else does
+    assert (costs.bf16_linear_flops_per_token, costs.bf16_lm_head_flops_per_token) == (2 * lm_head, 2 * lm_head)
+    assert rates.bf16_achievable_flops == H100_CEILING
+
+
+def test_the_layers_an_mxfp4_checkpoint_leaves_16_bit_run_at_the_bf16_ceiling() -> None:
+    # gpt-oss-20b's config quantizes only the experts (MXFP4); per layer its attention is q 2,880 x 4,096, k and v
+    # 2,880 x 512 each, o 4,096 x 2,880, with biases (4,096 + 512 + 512 + 2,880) and 64 sink logits, and a router
+    # 2,880 x 32 + 32; the LM head is 201,088 x 2,880. 24 layers.
+    attention = 2880 * (4096 + 2 * 512) + 4096 * 2880 + (4096 + 2 * 512 + 2880) + 64
+    router = 2880 * 32 + 32
+    lm_head = 201_088 * 2880
+    costs, rates = _deployment("openai/gpt-oss-20b", gpu="b200", max_model_len=8192)
+    assert costs.bf16_lm_head_flops_per_token == 2 * lm_head
+    assert costs.bf16_linear_flops_per_token == 2 * (24 * (attention + router) + lm_head)
+    # B200: the FP4 ceiling 1,745 x 2.17 (vLLM's NVFP4 GEMMs), the BF16 one 1,745 (MAMF)
+    assert (rates.achievable_flops, rates.bf16_achievable_flops) == (pytest.approx(1745e12 * 2.17, rel=1e-12), 1745e12)
+    step = step_time(costs, rates, UNIT, decode_tokens=0, decode_context_tokens=0, prefill_tokens=1000,
+                     prefill_start_tokens=0)
+    # a 1,000-token prompt chunk: every token through every layer, one logits row (the chunk's last token)
+    every_flop = (1000 * (costs.linear_flops_per_token - costs.lm_head_flops_per_token
+                          + costs.expert_flops_per_token * (1 / costs.expert_gemm_share - 1))
+                  + costs.lm_head_flops_per_token + costs.prefill_attention_flops(1000, 0))
+    bf16_flops = 1000 * 2 * 24 * (attention + router) + 2 * lm_head
+    assert step.compute_s == pytest.approx((every_flop - bf16_flops) / (1745e12 * 2.17) + bf16_flops / 1745e12,
+                                           rel=1e-12)
 
 
 def test_awq_runs_16_bit_math_on_4_bit_weights() -> None:

@@ -67,7 +67,8 @@ class SpeedConstants(BaseModel):
 # speedup vLLM's FP8 linear layer was timed at over its BF16 one (1.15-1.74, not the best FP8 matmul's ~1.8x):
 # rescored with each fold's constants, 25.1 / 14.7 / 12.8 % (refitted with it: 25.7 / 15.0 / 12.7 %, so the constants
 # fitted just before it are kept). FP4 FLOPs likewise, over the BF16 ceiling times the speedup vLLM's NVFP4 linear
-# layer was timed at (B200 2.17, not the datasheet's 4x): rescored, 24.4 / 14.7 / 12.3 %.
+# layer was timed at (B200 2.17, not the datasheet's 4x), and the linear layers a quantized checkpoint leaves 16-bit
+# at the BF16 ceiling: rescored, 24.4 / 14.7 / 12.3 %.
 # What pins each term:
 # * bandwidth_efficiency 1.07 of the streaming rate (0.95 of an H100's datasheet, 0.88 of an untimed card's): a
 #   decode step's kernels, back to back in a CUDA graph, stream a little faster than one GEMM timed alone. Pinned by

@@ -15,7 +15,8 @@ from ..engine.estimate import Estimate
 from ..engine.speculative import tokens_per_step
 from ..engine.kv_cache import kv_page_bytes_per_token, mamba_state_bytes, pp_layer_ranges
 from ..engine.overheads import FORWARD_HIDDEN_TENSORS, FORWARD_INTERMEDIATE_TENSORS
-from ..model.spec import LayerAttention, ModelSpec, WeightTensor
+from ..model.quantization import converts, excluded_layers
+from ..model.spec import LayerAttention, ModelSpec, QuantizationSpec, WeightTensor
 from ..units import round_up
 from .expert_kernels import expert_gemm_share
 from .moe_dispatch import moe_dispatch_bytes_per_token
@@ -78,6 +79,10 @@ class ForwardCosts(BaseModel):
     # (expert_kernels.py: vLLM's fused-MoE kernels as timed on the card)
     expert_flops_per_token: float = 0.0
     expert_gemm_share: float = 1.0
+    # of which the linear layers a quantized checkpoint leaves 16-bit (its exclusion list, gpt-oss's attention, an
+    # unquantized LM head), and of those the LM head's: they run at the BF16 ceiling, not the quantized path's
+    bf16_linear_flops_per_token: float = 0.0
+    bf16_lm_head_flops_per_token: float = 0.0
     attention: tuple[AttentionGroup, ...]
     recurrent_state_bytes_per_request: float  # Mamba/linear-attention state read and written each step
     activation_bytes_per_token: float  # hidden and intermediate tensors written and read, all layers
@@ -157,7 +162,7 @@ def forward_costs(result: Estimate) -> ForwardCosts:
     full_decode_graphs = s.engine == "v0" or result.rules.version.at_least(11)
     costs = _forward_costs(result.model, s.tensor_parallel_size, s.pipeline_parallel_size, s.dtype_bytes,
                            s.kv_cache_dtype, tuple(sorted(result.weights_by_role.items())), not s.enforce_eager,
-                           s.async_scheduling, full_decode_graphs)
+                           s.async_scheduling, full_decode_graphs, result.quantization)
     extra: dict[str, float | int] = {}
     if result.lora is not None:
         lora = result.lora
@@ -207,7 +212,8 @@ def expert_gemm_floor_s(result: Estimate) -> float:
 @lru_cache(maxsize=1024)
 def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache_dtype: str,
                    weights_by_role: tuple[tuple[str, int], ...], cuda_graphs: bool,
-                   async_scheduling: bool, full_decode_graphs: bool) -> ForwardCosts:
+                   async_scheduling: bool, full_decode_graphs: bool,
+                   quantization: QuantizationSpec | None = None) -> ForwardCosts:
     roles = dict(weights_by_role)
     ranges = pp_layer_ranges(spec.num_hidden_layers, pp)
     first, last = max(ranges, key=lambda r: r[1] - r[0])
@@ -222,9 +228,19 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
                          if w.role == "lm_head" and w.loaded)
     expert_params = sum(_params_per_rank(w, tp, first, last, moe.experts_per_token if moe else 0)
                         for w in spec.weights if w.role == "expert" and w.loaded)
+    if quantization is None:
+        bf16_params = bf16_lm_head_params = 0.0
+    else:
+        bf16_params = sum(_params_per_rank(w, tp, first, last, 0) * _unconverted_share(quantization, w, first, last)
+                          for w in spec.weights if w.role in _LINEAR_ROLES and w.role != "expert" and w.loaded)
+        bf16_lm_head_params = sum(_params_per_rank(w, tp, first, last, 0) * _unconverted_share(quantization, w, first,
+                                                                                                last)
+                                  for w in spec.weights if w.role == "lm_head" and w.loaded)
     if spec.tie_word_embeddings:
         tied = spec.vocab_size * spec.hidden_size / tp
         linear_params, lm_head_params = linear_params + tied, lm_head_params + tied
+        if quantization is not None:  # the embedding matrix is never quantized
+            bf16_params, bf16_lm_head_params = bf16_params + tied, bf16_lm_head_params + tied
     moe_layers = 0
     if moe:
         routed = [w for w in spec.weights if w.role == "expert" and w.layers is not None and w.loaded]
@@ -238,6 +254,7 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
         num_experts=moe.num_experts if moe else 0, experts_per_token=moe.experts_per_token if moe else 0,
         linear_flops_per_token=2.0 * linear_params, lm_head_flops_per_token=2.0 * lm_head_params,
         expert_flops_per_token=2.0 * expert_params,
+        bf16_linear_flops_per_token=2.0 * bf16_params, bf16_lm_head_flops_per_token=2.0 * bf16_lm_head_params,
         attention=_attention_groups(spec, on_stage, tp, dtype_bytes, kv_cache_dtype),
         recurrent_state_bytes_per_request=2.0 * sum(
             mamba_state_bytes(state, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
@@ -256,6 +273,17 @@ def _kernels(spec: ModelSpec, layers: list[LayerAttention], moe_layers: int) -> 
                  for layer in layers)
     moe = KERNELS_MOE + (KERNELS_SHARED_EXPERTS if spec.moe and spec.moe.num_shared_experts else 0)
     return mixers + moe_layers * moe + (len(layers) - moe_layers) * KERNELS_DENSE_MLP
+
+
+def _unconverted_share(quantization: QuantizationSpec, tensor: WeightTensor, first: int, last: int) -> float:
+    """The share of a tensor's copies on layers [first, last) that the checkpoint leaves 16-bit."""
+    if not converts(quantization, tensor):
+        return 1.0
+    excluded = excluded_layers(tensor.name, tensor.layers, quantization.modules_to_not_convert)
+    if tensor.placement != "layers" or tensor.layers is None:
+        return 1.0 if excluded else 0.0
+    span = range(max(first, tensor.layers[0]), min(last, tensor.layers[1]))
+    return sum(1 for layer in span if layer in excluded) / len(span) if span else 0.0
 
 
 def _params_per_rank(tensor: WeightTensor, tp: int, first: int, last: int, experts_per_token: int) -> float:

@@ -49,6 +49,7 @@ class GpuRates(BaseModel):
     bandwidth_measured: bool  # False: nobody timed this card's streaming (or its bandwidth was given), datasheet x 0.82
     peak_flops: float  # of the compute path, the datasheet's
     achievable_flops: float  # of the compute path: the best matmul measured on the card (see the module's note)
+    bf16_achievable_flops: float  # the BF16 path's, where the linear layers a checkpoint leaves 16-bit run
     ceiling_measured: bool  # False: no measurement of this card (or its rates were given), the datasheet x 0.80
     # the FP8 or FP4 ceiling is the BF16 one times this (vLLM's FP8 or NVFP4 GEMMs timed on the card); None elsewhere
     speedup_over_bf16: float | None = None
@@ -94,6 +95,7 @@ def gpu_rates(gpu: GpuSpec, quantization: QuantizationSpec | None) -> GpuRates:
                     streaming_bandwidth_bytes_s=streamed_gb_s * 1e9,
                     bandwidth_measured=gpu.measured_bandwidth_gb_s is not None,
                     peak_flops=tflops * 1e12, achievable_flops=achievable * 1e12, ceiling_measured=measured,
+                    bf16_achievable_flops=achievable_tflops(gpu, "bf16", gpu.bf16_dense_tflops)[0] * 1e12,
                     speedup_over_bf16=measured_speedup(gpu, path), interconnect_bytes_s=link,
                     platform=gpu.platform)
 
