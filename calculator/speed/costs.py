@@ -228,14 +228,11 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
                          if w.role == "lm_head" and w.loaded)
     expert_params = sum(_params_per_rank(w, tp, first, last, moe.experts_per_token if moe else 0)
                         for w in spec.weights if w.role == "expert" and w.loaded)
-    if quantization is None:
-        bf16_params = bf16_lm_head_params = 0.0
-    else:
-        bf16_params = sum(_params_per_rank(w, tp, first, last, 0) * _unconverted_share(quantization, w, first, last)
-                          for w in spec.weights if w.role in _LINEAR_ROLES and w.role != "expert" and w.loaded)
-        bf16_lm_head_params = sum(_params_per_rank(w, tp, first, last, 0) * _unconverted_share(quantization, w, first,
-                                                                                                last)
-                                  for w in spec.weights if w.role == "lm_head" and w.loaded)
+    unconverted = [(w.role, _params_per_rank(w, tp, first, last, 0)
+                    * _unconverted_share(quantization, w, first, last))
+                   for w in spec.weights if quantization and w.role in _LINEAR_ROLES - {"expert"} and w.loaded]
+    bf16_params = sum(params for _, params in unconverted)
+    bf16_lm_head_params = sum(params for role, params in unconverted if role == "lm_head")
     if spec.tie_word_embeddings:
         tied = spec.vocab_size * spec.hidden_size / tp
         linear_params, lm_head_params = linear_params + tied, lm_head_params + tied
