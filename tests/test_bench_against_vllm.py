@@ -32,13 +32,13 @@ The simulation's steps get the server's stalls too: the run's inter-token histog
 schedule already has (``fit_step_spread``: measured over simulated quantile, scaled to mean 1 so the fitted mean
 step stays), one factor drawn per step and the figures averaged over 16 seeds (``simulate_spread``).
 
-Bounds, as (predicted - real) / real, on the median of REPEATS clean runs (``BOUNDS``): every median and p99 within
-the issue's 15 %, since the runs open their connections before they are timed ("Warm connections") and each figure is
-the median of nine ("Nine repeats", below). Until then the bounds were wider; the spreads that follow
-were measured on those runs (no warm-up requests, outputs of 4 / 16 / 8 tokens). Over 50 clean runs on the development host, 5 Dec 2026 (4 collections of repeated runs, each on
-one server started as here; load average 1-18 from other jobs on the 2 cores, client lag 2.5-8 ms a request), median
-TTFT / TPOT / e2e, then p99 TTFT / TPOT / e2e, with the spread and (below) the same runs simulated with every step
-equal:
+Bounds, as (predicted - real) / real, on the median of REPEATS clean runs (``BOUNDS``): every median and p99 within the
+issue's 15 %, since the runs open their connections before they are timed ("Warm connections") and each figure is the
+median of nine ("Nine repeats", below). Until then the bounds were wider; the spreads that follow were measured on those
+runs (no warm-up requests, outputs of 4 / 16 / 8 tokens). Over 50 clean runs on the development host, 5 Dec 2026 (4
+collections of repeated runs, each on one server started as here; load average 1-18 from other jobs on the 2 cores,
+client lag 2.5-8 ms a request), median TTFT / TPOT / e2e, then p99 TTFT / TPOT / e2e, with the spread and (below) the
+same runs simulated with every step equal:
 
     burst   (16 runs)  -5..+4 %   -11..+11 %  -3..+7 %   -13..+2 %   -10..+5 %   -14..+1 %
           equal steps  -7..+3 %   -11..+14 %  -4..+5 %   -13..+1 %   -40..-3 %   -13..+1 %
