@@ -115,6 +115,9 @@ def _dennislee22(mode: str, sweep: tuple[tuple[int, int, int], ...] = ()) -> Run
                {"max_model_len": 16384, "gpu_memory_utilization": 0.5}, 1024, test_prompt=True, sweep=sweep)
 
 
+KNOOP_SETTINGS = {"max_model_len": 9216, "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.9}
+
+
 # Record id prefix -> Run. Versions in brackets are assumptions by date of the source (see docs/speed-accuracy.md).
 RUNS: dict[str, Run] = {
     "ridgepoint-a100-80g-llama3-8b-c1": Run("meta-llama/Meta-Llama-3-8B-Instruct", "a100-sxm-80gb", "0.28.0", "closed",
@@ -444,6 +447,25 @@ RUNS: dict[str, Run] = {
     "ix828-h100x4": Run("openai/gpt-oss-120b", "h100-sxm-80gb", "0.15.1", "closed",
                         {"tensor_parallel_size": 4, "max_num_batched_tokens": 8192, "max_model_len": 10240,
                          "enable_prefix_caching": False}),
+    # Vultr's inference cookbook (concurrency tuning, March 2026): Nemotron-3-Nano-30B-A3B FP8 at TP 2 on an HGX B200,
+    # vLLM 0.16.0, --max-model-len 32768 and --gpu-memory-utilization 0.9; vllm bench serve random 2,048 / 512 prompts
+    # (50 at one request, 400 above), every output to its cap (c8: 8 / (152 ms + 511 x 3.96 ms) x 512 = 1,882 tok/s
+    # against 1,881 printed); 0.16's client sends no test prompt (vllm#30975). Replayed as recipes165.
+    "vultr-b200-nemotron3-nano-30b-fp8-tp2": Run("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "b200-180gb", "0.16.0",
+                                                 "closed", {"tensor_parallel_size": 2, "quantization": "fp8",
+                                                            "max_model_len": 32768, "gpu_memory_utilization": 0.9}),
+    # arXiv 2601.09527's raw data (hholtmann/llm-consumer-gpu-benchmark, RTX 5090 on vast.ai, vLLM 0.12.0 as its image
+    # pins): --max-model-len 9216 --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9, prefix caching at its
+    # default; NVIDIA aiperf 0.3.0 on the chat endpoint (thinking off), 500 synthetic 8,192-token prompts in a closed
+    # loop after 5 warm-up requests (prompts of their own), max_tokens 512 with EOS allowed; its TTFT ends at the first chunk with text or reasoning.
+    # Qwen3-8B-NVFP4 is Qwen3-8B's config with ModelOpt's NVFP4 quantization (group 16, the LM head excluded).
+    "knoop2601-rtx5090-qwen3-8b-bf16": Run("Qwen/Qwen3-8B", "rtx-5090", "0.12.0", "closed", KNOOP_SETTINGS, 512,
+                                           first_token="text", endpoint="chat"),
+    "knoop2601-rtx5090-qwen3-8b-nvfp4": Run(_config("nvidia__Qwen3-8B-NVFP4"), "rtx-5090", "0.12.0", "closed",
+                                            KNOOP_SETTINGS, 512, first_token="text",
+                                            endpoint="chat"),
+    "knoop2601-rtx5090-gpt-oss-20b": Run("openai/gpt-oss-20b", "rtx-5090", "0.12.0", "closed", KNOOP_SETTINGS, 512,
+                                         first_token="text", endpoint="chat"),
 }
 
 
@@ -491,13 +513,14 @@ def source_of(record: dict) -> str:
 
 
 def measured(record: dict) -> dict[str, float]:
-    """The figures a record gives, by metric (means where printed, otherwise medians)."""
+    """The figures a record gives, by metric (means where printed, otherwise medians), less those its ``unscored``
+    field names (a figure its own source contradicts, with the reason)."""
     pick = lambda *names: next((record[n] for n in names if record.get(n) is not None), None)  # noqa: E731
     values = {"ttft_ms": pick("ttft_ms_mean", "ttft_ms_median"), "tpot_ms": pick("tpot_ms_mean", "tpot_ms_median"),
               "output_tok_s": record.get("output_throughput_tok_s"), "e2e_ms": record.get("e2e_ms_mean"),
               "request_per_s": record.get("request_throughput") if record.get("output_throughput_tok_s") is None
               else None}
-    return {k: float(v) for k, v in values.items() if v is not None and v > 0}
+    return {k: float(v) for k, v in values.items() if v is not None and v > 0 and k not in record.get("unscored", {})}
 
 
 def lengths(record: dict) -> tuple[int, int]:

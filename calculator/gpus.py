@@ -87,6 +87,9 @@ class GpuSpec(BaseModel):
     measured_fp8_speedup: float | None = Field(None, gt=0)
     measured_fp4_speedup: float | None = Field(None, gt=0)
     measured_linear_source: str | None = None
+    # key of a timed card of the same chip whose FP8 and FP4 speedups this one takes: vLLM runs the same kernels on
+    # both, and this card's own were not timed (the RTX 5090 from the RTX PRO 6000 Blackwell, both GB202)
+    speedups_timed_on: str | None = None
     interconnect: str | None = None  # how TP ranks talk: "NVLink 4", "PCIe 4.0 x16", "Infinity Fabric (xGMI)"
     interconnect_gb_s: float | None = Field(None, gt=0)  # per GPU, each direction
     # the topologies the card is sold in, the usual one first (a PCIe card that takes an NVLink bridge has two)
@@ -112,7 +115,8 @@ class GpuSpec(BaseModel):
             return self
         if {"bf16_dense_tflops", "fp8_dense_tflops"} & rates.keys():
             rates = {**rates, "measured_bf16_tflops": None, "measured_fp8_tflops": None,
-                     "measured_compute_source": None, "measured_fp8_speedup": None, "measured_fp4_speedup": None}
+                     "measured_compute_source": None, "measured_fp8_speedup": None, "measured_fp4_speedup": None,
+                     "speedups_timed_on": None}
         if "memory_bandwidth_gb_s" in rates:
             rates = {**rates, "measured_bandwidth_gb_s": None}
         return self.model_copy(update=rates)

@@ -73,9 +73,9 @@ def shared_errors() -> dict[str, dict[str, list[float]]]:
 
 def test_the_records_are_the_shared_data_set_and_the_mined_runs() -> None:
     records = speed_replay.load_records()
-    assert len(records) == 41 + 171 and len({r["id"] for r in records}) == 212
+    assert len(records) == 41 + 177 and len({r["id"] for r in records}) == 218
     assert all(speed_replay.run_for(r) for r in records)  # every record has a replay mapping
-    assert len({speed_replay.source_of(r) for r in MINED}) == 43  # held out source by source
+    assert len({speed_replay.source_of(r) for r in MINED}) == 45  # held out source by source
 
 
 def test_every_mined_run_says_where_it_comes_from_and_how_to_rerun_it() -> None:

@@ -98,10 +98,18 @@ def test_the_speed_model_divides_by_the_measured_ceiling_or_says_it_had_none() -
     fp4 = gpu_rates(find_gpu("b200"), nvfp4)
     assert (fp4.compute_path, fp4.achievable_flops, fp4.speedup_over_bf16) == (
         "fp4", pytest.approx(1745e12 * 2.17, rel=1e-12), 2.17)
-    # no FP4 timing of an RTX 5090: the BF16 share measured on it (238 / 209.5) of its 1,676 TFLOPS FP4 peak
+    # no FP4 timing of an RTX 5090, but one of the RTX PRO 6000 Blackwell, the same GB202 chip: 1,119 / 391 TFLOPS
+    # (2.86x) over the 238 measured on the 5090, not the BF16 share (238 / 209.5) of its 1,676 TFLOPS FP4 peak (1,904,
+    # more than the PRO 6000's 188 SMs reached with 170 of them)
     fp4 = gpu_rates(find_gpu("rtx-5090"), nvfp4)
+    assert (fp4.compute_path, fp4.achievable_flops, fp4.speedup_over_bf16, fp4.speedup_timed_on) == (
+        "fp4", pytest.approx(238e12 * 2.86, rel=1e-12), 2.86, "RTX PRO 6000 Blackwell")
+    assert gpu_rates(find_gpu("rtx-pro-6000-blackwell"), nvfp4).speedup_timed_on is None  # timed on itself
+    # no FP4 timing on its chip at all (MI355X): the BF16 share measured on it (1,565 / 2,516.6) of its FP4 peak
+    mxfp4 = QuantizationSpec(method="mxfp4", weight_bits=4, scale_bytes=1, group_size=32)
+    fp4 = gpu_rates(find_gpu("mi355x"), mxfp4)
     assert (fp4.compute_path, fp4.achievable_flops, fp4.speedup_over_bf16) == (
-        "fp4", pytest.approx(1676e12 * 238 / 209.5, rel=1e-12), None)
+        "fp4", pytest.approx(10066.3e12 * 1565 / 2516.6, rel=1e-12), None)
     a30 = gpu_rates(find_gpu("a30"), None)  # nobody published an A30 matmul: 0.80 of its 165 TFLOPS
     assert (a30.achievable_flops, a30.ceiling_measured) == (pytest.approx(132e12, rel=1e-12), False)
     given = gpu_rates(find_gpu("h100").with_rates(bf16_dense_tflops=500.0), None)  # the user's card, not MAMF's
@@ -109,3 +117,13 @@ def test_the_speed_model_divides_by_the_measured_ceiling_or_says_it_had_none() -
         500e12, pytest.approx(400e12, rel=1e-12), False)
     bandwidth_only = find_gpu("h100").with_rates(memory_bandwidth_gb_s=3000.0)
     assert gpu_rates(bandwidth_only, None).achievable_flops == 794.5e12
+
+
+def test_a_card_takes_timed_speedups_only_from_a_timed_card_of_its_chip() -> None:
+    borrowers = [gpu for gpu in gpu_catalog() if gpu.speedups_timed_on]
+    assert [gpu.key for gpu in borrowers] == ["rtx-5090"]
+    for gpu in borrowers:
+        donor = find_gpu(gpu.speedups_timed_on)
+        assert donor.speedups_timed_on is None and donor.measured_fp8_speedup and donor.measured_fp4_speedup
+        assert (donor.family, donor.compute_capability) == (gpu.family, gpu.compute_capability), gpu.key
+        assert gpu.measured_fp8_speedup is gpu.measured_fp4_speedup is None, gpu.key  # its own, where timed, win

@@ -14,6 +14,8 @@ datasheet times ``UNMEASURED_STREAMING_RATIO`` where nobody timed it. On the FP8
 BF16 one times the speedup vLLM's FP8 or NVFP4 linear layers were timed at over its BF16 ones on the card
 (``measured_fp8_speedup``, ``measured_fp4_speedup``), which the best FP8 matmul and the datasheet's FP4 rate
 overstate (a B200's FP4 tensor cores are rated 4x its BF16 ones; vLLM's NVFP4 layer runs 2.17x its BF16 layer).
+A card whose own layers were not timed takes the speedups of a timed card of its chip (``speedups_timed_on``: the
+RTX 5090 those of the RTX PRO 6000 Blackwell, both GB202), since vLLM runs the same kernels on both.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InvalidInput
-from ..gpus import GpuSpec
+from ..gpus import GpuSpec, find_gpu
 from ..model.spec import QuantizationSpec
 
 ComputePath = Literal["bf16", "fp8", "int8", "fp4"]
@@ -53,6 +55,7 @@ class GpuRates(BaseModel):
     ceiling_measured: bool  # False: no measurement of this card (or its rates were given), the datasheet x 0.80
     # the FP8 or FP4 ceiling is the BF16 one times this (vLLM's FP8 or NVFP4 GEMMs timed on the card); None elsewhere
     speedup_over_bf16: float | None = None
+    speedup_timed_on: str | None = None  # the card of the same chip the speedup was timed on, when not this one
     interconnect_bytes_s: float | None  # per direction; None: unknown (TP > 1 then needs it)
     platform: Literal["cuda", "rocm"]
 
@@ -91,13 +94,14 @@ def gpu_rates(gpu: GpuSpec, quantization: QuantizationSpec | None) -> GpuRates:
     link = gpu.interconnect_gb_s * 1e9 if gpu.interconnect_gb_s else None
     achievable, measured = achievable_tflops(gpu, path, tflops)
     streamed_gb_s = gpu.measured_bandwidth_gb_s or gpu.memory_bandwidth_gb_s * UNMEASURED_STREAMING_RATIO
+    speedup, donor = measured_speedup(gpu, path), _speedup_donor(gpu, path)
     return GpuRates(gpu_name=gpu.name, compute_path=path, memory_bandwidth_bytes_s=gpu.memory_bandwidth_gb_s * 1e9,
                     streaming_bandwidth_bytes_s=streamed_gb_s * 1e9,
                     bandwidth_measured=gpu.measured_bandwidth_gb_s is not None,
                     peak_flops=tflops * 1e12, achievable_flops=achievable * 1e12, ceiling_measured=measured,
                     bf16_achievable_flops=achievable_tflops(gpu, "bf16", gpu.bf16_dense_tflops)[0] * 1e12,
-                    speedup_over_bf16=measured_speedup(gpu, path), interconnect_bytes_s=link,
-                    platform=gpu.platform)
+                    speedup_over_bf16=speedup, speedup_timed_on=donor.name if speedup and donor is not gpu else None,
+                    interconnect_bytes_s=link, platform=gpu.platform)
 
 
 def measured_speedup(gpu: GpuSpec, path: ComputePath) -> float | None:
@@ -105,8 +109,20 @@ def measured_speedup(gpu: GpuSpec, path: ComputePath) -> float | None:
     ``gpu``, where both the speedup and the BF16 ceiling were measured; None elsewhere."""
     # NOTE: an MXFP4 checkpoint (gpt-oss) takes the NVFP4 layer's speedup: its quantized layers are its experts alone,
     # whose measured share of the ceiling (expert_kernels.py) was taken against that same NVFP4 rate
-    speedup = {"fp8": gpu.measured_fp8_speedup, "fp4": gpu.measured_fp4_speedup}.get(path)
+    speedup = _timed_speedup(_speedup_donor(gpu, path), path)
     return speedup if speedup and gpu.measured_bf16_tflops else None
+
+
+def _timed_speedup(gpu: GpuSpec, path: ComputePath) -> float | None:
+    return {"fp8": gpu.measured_fp8_speedup, "fp4": gpu.measured_fp4_speedup}.get(path)
+
+
+def _speedup_donor(gpu: GpuSpec, path: ComputePath) -> GpuSpec:
+    """The card whose timed speedup ``gpu`` takes on ``path``: itself where timed, else the card of its chip that was
+    (``speedups_timed_on``)."""
+    if _timed_speedup(gpu, path) is None and gpu.speedups_timed_on:
+        return find_gpu(gpu.speedups_timed_on)
+    return gpu
 
 
 def achievable_tflops(gpu: GpuSpec, path: ComputePath, peak_tflops: float) -> tuple[float, bool]:

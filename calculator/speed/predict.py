@@ -46,6 +46,7 @@ class SpeedEstimate(BaseModel):
     compute_ceiling_tflops: float  # the achievable matmul rate of the path per GPU (calculator/speed/hardware.py)
     compute_ceiling_measured: bool  # False: nobody measured this card, the datasheet x UNMEASURED_CEILING_RATIO
     speedup_over_bf16: float | None = None  # the FP8 or FP4 ceiling is the measured BF16 one times this (hardware.py)
+    speedup_timed_on: str | None = None  # the card of the same chip that speedup was timed on, when not this one
     streaming_bandwidth_gb_s: float  # the rate a step's bytes stream at per GPU (hardware.py), before the efficiency
     streaming_bandwidth_measured: bool  # False: nobody timed this card, the datasheet x UNMEASURED_STREAMING_RATIO
     # the routed experts' FLOPs run at this share of the ceiling (expert_kernels.py); None for a dense model
@@ -187,7 +188,7 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
         traffic=traffic, gpu_name=result.gpu.name if result.gpu else "", num_gpus=result.num_gpus,
         compute_path=replica.rates.compute_path, compute_ceiling_tflops=replica.rates.achievable_flops / 1e12,
         compute_ceiling_measured=replica.rates.ceiling_measured,
-        speedup_over_bf16=replica.rates.speedup_over_bf16,
+        speedup_over_bf16=replica.rates.speedup_over_bf16, speedup_timed_on=replica.rates.speedup_timed_on,
         streaming_bandwidth_gb_s=replica.rates.streaming_bandwidth_bytes_s / 1e9,
         streaming_bandwidth_measured=replica.rates.bandwidth_measured,
         expert_gemm_share=replica.costs.expert_gemm_share if replica.costs.expert_flops_per_token else None,
@@ -224,8 +225,9 @@ def _streaming_source(speed: SpeedEstimate) -> str:
 def _ceiling_source(speed: SpeedEstimate) -> str:
     ceiling = f"matmul ceiling {speed.compute_ceiling_tflops:,.1f} TFLOPS"
     if speed.speedup_over_bf16 is not None:
+        where = f" on the {speed.speedup_timed_on}, a card of the same chip" if speed.speedup_timed_on else ""
         return (f"{ceiling}: the BF16 one measured on the card x {speed.speedup_over_bf16:.2f}, the speedup vLLM's "
-                f"{speed.compute_path.upper()} GEMMs were timed at over its BF16 ones")
+                f"{speed.compute_path.upper()} GEMMs were timed at over its BF16 ones{where}")
     if speed.compute_ceiling_measured:
         return f"{ceiling}, measured on the card"
     # NOTE: the peak is the catalog's datasheet figure or the one the user gave (a custom GPU, --gpu-bf16-tflops):

@@ -34,6 +34,7 @@ def speed_summary(speed: SpeedEstimate, bands: SpeedBands | None = None) -> dict
         "gpu": speed.gpu_name, "num_gpus": speed.num_gpus, "compute_path": speed.compute_path,
         "compute_ceiling_tflops": _number(speed.compute_ceiling_tflops, 1),
         "compute_ceiling_measured": speed.compute_ceiling_measured, "speedup_over_bf16": speed.speedup_over_bf16,
+        "speedup_timed_on": speed.speedup_timed_on,
         "expert_gemm_share": speed.expert_gemm_share,
         "streaming_bandwidth_gb_s": _number(speed.streaming_bandwidth_gb_s, 0),
         "streaming_bandwidth_measured": speed.streaming_bandwidth_measured,
