@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -284,6 +285,10 @@ RUNS: dict[str, Run] = {
     # less the 218-token mean prompt. The runs follow one another on one server with prefix caching on, and the
     # author saw a rerun of the same prompts reach a 50 % hit rate (TTFT 66 -> 51 ms at 4 requests), so the later
     # runs' TTFTs may be lower than a fresh server's; their TPOTs are not moved by it.
+    # The same author's run on the chat endpoint (experiments/exp_concurrency_performance.md: 200 ShareGPT prompts at
+    # --max-concurrency 4, a fresh server, so its prefix cache was cold; the GPU and version as the runs below).
+    "cn4090blog-rtx4090-qwen25-7b-sharegpt-chat-c": Run("Qwen/Qwen2.5-7B-Instruct", "rtx-4090", "0.25.1", "closed",
+                                                        {}, 1830, endpoint="chat"),
     "cn4090blog-rtx4090-qwen25-7b-sharegpt-c": Run("Qwen/Qwen2.5-7B-Instruct", "rtx-4090", "0.25.1", "closed", {},
                                                    1830),
     # GPUStack's gpt-oss-120b pages (the 'baseline', vLLM without any tuning, --max-model-len 32768): 100 ShareGPT
@@ -658,10 +663,14 @@ def _one_at_a_time_with_cached(result: Estimate, constants: SpeedConstants | Non
             "request_per_s": full.request_throughput * full.e2e_ms / e2e_ms}
 
 
+# "no --ignore-eos", "no ignore_eos set", "ignore-eos not stated": a dataset note that names the flag to say it was off
+NEGATED_IGNORE_EOS = re.compile(r"\bno -*ignore[-_]eos|-*ignore[-_]eos (?:not|was not|unset)\b")
+
+
 def fixed_output_lengths(record: dict) -> bool:
     """Whether every request of the record generated the same count: ``--ignore-eos`` or a harness that fixes the
     lengths (otherwise outputs stop at EOS)."""
-    dataset = (record.get("dataset") or "").lower()
+    dataset = NEGATED_IGNORE_EOS.sub("", (record.get("dataset") or "").lower())
     return "ignore-eos" in dataset or "ignore_eos" in dataset or "fixed lengths" in dataset
 
 

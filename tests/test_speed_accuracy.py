@@ -73,7 +73,7 @@ def shared_errors() -> dict[str, dict[str, list[float]]]:
 
 def test_the_records_are_the_shared_data_set_and_the_mined_runs() -> None:
     records = speed_replay.load_records()
-    assert len(records) == 41 + 177 and len({r["id"] for r in records}) == 218
+    assert len(records) == 41 + 178 and len({r["id"] for r in records}) == 219
     assert all(speed_replay.run_for(r) for r in records)  # every record has a replay mapping
     assert len({speed_replay.source_of(r) for r in MINED}) == 45  # held out source by source
 
@@ -281,3 +281,13 @@ def test_gpu_conc_times_the_first_text_after_gpt_osss_harmony_header() -> None:
     # vllm bench serve times the first chunk with choices (the role chunk vLLM sends with the prefill's token)
     record = records["mushfiq-rtx4090-mistral7b-c16"]
     assert speed_replay.predict(record) == speed_replay.served(record)
+
+
+def test_a_dataset_note_that_names_ignore_eos_to_say_it_was_off_is_not_read_as_fixed_lengths() -> None:
+    fixed = speed_replay.fixed_output_lengths
+    assert fixed({"dataset": "random, --ignore-eos"}) and fixed({"dataset": "random (ignore_eos)"})
+    assert not fixed({"dataset": "sharegpt, 200 prompts, no --ignore-eos, backend openai-chat"})
+    assert not fixed({"dataset": "aiperf synthetic prompts (no ignore_eos set; actual mean 499.5)"})
+    assert not fixed({"dataset": "random, 2048 in / 512 out (ignore-eos not stated)"})
+    # the flag off, but the record's own totals show every output ran to its cap
+    assert fixed({"dataset": "random (no --ignore-eos; every output ran to the cap: 102,400 generated = fixed lengths)"})
