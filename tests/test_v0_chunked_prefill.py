@@ -28,3 +28,40 @@ def test_lora_keeps_the_whole_prompt_batch():
     scenario = Scenario(model=LLAMA, gpu="a100-sxm-80gb", vllm_version="0.7.2", max_model_len=131072,
                         enable_lora=True)
     assert estimate(scenario).settings.max_num_batched_tokens == 131072
+
+
+DEEPSEEK = "deepseek-ai/DeepSeek-V3"
+
+
+@pytest.mark.parametrize(("version", "max_model_len", "gpu", "capped"), [
+    ("0.7.3", None, "h200-141gb", True),  # 163,840 tokens on CUDA: 2,048 batched, then chunking forced off
+    ("0.7.1", None, "h200-141gb", True),
+    ("0.7.3", 32768, "h200-141gb", False),  # not past 32K: the whole prompt fits the batch
+    ("0.7.3", None, "mi300x-192gb", False),  # ROCm never chunked: 163,840 batched
+    ("0.8.0", None, "h200-141gb", False),  # 0.8 forces it off on non-GPU platforms only
+    ("0.6.6", None, "h200-141gb", False),  # before MLA (0.7.1) the model ran plain attention
+])
+def test_mla_in_0_7_turns_chunking_off_after_the_batch_was_sized_so_long_prompts_are_refused(version, max_model_len,
+                                                                                             gpu, capped):
+    # vLLM 0.7.1-0.7.3 VllmConfig.__post_init__: "MLA is enabled; forcing chunked prefill and prefix caching to be
+    # disabled." after SchedulerConfig took 2,048 tokens; the V0 scheduler then caps a prompt at
+    # min(max_model_len, max_num_batched_tokens) ("Input prompt (32889 tokens) is too long and exceeds limit of
+    # 2048", vllm#13209 on 0.7.2).
+    result = estimate(Scenario(model=DEEPSEEK, gpu=gpu, vllm_version=version, tensor_parallel_size=8,
+                               max_model_len=max_model_len))
+    warnings = [w for w in result.warnings if "exceeds limit of" in w]
+    assert bool(warnings) is capped
+    if capped:
+        assert result.settings.max_num_batched_tokens == 2048 and "exceeds limit of 2048" in warnings[0]
+        assert "--max-num-batched-tokens 163840" in warnings[0]
+
+
+def test_mla_in_0_7_turns_prefix_caching_off_whatever_the_flag_says():
+    from calculator.engine.workload import prefix_caching_enabled
+
+    asked = estimate(Scenario(model=DEEPSEEK, gpu="h200-141gb", vllm_version="0.7.3", tensor_parallel_size=8,
+                              max_model_len=32768, enable_prefix_caching=True))
+    assert not prefix_caching_enabled(asked)
+    assert any("--enable-prefix-caching has no effect" in w for w in asked.warnings)
+    llama = estimate(Scenario(model=LLAMA, gpu="a100-sxm-80gb", vllm_version="0.7.3", enable_prefix_caching=True))
+    assert prefix_caching_enabled(llama)  # not an MLA model

@@ -29,6 +29,19 @@ def flag_problems(scenario: Scenario, rules: VersionRules, device: Device, *, us
     if scenario.max_num_batched_tokens and max_num_batched_tokens < max_model_len and rules.engine == "v0":
         warnings.append(f"max_num_batched_tokens ({max_num_batched_tokens}) is smaller than max_model_len "
                         f"({max_model_len}): vLLM {rules.version} refuses this unless chunked prefill is enabled")
+    if uses_mla and mla_forces_chunked_prefill_off(rules):
+        if max_num_batched_tokens < max_model_len:
+            warnings.append(
+                f"vLLM {rules.version} turns chunked prefill off for MLA models ('MLA is enabled; forcing chunked "
+                f"prefill and prefix caching to be disabled.') but keeps max_num_batched_tokens at "
+                f"{max_num_batched_tokens:,}, which then caps every prompt: a longer one finishes at once with no "
+                f"output ('Input prompt (N tokens) is too long and exceeds limit of {max_num_batched_tokens}'). "
+                f"Set --max-model-len 32768 or less, or --max-num-batched-tokens {max_model_len}, to serve longer "
+                "prompts")
+        if scenario.enable_prefix_caching:
+            warnings.append(f"vLLM {rules.version} turns prefix caching off for MLA models ('MLA is enabled; "
+                            "forcing chunked prefill and prefix caching to be disabled.'): "
+                            "--enable-prefix-caching has no effect")
     if max_num_batched_tokens > max_num_seqs * max_model_len:
         warnings.append(f"max_num_batched_tokens ({max_num_batched_tokens}) exceeds max_num_seqs * max_model_len "
                         f"({max_num_seqs * max_model_len}). This may lead to unexpected behavior.")
@@ -53,3 +66,10 @@ def oversized_kv_pool_error(scenario: Scenario, budgets: Sequence[MemoryBudget],
                     f"the {budget.total_bytes / GIB:,.2f} GiB GPU are left after the weights and runtime: vLLM "
                     "fails allocating it (CUDA out of memory)")
     return None
+
+
+def mla_forces_chunked_prefill_off(rules: VersionRules) -> bool:
+    """vLLM 0.7.1-0.7.3 ``VllmConfig.__post_init__`` (config.py): a model that runs MLA gets chunked prefill and prefix
+    caching turned off after the scheduler sized its batch, on every platform; 0.8.0 keeps this for non-GPU platforms
+    only ("MLA is enabled on a non-GPU platform")."""
+    return rules.version.at_least(7, 1) and not rules.version.at_least(8)

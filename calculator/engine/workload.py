@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from .estimate import Estimate
+from .flag_checks import mla_forces_chunked_prefill_off
 from .kv_cache import group_blocks_per_request, in_flight_tokens
 
 
@@ -89,7 +90,10 @@ class WorkloadCapacity(BaseModel):
 
 
 def prefix_caching_enabled(result: Estimate) -> bool:
-    """``--enable-prefix-caching`` as vLLM resolves it: on by default in V1, off in V0."""
+    """``--enable-prefix-caching`` as vLLM resolves it: on by default in V1, off in V0, and off for MLA models in
+    0.7.1-0.7.3 whatever the flag says."""
+    if result.model.mla is not None and mla_forces_chunked_prefill_off(result.rules):
+        return False
     given = result.scenario.enable_prefix_caching
     return given if given is not None else result.rules.engine == "v1"
 
