@@ -9,6 +9,7 @@ from .engine.overheads import (
     FORWARD_HIDDEN_TENSORS,
     FORWARD_INTERMEDIATE_TENSORS,
     cudagraph_capture_sizes,
+    max_capture_size,
     sampler_logits_copies,
 )
 from .units import GIB, plural
@@ -44,7 +45,8 @@ def explanation(result: Estimate) -> list[tuple[str, str]]:
                   f"{rows:,} rows × {spec.vocab_size:,} vocab × 4 B; they run one after the other, so the peak is "
                   f"the larger: **{_g(b.activation_bytes)}**."))
     steps.append(("Non-torch memory", f"cuBLAS workspaces and NCCL buffers that grow with TP: **{_g(b.non_torch_bytes)}**."))
-    sizes = cudagraph_capture_sizes(s.max_num_seqs, result.rules, s.max_num_batched_tokens)
+    ceiling = max_capture_size(result.rules, result.gpu.compute_capability if result.gpu else None)
+    sizes = cudagraph_capture_sizes(s.max_num_seqs, result.rules, s.max_num_batched_tokens, ceiling)
     where = b.cudagraph_note or ("subtracted from the KV budget" if b.cudagraph_in_budget
                                  else "paid from the (1 − util) headroom")
     steps.append(("CUDA graphs", "none (enforce-eager)" if s.enforce_eager else

@@ -9,6 +9,7 @@ from calculator.engine.overheads import (
     activation_peak_bytes,
     cudagraph_capture_sizes,
     flashinfer_sampler_bytes,
+    max_capture_size,
     non_torch_bytes,
 )
 from calculator.units import GIB
@@ -26,6 +27,27 @@ class TestCaptureSizes:
         assert len(cudagraph_capture_sizes(256, rules_for("0.11.0"))) == 3 + 31 + 17
         assert cudagraph_capture_sizes(8, rules_for("0.28.0")) == (1, 2, 4, 8, 16)
         assert cudagraph_capture_sizes(1024, rules_for("0.28.0"), max_num_batched_tokens=64)[-1] == 64
+
+    def test_data_centre_blackwell_captures_up_to_1024_from_0_28(self):
+        # vLLM 0.28 config/vllm.py: default_max_graph_size = 1024 if is_device_capability_family(100) else 512
+        # (0.27: 512 everywhere); still bounded by 2 x max_num_seqs and max_num_batched_tokens
+        b200, rtx = (10, 0), (12, 0)
+        assert max_capture_size(rules_for("0.28.0"), b200) == 1024
+        assert max_capture_size(rules_for("0.27.0"), b200) == 512
+        assert max_capture_size(rules_for("0.32.0"), rtx) == max_capture_size(rules_for("0.32.0"), None) == 512
+        sizes = cudagraph_capture_sizes(1024, rules_for("0.28.0"), 16384, max_capture_size(rules_for("0.28.0"), b200))
+        assert sizes == (1, 2, 4, *range(8, 256, 8), *range(256, 1025, 16)) and len(sizes) == 3 + 31 + 49
+        assert cudagraph_capture_sizes(256, rules_for("0.28.0"), 16384, 1024)[-1] == 512  # 2 x max_num_seqs
+
+    def test_the_blackwell_ceiling_reaches_the_memory_estimate(self):
+        from calculator import Scenario, estimate
+
+        def graphs(gpu: str, version: str) -> int:
+            return estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu=gpu,
+                                     vllm_version=version)).budget.cudagraph_bytes
+
+        # max_num_seqs 1024 on a 180 GB card: 83 sizes on a B200 from 0.28 against 51 up to 512 on an H200
+        assert graphs("b200-180gb", "0.28.0") * 51 == graphs("h200-141gb", "0.28.0") * 83
 
 
 def sampler_peak_gib(version: str, model: str = "meta-llama/Llama-3.1-8B-Instruct") -> float:

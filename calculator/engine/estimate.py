@@ -58,6 +58,7 @@ from .overheads import (
     cuda_context_bytes,
     cudagraph_bytes,
     free_drop_persistent_bytes,
+    max_capture_size,
     non_torch_bytes,
     penalty_state_bytes,
 )
@@ -483,6 +484,7 @@ class _Deployment(NamedTuple):
     kernel_refusal: str | None
     layers_on_stage: tuple[int, ...]  # PP stage -> its layers with a KV cache (CUDA graphs are captured per layer)
     warnings: tuple[str, ...]  # the MLA cache of old versions, the proposer, the CPU offload
+    capture_ceiling: int  # the largest batch the default CUDA-graph capture list may reach on the GPU
 
 
 # NOTE: what a sweep point or a slider move changes; every other Scenario field names the deployment.
@@ -535,7 +537,8 @@ def _new_deployment(scenario: Scenario, spec: ModelSpec, rules: VersionRules, gp
                        kernel_refusal=kernel_refusal(rules, kernel, layout, uses_mla=spec.mla is not None),
                        layers_on_stage=tuple(sum(g.layers_per_stage[stage] for g in layout.groups)
                                              for stage in range(pp)),
-                       warnings=tuple(warnings))
+                       warnings=tuple(warnings),
+                       capture_ceiling=max_capture_size(rules, gpu.compute_capability if gpu else None))
 
 
 def _draft_outside_profile(drafter: Proposer | None, settings: ResolvedSettings, rules: VersionRules) -> bool:
@@ -601,7 +604,7 @@ def _stage_budgets(scenario: Scenario, spec: ModelSpec, rules: VersionRules, set
             cudagraph_bytes=cudagraph_bytes(spec, layers_on_rank=layers_on_stage, max_num_seqs=max_num_seqs,
                                             enforce_eager=enforce_eager, rules=rules, device=device,
                                             max_num_batched_tokens=max_num_batched_tokens,
-                                            capture_sizes=capture_sizes),
+                                            capture_sizes=capture_sizes, ceiling=deployment.capture_ceiling),
             subtracts_cudagraph=fixed.subtracts_cudagraph and formula != "v1_extensible",
             cudagraph_note=fixed.cudagraph_note,
             has_startup_check=rules.has_startup_free_memory_check,

@@ -194,20 +194,32 @@ DISTRIBUTED_CONTEXT_BYTES = int(0.25 * GIB)  # assumption: NCCL communicators se
 
 # --- CUDA graphs (§1.5) --------------------------------------------------------------------------------------------
 CUDAGRAPH_MAX_CAPTURE_SIZE = 512
+# vLLM 0.28 (PR #49390, config/vllm.py ``_set_cudagraph_sizes``: "1024 if current_platform.
+# is_device_capability_family(100) else 512"; 0.27 still 512): data-centre Blackwell captures up to 1,024
+BLACKWELL_MAX_CAPTURE_SIZE = 1024
 V0_MAX_CAPTURE_SIZE = 256
 
 
+def max_capture_size(rules: VersionRules | None, compute_capability: tuple[int, int] | None) -> int:
+    """The largest batch vLLM's default capture list may reach on this GPU (before ``max_num_seqs`` bounds it)."""
+    blackwell = compute_capability is not None and compute_capability[0] == 10
+    return (BLACKWELL_MAX_CAPTURE_SIZE if blackwell and rules is not None and rules.version.at_least(28)
+            else CUDAGRAPH_MAX_CAPTURE_SIZE)
+
+
 def cudagraph_capture_sizes(max_num_seqs: int, rules: VersionRules | None = None,
-                            max_num_batched_tokens: int | None = None) -> tuple[int, ...]:
-    """vLLM's default capture sizes for the version (``VersionRules.cudagraph_capture_rule``)."""
+                            max_num_batched_tokens: int | None = None,
+                            ceiling: int = CUDAGRAPH_MAX_CAPTURE_SIZE) -> tuple[int, ...]:
+    """vLLM's default capture sizes for the version (``VersionRules.cudagraph_capture_rule``); ``ceiling``:
+    ``max_capture_size`` of the GPU."""
     rule = rules.cudagraph_capture_rule if rules else "v1_twice_max_num_seqs"
-    return _capture_sizes(max_num_seqs, rule, max_num_batched_tokens)
+    return _capture_sizes(max_num_seqs, rule, max_num_batched_tokens, ceiling)
 
 
 # NOTE: every estimate asks for them, few (max_num_seqs, max_num_batched_tokens) pairs occur, and a tuple is immutable.
 @lru_cache(maxsize=1024)
-def _capture_sizes(max_num_seqs: int, rule: CudagraphCaptureRule,
-                   max_num_batched_tokens: int | None) -> tuple[int, ...]:
+def _capture_sizes(max_num_seqs: int, rule: CudagraphCaptureRule, max_num_batched_tokens: int | None,
+                   ceiling: int = CUDAGRAPH_MAX_CAPTURE_SIZE) -> tuple[int, ...]:
     if rule == "v0":
         # NOTE: V0 pads max_num_seqs up to the next capture size and captures every size up to it (max 256).
         aligned = [1, 2, 4, *range(8, V0_MAX_CAPTURE_SIZE + 1, 8)]
@@ -216,7 +228,7 @@ def _capture_sizes(max_num_seqs: int, rule: CudagraphCaptureRule,
     elif rule == "v1_fixed_512":
         sizes = [1, 2, 4, *range(8, CUDAGRAPH_MAX_CAPTURE_SIZE + 1, 8)]
     else:
-        largest = min(max_num_seqs * 2, CUDAGRAPH_MAX_CAPTURE_SIZE)
+        largest = min(max_num_seqs * 2, ceiling)
         sizes = [size for size in (1, 2, 4, *range(8, 256, 8), *range(256, largest + 1, 16)) if size <= largest]
     if max_num_batched_tokens is not None and rule != "v0":
         sizes = [size for size in sizes if size <= max_num_batched_tokens] or [1]
@@ -381,14 +393,15 @@ def distributed_setup_bytes(*, tensor_parallel_size: int, pipeline_parallel_size
 
 def cudagraph_bytes(spec: ModelSpec, *, layers_on_rank: int, max_num_seqs: int, enforce_eager: bool,
                     rules: VersionRules, device: Device, max_num_batched_tokens: int | None = None,
-                    capture_sizes: tuple[int, ...] | None = None) -> int:
+                    capture_sizes: tuple[int, ...] | None = None,
+                    ceiling: int = CUDAGRAPH_MAX_CAPTURE_SIZE) -> int:
     """CUDA-graph pool: per captured size and layer, buffers that scale with the hidden size.
 
     NOTE: the hidden size, not its TP shard: the residual stream between the pieces is whole on every rank.
     """
     if enforce_eager or device == "cpu":
         return 0
-    sizes = cudagraph_capture_sizes(max_num_seqs, rules, max_num_batched_tokens)
+    sizes = cudagraph_capture_sizes(max_num_seqs, rules, max_num_batched_tokens, ceiling)
     if capture_sizes:  # --cudagraph-capture-sizes: V1 drops sizes above max_num_batched_tokens
         sizes = tuple(size for size in set(capture_sizes)
                       if max_num_batched_tokens is None or size <= max_num_batched_tokens) or (1,)
