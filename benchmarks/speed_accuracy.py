@@ -345,6 +345,11 @@ def regime_section(residuals: dict, factors: dict, held: dict, spans: dict, doma
     if refused:
         rows += ["", "Not scored: the planner says these measured runs cannot start (they did): "
                  + "; ".join(f"`{r}` ({reason})" for r, reason in refused.items()) + "."]
+    unscored = [(r["id"], metric, why) for r in speed_replay.load_records()
+                for metric, why in r.get("unscored", {}).items()]
+    if unscored:
+        rows += ["", "Figures left unscored because their own source contradicts them (each record's `unscored` "
+                 "field): " + "; ".join(f"`{r}` {metric} ({why})" for r, metric, why in unscored) + "."]
     return "\n".join(rows) + "\n"
 
 
