@@ -87,6 +87,9 @@ def test_every_mined_run_says_where_it_comes_from_and_how_to_rerun_it() -> None:
         sent_at_once = speed_replay.run_for(record).mode in ("rate_inf", "burst")
         assert record["concurrency"] or record["request_rate"] or sent_at_once, record["id"]
         assert speed_replay.measured(record), record["id"]
+        for metric, why in record.get("unscored", {}).items():  # a figure its source contradicts, and why
+            assert metric in speed_replay.METRICS and metric not in speed_replay.measured(record), record["id"]
+            assert len(why) > 40, record["id"]
         # the mean (or median) TTFT each source prints is in its quote, as printed
         ttft = record["ttft_ms_mean"]
         if ttft is not None and not record["id"].startswith("gpuconc"):  # gpu_conc: the JSON's full digits
