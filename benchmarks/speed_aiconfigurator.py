@@ -27,7 +27,8 @@ from calculator.model.model_source import load_config  # noqa: E402
 
 CACHE = speed_replay.DATA / "speed_aiconfigurator.json"
 # Our catalog key -> AIConfigurator system with a vLLM database (A100 40GB differs in bandwidth: not mapped).
-SYSTEMS = {"a100-sxm-80gb": "a100_sxm", "h100-sxm-80gb": "h100_sxm", "b200-180gb": "b200_sxm", "l40s-48gb": "l40s"}
+SYSTEMS = {"a100-sxm-80gb": "a100_sxm", "h100-sxm-80gb": "h100_sxm", "h200-141gb": "h200_sxm", "b200-180gb": "b200_sxm",
+           "b300-288gb": "b300_sxm", "l40s-48gb": "l40s", "rtx-pro-6000-blackwell": "rtx_pro_6000_server"}
 PRINTED = {"ttft_ms": r"TTFT:\s+([\d,.]+) ms", "tpot_ms": r"TPOT:\s+([\d,.]+) ms",
            "e2e_ms": r"Request Latency:\s+([\d,.]+) ms", "output_tok_s": r"tokens/s:\s+([\d,.]+)"}
 
@@ -49,19 +50,29 @@ def predict(record: dict, binary: str) -> dict:
     prompt, output = speed_replay.lengths(record)
     batch = int(record["concurrency"] or min(record["num_prompts"], run.settings.get("max_num_seqs", 256)))
     config, _ = load_config(run.model)
+    tp = run.settings.get("tensor_parallel_size", 1)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "config.json").write_text(json.dumps(config))
         command = [binary, "cli", "estimate", "--model-path", folder, "--system", SYSTEMS[run.gpu], "--backend",
                    "vllm", "--isl", str(prompt), "--osl", str(output), "--batch-size", str(batch),
-                   "--tp-size", str(run.settings.get("tensor_parallel_size", 1))]
+                   "--tp-size", str(tp)]
+        if run.settings.get("quantization") == "fp8":  # --quantization fp8 on a BF16 checkpoint: dynamic FP8
+            command += ["--gemm-quant-mode", "fp8", "--moe-quant-mode", "fp8"]
+        if str(run.settings.get("kv_cache_dtype", "")).startswith("fp8"):
+            command += ["--kvcache-quant-mode", "fp8"]
+        if speed_replay.deployment(record["id"]).model.moe is not None:
+            # NOTE: vLLM shards the experts like the dense layers (tensor parallel) unless expert parallelism is on
+            ep = tp if run.settings.get("enable_expert_parallel") else 1
+            command += ["--moe-tp-size", str(tp // ep), "--moe-ep-size", str(ep)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     text = done.stdout + done.stderr
     values = {metric: float(m.group(1).replace(",", "")) for metric, pattern in PRINTED.items()
               if (m := re.search(pattern, text))}
     shown = " ".join(command[1:]).replace(folder, f"<config of {run.model}>")
     if not values:
-        error = next((line.strip() for line in text.splitlines() if "rror" in line), text.strip()[-200:])
-        return {"error": error[:300], "command": shown}
+        # NOTE: the last "...Error: why" line, not a traceback's "raise RuntimeError(" line above it
+        error = next((line.strip() for line in reversed(text.splitlines()) if "Error:" in line), text.strip()[-200:])
+        return {"error": error.replace(folder, "<config>")[:300], "command": shown}
     return {**values, "command": shown}
 
 
