@@ -68,7 +68,7 @@ def predict(record: dict, binary: str) -> dict:
     text = done.stdout + done.stderr
     values = {metric: float(m.group(1).replace(",", "")) for metric, pattern in PRINTED.items()
               if (m := re.search(pattern, text))}
-    shown = " ".join(command[1:]).replace(folder, f"<config of {run.model}>")
+    shown = " ".join(command[1:]).replace(folder, f"<config of {run.model.replace(f'{ROOT}/', '')}>")
     if not values:
         # NOTE: the last "...Error: why" line, not a traceback's "raise RuntimeError(" line above it
         error = next((line.strip() for line in reversed(text.splitlines()) if "Error:" in line), text.strip()[-200:])

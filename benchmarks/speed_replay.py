@@ -462,7 +462,8 @@ RUNS: dict[str, Run] = {
     # arXiv 2601.09527's raw data (hholtmann/llm-consumer-gpu-benchmark, RTX 5090 on vast.ai, vLLM 0.12.0 as its image
     # pins): --max-model-len 9216 --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9, prefix caching at its
     # default; NVIDIA aiperf 0.3.0 on the chat endpoint (thinking off), 500 synthetic 8,192-token prompts in a closed
-    # loop after 5 warm-up requests (prompts of their own), max_tokens 512 with EOS allowed; its TTFT ends at the first chunk with text or reasoning.
+    # loop after 5 warm-up requests (prompts of their own), max_tokens 512 with EOS allowed; its TTFT ends at the
+    # first chunk with text or reasoning.
     # Qwen3-8B-NVFP4 is Qwen3-8B's config with ModelOpt's NVFP4 quantization (group 16, the LM head excluded).
     "knoop2601-rtx5090-qwen3-8b-bf16": Run("Qwen/Qwen3-8B", "rtx-5090", "0.12.0", "closed", KNOOP_SETTINGS, 512,
                                            first_token="text", endpoint="chat"),

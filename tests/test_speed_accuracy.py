@@ -295,4 +295,4 @@ def test_a_dataset_note_that_names_ignore_eos_to_say_it_was_off_is_not_read_as_f
     assert not fixed({"dataset": "aiperf synthetic prompts (no ignore_eos set; actual mean 499.5)"})
     assert not fixed({"dataset": "random, 2048 in / 512 out (ignore-eos not stated)"})
     # the flag off, but the record's own totals show every output ran to its cap
-    assert fixed({"dataset": "random (no --ignore-eos; every output ran to the cap: 102,400 generated = fixed lengths)"})
+    assert fixed({"dataset": "random (no --ignore-eos; every output ran to its cap: 102,400 = fixed lengths)"})

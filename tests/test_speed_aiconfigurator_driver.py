@@ -12,8 +12,9 @@ from pathlib import Path
 from benchmarks import speed_aiconfigurator, speed_replay
 
 ESTIMATE = "  TTFT: 47.599 ms\n  TPOT: 3.701 ms\n  Request Latency: 3,526.286 ms\n  tokens/s: 1,066.28\n"
-OOM = ("Traceback (most recent call last):\n    raise RuntimeError(\nRuntimeError: OOM: the model '$model' does not fit in "
-       "GPU memory on system 'h100_sxm' with the given parallelism (tp=1, pp=1, dp=1).\n")
+OOM = ("Traceback (most recent call last):\n    raise RuntimeError(\n"
+       "RuntimeError: OOM: the model '$model' does not fit in GPU memory on system 'h100_sxm' with the given "
+       "parallelism (tp=1, pp=1, dp=1).\n")
 
 
 def _binary(tmp_path, printed: str) -> tuple[str, Path]:
