@@ -468,8 +468,7 @@ RUNS: dict[str, Run] = {
     "knoop2601-rtx5090-qwen3-8b-bf16": Run("Qwen/Qwen3-8B", "rtx-5090", "0.12.0", "closed", KNOOP_SETTINGS, 512,
                                            first_token="text", endpoint="chat"),
     "knoop2601-rtx5090-qwen3-8b-nvfp4": Run(_config("nvidia__Qwen3-8B-NVFP4"), "rtx-5090", "0.12.0", "closed",
-                                            KNOOP_SETTINGS, 512, first_token="text",
-                                            endpoint="chat"),
+                                            KNOOP_SETTINGS, 512, first_token="text", endpoint="chat"),
     "knoop2601-rtx5090-gpt-oss-20b": Run("openai/gpt-oss-20b", "rtx-5090", "0.12.0", "closed", KNOOP_SETTINGS, 512,
                                          first_token="text", endpoint="chat"),
 }
