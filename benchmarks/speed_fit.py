@@ -112,15 +112,16 @@ def _log_errors(constants: SpeedConstants, record: dict) -> list[tuple]:
 def _terms_read(record_id: str) -> tuple[str, ...]:
     """The constants a record's replay reads (calculator/speed/step_time.py, predict.py, moe_dispatch.py): the
     eager launch cost only without CUDA graphs, the graph-mode gaps only with them (the full graph's only where
-    decode steps replay one), the MoE latency only with MoE layers (0 x the term otherwise), the collective's
-    latency and efficiency only across GPUs (TP, PP, or an MoE model's DP dispatch)."""
+    decode steps replay one, or where an MLA block's measured latency is set against it), the MoE latency only
+    with MoE layers (0 x the term otherwise), the collective's latency and efficiency only across GPUs (TP, PP, or
+    an MoE model's DP dispatch)."""
     costs = forward_costs(replay.deployment(record_id))
     unread = set()
     if costs.cuda_graphs:
         unread.add("eager_kernel_overhead_s")
     else:
         unread |= {"piecewise_layer_overhead_s", "full_graph_kernel_overhead_s"}
-    if not costs.full_decode_graphs:
+    if not costs.full_decode_graphs and costs.mla_decode_excess is None:
         unread.add("full_graph_kernel_overhead_s")
     if not costs.moe_layers:
         unread.add("moe_layer_overhead_s")

@@ -418,3 +418,39 @@ def test_the_share_table_is_the_one_the_kernel_database_gives() -> None:
             for family, forms in measured["shares"].items()} == EXPERT_GEMM_SHARE
     assert all(round(row["moe_tflops"] / row["dense_tflops"], 2) == pytest.approx(row["share"], abs=0.011)
                for forms in measured["shares"].values() for row in forms.values())
+
+
+# DeepSeek-V3.2 (config.json): 61 layers, 128 query heads, kv_lora_rank 512 + qk_rope_head_dim 64 = a 576-wide
+# latent, an indexer of 64 heads of 128 that keeps the top 2,048 tokens, its keys cached as 128 fp8 bytes plus one
+# fp32 scale.
+DSV32_LAYERS, DSV32_ABSORBED = 61, 576 + 512  # scores over the 576-wide latent, mixes the 512-wide one
+DSV32_INDEXER_FLOPS = 61 * 2 * 64 * 128
+
+
+def test_deepseek_sparse_attention_scores_the_top_k_latents_at_the_heads_flashmla_pads_to() -> None:
+    costs, _ = _deployment("deepseek-ai/DeepSeek-V3.2", gpu="h200-141gb", tensor_parallel_size=8)
+    sparse, indexer = sorted(costs.attention, key=lambda group: group.window_tokens is None)
+    # 16 heads a rank, padded to 64 on Hopper; prompts take the same absorbed form as decode (sparse MQA)
+    assert (sparse.window_tokens, sparse.sparse_mla_heads) == (2048, 16)
+    assert sparse.decode_flops_per_context_token == sparse.prefill_flops_per_context_token == (
+        DSV32_LAYERS * 2 * 64 * DSV32_ABSORBED)
+    assert sparse.kv_bytes_per_context_token == DSV32_LAYERS * 576 * 2  # the BF16 latent, read for 2,048 tokens
+    assert (indexer.window_tokens, indexer.kv_bytes_per_context_token) == (None, DSV32_LAYERS * (128 + 4))
+    assert indexer.decode_flops_per_context_token == indexer.prefill_flops_per_context_token == DSV32_INDEXER_FLOPS
+    # at 10,000 tokens of context a decode scores all of them with the indexer and attends to 2,048
+    assert costs.decode_attention_flops(10_000) == 2048 * DSV32_LAYERS * 2 * 64 * DSV32_ABSORBED + (
+        10_000 * DSV32_INDEXER_FLOPS)
+    assert costs.kv_read_bytes(10_000) == 2048 * DSV32_LAYERS * 576 * 2 + 10_000 * DSV32_LAYERS * 132
+
+
+@pytest.mark.parametrize(("gpu", "kv_cache_dtype", "decode_heads", "prompt_heads"), [
+    ("b200-180gb", "auto", 128, 128),  # Blackwell's BF16 kernel takes 128 heads
+    ("b200-180gb", "fp8_ds_mla", 64, 128),  # the FP8 decode kernel 64 (up to 64 heads); prompts the BF16 one
+])
+def test_blackwell_pads_sparse_mla_to_its_own_kernels_head_count(gpu: str, kv_cache_dtype: str, decode_heads: int,
+                                                                 prompt_heads: int) -> None:
+    costs, _ = _deployment("deepseek-ai/DeepSeek-V3.2", gpu=gpu, tensor_parallel_size=8,
+                           kv_cache_dtype=kv_cache_dtype)
+    sparse = next(group for group in costs.attention if group.sparse_mla_heads)
+    assert sparse.decode_flops_per_context_token == DSV32_LAYERS * 2 * decode_heads * DSV32_ABSORBED
+    assert sparse.prefill_flops_per_context_token == DSV32_LAYERS * 2 * prompt_heads * DSV32_ABSORBED

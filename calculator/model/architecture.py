@@ -178,7 +178,9 @@ def _mla_spec(text: Mapping[str, Any]) -> MlaSpec | None:
     return MlaSpec(kv_lora_rank=int(text["kv_lora_rank"]), qk_rope_head_dim=int(text["qk_rope_head_dim"]),
                    qk_nope_head_dim=int(text.get("qk_nope_head_dim") or 0),
                    v_head_dim=int(text.get("v_head_dim") or 0),
-                   q_lora_rank=text.get("q_lora_rank"))
+                   q_lora_rank=text.get("q_lora_rank"), index_topk=text.get("index_topk"),
+                   index_n_heads=int(text.get("index_n_heads") or 0),
+                   index_head_dim=int(text.get("index_head_dim") or 0))
 
 
 def _sliding_flags(text: Mapping[str, Any], model_type: str, num_layers: int) -> list[bool]:

@@ -64,6 +64,11 @@ class MlaSpec(_Frozen):
     qk_nope_head_dim: int
     v_head_dim: int
     q_lora_rank: int | None = None
+    # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): each query attends to the index_topk earlier tokens its
+    # indexer (index_n_heads heads of index_head_dim) scores highest
+    index_topk: int | None = None
+    index_n_heads: int = 0
+    index_head_dim: int = 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -19,6 +19,8 @@ from ..model.quantization import converts, excluded_layers
 from ..model.spec import LayerAttention, ModelSpec, QuantizationSpec, WeightTensor
 from ..units import round_up
 from .expert_kernels import expert_gemm_share
+from .hardware import compute_path
+from .mla_kernels import mla_decode_excess
 from .moe_dispatch import moe_dispatch_bytes_per_token
 
 # Roles a decode step does not stream from HBM: the embedding is a lookup of B rows; vision towers and projectors
@@ -35,6 +37,10 @@ TP_ALL_REDUCES_PER_LAYER = 2  # after attention (o_proj) and after the MLP/MoE (
 # SiLU-and-mul, down GEMM. MoE (fused_moe): norm, router GEMM, top-k, align/sort, two grouped GEMMs, activation,
 # weighted sum; shared experts add gate_up, activation, down and the add.
 KERNELS_ATTENTION, KERNELS_MLA, KERNELS_MLA_NO_Q_LORA, KERNELS_MAMBA = 6, 13, 11, 6
+# FlashMLA's sparse kernels take a multiple of 64 query heads a rank on Hopper and of 128 on Blackwell
+# (FlashMLASparseImpl.prefill_padding: "kernel requires num_local_head to be a multiple of 64 on hopper and 128 on
+# blackwell"); vLLM pads the heads a rank holds up to it.
+SPARSE_MLA_HEAD_MULTIPLE = {"hopper": 64, "blackwell": 128}
 KERNELS_DENSE_MLP, KERNELS_MOE, KERNELS_SHARED_EXPERTS = 4, 8, 4
 # MXFP4 experts on CDNA3 (gfx942: MI300X, MI300A, MI325X). vLLM runs them through OpenAI's triton_kernels
 # ``matmul_ogs`` (Mxfp4Backend.TRITON: ``get_mxfp4_backend`` in quantization/mxfp4.py, 0.10.2: ROCm with
@@ -60,6 +66,7 @@ class AttentionGroup(BaseModel):
     kv_bytes_per_context_token: float  # all layers of the group, this rank
     decode_flops_per_context_token: float  # one query token attending over one context token, all layers
     prefill_flops_per_context_token: float  # the same in prefill (MLA runs un-absorbed there)
+    sparse_mla_heads: int = 0  # DeepSeek sparse attention: the query heads on this rank (forward_costs pads them)
 
 
 class ForwardCosts(BaseModel):
@@ -88,6 +95,8 @@ class ForwardCosts(BaseModel):
     activation_bytes_per_token: float  # hidden and intermediate tensors written and read, all layers
     layers: int  # decoder layers on the busiest stage
     moe_layers: int  # of which mixture-of-experts layers
+    mla_layers: int = 0  # of which multi-head latent attention layers
+    mla_kernels_per_layer: int = 0
     kernels_per_step: int  # GPU kernels a decode step launches on the busiest rank (all its layers)
     cuda_graphs: bool  # False under --enforce-eager: every kernel launch is paid from the CPU
     # decode-only steps replay one full CUDA graph (V0; V1 from 0.11, FULL_AND_PIECEWISE); otherwise, and in every
@@ -118,6 +127,9 @@ class ForwardCosts(BaseModel):
     # this many bytes per local token over the link (dispatch and combine, ``moe_dispatch.py``).
     moe_token_ranks: int = 1
     moe_dispatch_bytes_per_token: float = 0.0
+    # Seconds an MLA block takes at decode beyond streaming its bytes, at ``mla_kernels.MLA_BATCHES`` requests, as
+    # timed on a card of this family (mla_kernels.py); None where nobody timed it.
+    mla_decode_excess: tuple[float, ...] | None = None
 
     @property
     def tokens_per_decode_step(self) -> float:
@@ -178,6 +190,12 @@ def forward_costs(result: Estimate) -> ForwardCosts:
                                          all2all_backend=scenario.all2all_backend, dtype_bytes=s.dtype_bytes)))
     if (floor := expert_gemm_floor_s(result)) > 0:
         extra["expert_gemm_floor_s"] = floor
+    if result.gpu is not None and any(group.sparse_mla_heads for group in costs.attention):
+        extra["attention"] = _padded_sparse_mla(costs.attention, result.gpu.family, s.kv_cache_dtype)
+    if costs.mla_layers and result.gpu is not None:
+        extra["mla_decode_excess"] = mla_decode_excess(
+            result.gpu.family, compute_path(result.gpu, result.quantization),
+            math.ceil(result.model.num_attention_heads / s.tensor_parallel_size))
     if costs.expert_flops_per_token:
         extra["expert_gemm_share"] = expert_gemm_share(result.gpu.family if result.gpu else None,
                                                        result.quantization)
@@ -192,6 +210,27 @@ def forward_costs(result: Estimate) -> ForwardCosts:
                          draft_kv_bytes_per_context_token=sum(g.kv_bytes_per_context_token for g in draft.attention),
                          draft_flops_per_token=draft.linear_flops_per_token, draft_kernels=draft.kernels_per_step)
     return costs.model_copy(update=extra) if extra else costs
+
+
+def _padded_sparse_mla(groups: tuple[AttentionGroup, ...], gpu_family: str,
+                       kv_cache_dtype: str) -> tuple[AttentionGroup, ...]:
+    """The sparse-MLA groups' FLOPs at the query heads FlashMLA's sparse kernels compute: vLLM pads a rank's heads to
+    ``SPARSE_MLA_HEAD_MULTIPLE`` (the BF16 kernel, which runs every step of a BF16 cache and the prompts of an FP8
+    one; an ``fp8_ds_mla`` cache decodes at 64 heads up to 64, else 128). Other GPUs have no sparse FlashMLA."""
+    multiple = SPARSE_MLA_HEAD_MULTIPLE.get(gpu_family)
+    if multiple is None:
+        return groups
+    padded = []
+    for group in groups:
+        heads = group.sparse_mla_heads
+        if heads:
+            decode_heads = (64 if heads <= 64 else 128) if kv_cache_dtype == "fp8_ds_mla" else round_up(heads, multiple)
+            group = group.model_copy(update={
+                "decode_flops_per_context_token": group.decode_flops_per_context_token * decode_heads / heads,
+                "prefill_flops_per_context_token": group.prefill_flops_per_context_token
+                * round_up(heads, multiple) / heads})
+        padded.append(group)
+    return tuple(padded)
 
 
 def expert_gemm_floor_s(result: Estimate) -> float:
@@ -257,6 +296,7 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
             mamba_state_bytes(state, tensor_parallel_size=tp, model_dtype_bytes=dtype_bytes)
             for layer in on_stage for state in (layer, layer.parallel_state) if state and state.kind == "mamba"),
         activation_bytes_per_token=activation, layers=len(on_stage), moe_layers=moe_layers,
+        mla_layers=sum(1 for layer in on_stage if layer.kind == "mla"), mla_kernels_per_layer=_mla_kernels(spec),
         kernels_per_step=kernels, cuda_graphs=cuda_graphs, full_decode_graphs=full_decode_graphs,
         async_scheduling=async_scheduling,
         all_reduce_bytes_per_token=float(spec.hidden_size * dtype_bytes),
@@ -265,11 +305,16 @@ def _forward_costs(spec: ModelSpec, tp: int, pp: int, dtype_bytes: int, kv_cache
 
 def _kernels(spec: ModelSpec, layers: list[LayerAttention], moe_layers: int) -> int:
     """Kernels of the decode step over ``layers`` (``moe_layers`` of them with a MoE block)."""
-    mla = KERNELS_MLA if spec.mla is not None and spec.mla.q_lora_rank else KERNELS_MLA_NO_Q_LORA
+    mla = _mla_kernels(spec)
     mixers = sum(mla if layer.kind == "mla" else KERNELS_MAMBA if layer.kind == "mamba" else KERNELS_ATTENTION
                  for layer in layers)
     moe = KERNELS_MOE + (KERNELS_SHARED_EXPERTS if spec.moe and spec.moe.num_shared_experts else 0)
     return mixers + moe_layers * moe + (len(layers) - moe_layers) * KERNELS_DENSE_MLP
+
+
+def _mla_kernels(spec: ModelSpec) -> int:
+    """Kernels of one MLA block at decode (two fewer without a q LoRA: no q_a GEMM and its norm)."""
+    return KERNELS_MLA if spec.mla is not None and spec.mla.q_lora_rank else KERNELS_MLA_NO_Q_LORA
 
 
 def _unconverted_share(quantization: QuantizationSpec, tensor: WeightTensor, first: int, last: int) -> float:
@@ -296,7 +341,14 @@ def _params_per_rank(tensor: WeightTensor, tp: int, first: int, last: int, exper
 def _attention_groups(spec: ModelSpec, layers: list[LayerAttention], tp: int, dtype_bytes: int,
                       kv_cache_dtype: str) -> tuple[AttentionGroup, ...]:
     q_heads = math.ceil(spec.num_attention_heads / tp)
-    groups: dict[int | None, list[float]] = {}
+    groups: dict[tuple[int | None, int], list[float]] = {}  # (window, sparse MLA heads) -> kv, decode, prefill
+
+    def add(window: int | None, sparse_heads: int, kv: float, decode: float, prefill: float) -> None:
+        totals = groups.setdefault((window, sparse_heads), [0.0, 0.0, 0.0])
+        totals[0] += kv
+        totals[1] += decode
+        totals[2] += prefill
+
     for layer in layers:
         if layer.kind == "mamba" or layer.stateless:
             continue
@@ -310,11 +362,18 @@ def _attention_groups(spec: ModelSpec, layers: list[LayerAttention], tp: int, dt
             # prefill expands K/V per head (qk_nope + rope for scores, v_head_dim for values).
             decode = 2.0 * q_heads * (mla.latent_size + mla.kv_lora_rank)
             prefill = 2.0 * q_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+            if layer.indexer_bytes_per_token and mla.index_topk:
+                # NOTE: DeepSeek sparse attention (FlashMLASparseImpl.forward_mqa): the sparse kernels run the absorbed
+                # 576/512 MQA form for prompts too, over the top-k latents the indexer picks; the indexer (replicated
+                # on every rank) scores every earlier token with its own heads.
+                indexer = layer.indexer_bytes_per_token
+                add(mla.index_topk, q_heads, kv - indexer, decode, decode)
+                scores = 2.0 * mla.index_n_heads * mla.index_head_dim
+                add(None, 0, indexer, scores, scores)
+                continue
         else:
             decode = prefill = 2.0 * q_heads * (layer.head_size + (layer.head_size_v or layer.head_size))
-        totals = groups.setdefault(window, [0.0, 0.0, 0.0])
-        totals[0] += kv
-        totals[1] += decode
-        totals[2] += prefill
-    return tuple(AttentionGroup(window_tokens=w, kv_bytes_per_context_token=t[0], decode_flops_per_context_token=t[1],
-                                prefill_flops_per_context_token=t[2]) for w, t in groups.items())
+        add(window, 0, kv, decode, prefill)
+    return tuple(AttentionGroup(window_tokens=window, kv_bytes_per_context_token=t[0],
+                                decode_flops_per_context_token=t[1], prefill_flops_per_context_token=t[2],
+                                sparse_mla_heads=heads) for (window, heads), t in groups.items())

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from .calibration import SpeedConstants
 from .costs import TP_ALL_REDUCES_PER_LAYER, ForwardCosts
 from .hardware import GpuRates
+from .mla_kernels import excess_at
 from .moe_dispatch import moe_dispatch_s
 
 
@@ -122,6 +123,12 @@ def step_time(costs: ForwardCosts, rates: GpuRates, constants: SpeedConstants, *
             share = 1.0
         kernels = share * pieces + (1.0 - share) * launched * constants.full_graph_kernel_overhead_s
     kernels += costs.moe_layers * constants.moe_layer_overhead_s
+    if costs.mla_decode_excess is not None and decode_tokens:
+        # NOTE: the MLA block's measured latency beyond its bytes was timed in one full CUDA graph, whose kernel gaps
+        # the line above already counts; what it exceeds them by is the block's own (mla_kernels.py).
+        beyond = (excess_at(costs.mla_decode_excess, decode_tokens * (k + 1))
+                  - costs.mla_kernels_per_layer * constants.full_graph_kernel_overhead_s)
+        kernels += costs.mla_layers * max(0.0, beyond)
     host = constants.step_overhead_s + constants.sequence_overhead_s * requests
     # NOTE: model_construct skips validation: every field is a float computed above (this runs ~10^4 times per
     # recommender call).
