@@ -102,3 +102,23 @@ def test_heads_between_the_timed_counts_take_the_nearest_in_ratio_and_batches_in
     assert mla_decode_excess("hopper", "int8", 16) == mla_decode_excess("hopper", "bf16", 16)  # not FP8: BF16
     excess = (1.0, 2.0, 3.0, 4.0)
     assert [excess_at(excess, n) for n in (0.5, 1, 2, 4, 32, 64, 1000)] == pytest.approx([1, 1, 1.5, 2, 3.5, 4, 4])
+
+
+def test_the_speed_note_names_the_measured_block_and_the_padded_sparse_heads() -> None:
+    from calculator.speed.predict import ceiling_note, speed_estimate
+    from calculator.speed.summary import speed_summary
+    from calculator.speed.traffic import Traffic
+
+    result = estimate(Scenario(model="deepseek-ai/DeepSeek-V3.2", gpu="h200-141gb", tensor_parallel_size=8))
+    speed = speed_estimate(result, Traffic(input_tokens=2000, output_tokens=200, concurrency=4))
+    # four running requests: 89.4 us a layer (the 4-request figure); 128 heads / TP 8 = 16, padded to 64 on Hopper
+    assert speed.running_requests == 4 and speed.mla_block_us == pytest.approx(89.4, rel=1e-9)
+    assert speed.sparse_mla_heads == (16, 64)
+    note = ceiling_note(speed)
+    assert "MLA attention 89 us a layer beyond its bytes at 4 running requests" in note
+    assert "at 64 query heads a GPU, FlashMLA's sparse kernels padding its 16" in note
+    assert {key: speed_summary(speed)[key] for key in ("mla_block_us", "sparse_mla_heads")} == {
+        "mla_block_us": 89.4, "sparse_mla_heads": [16, 64]}  # the JSON the CLI prints
+    dense = speed_estimate(estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")),
+                           Traffic(input_tokens=2000, output_tokens=200, concurrency=4))
+    assert (dense.mla_block_us, dense.sparse_mla_heads) == (None, None) and "MLA" not in ceiling_note(dense)

@@ -67,6 +67,7 @@ class AttentionGroup(BaseModel):
     decode_flops_per_context_token: float  # one query token attending over one context token, all layers
     prefill_flops_per_context_token: float  # the same in prefill (MLA runs un-absorbed there)
     sparse_mla_heads: int = 0  # DeepSeek sparse attention: the query heads on this rank (forward_costs pads them)
+    sparse_mla_padded_heads: int = 0  # the heads FlashMLA's sparse kernels compute for them (prompts)
 
 
 class ForwardCosts(BaseModel):
@@ -224,11 +225,12 @@ def _padded_sparse_mla(groups: tuple[AttentionGroup, ...], gpu_family: str,
     for group in groups:
         heads = group.sparse_mla_heads
         if heads:
-            decode_heads = (64 if heads <= 64 else 128) if kv_cache_dtype == "fp8_ds_mla" else round_up(heads, multiple)
+            prompt_heads = round_up(heads, multiple)
+            decode_heads = (64 if heads <= 64 else 128) if kv_cache_dtype == "fp8_ds_mla" else prompt_heads
             group = group.model_copy(update={
                 "decode_flops_per_context_token": group.decode_flops_per_context_token * decode_heads / heads,
-                "prefill_flops_per_context_token": group.prefill_flops_per_context_token
-                * round_up(heads, multiple) / heads})
+                "prefill_flops_per_context_token": group.prefill_flops_per_context_token * prompt_heads / heads,
+                "sparse_mla_padded_heads": prompt_heads})
         padded.append(group)
     return tuple(padded)
 

@@ -16,6 +16,7 @@ from .calibration import BAND_FACTOR, SpeedConstants, constants_for
 from .costs import ForwardCosts, forward_costs
 from .front_end import Endpoint, FrontEndWork, front_end_work
 from .hardware import UNMEASURED_CEILING_RATIO, UNMEASURED_STREAMING_RATIO, ComputePath, GpuRates, gpu_rates
+from .mla_kernels import excess_at
 from .prices import GpuPrice, gpu_price
 from .queueing import QueueWait, closed_loop_wait, open_loop_wait, p95_with_step_in_flight
 from .scheduler import ServedConcurrency, SteadyState, prefill_time_s, served_concurrency, steady_state
@@ -51,6 +52,11 @@ class SpeedEstimate(BaseModel):
     streaming_bandwidth_measured: bool  # False: nobody timed this card, the datasheet x UNMEASURED_STREAMING_RATIO
     # the routed experts' FLOPs run at this share of the ceiling (expert_kernels.py); None for a dense model
     expert_gemm_share: float | None = None
+    # an MLA block's decode latency beyond its bytes at the running requests, as timed on the card's family
+    # (mla_kernels.py); None without MLA or where nobody timed it
+    mla_block_us: float | None = None
+    # DeepSeek sparse attention: (query heads a GPU, the heads FlashMLA's sparse kernels compute for them)
+    sparse_mla_heads: tuple[int, int] | None = None
     concurrency: ServedConcurrency
     running_requests: float  # mean requests in the engine (under a rate: rate x service time)
     ttft_ms: float
@@ -192,6 +198,10 @@ def speed_estimate(result: Estimate, traffic: Traffic, *, constants: SpeedConsta
         streaming_bandwidth_gb_s=replica.rates.streaming_bandwidth_bytes_s / 1e9,
         streaming_bandwidth_measured=replica.rates.bandwidth_measured,
         expert_gemm_share=replica.costs.expert_gemm_share if replica.costs.expert_flops_per_token else None,
+        mla_block_us=(excess_at(replica.costs.mla_decode_excess, running) * 1e6
+                      if replica.costs.mla_decode_excess is not None else None),
+        sparse_mla_heads=next(((group.sparse_mla_heads, group.sparse_mla_padded_heads or group.sparse_mla_heads)
+                               for group in replica.costs.attention if group.sparse_mla_heads), None),
         concurrency=limits, running_requests=running,
         ttft_ms=ttft_ms, ttft_p95_ms=ttft_p95_s * MS, tpot_ms=tpot_ms,
         e2e_ms=ttft_ms + (traffic.output_tokens - 1) * tpot_ms, queue_wait_ms=wait.mean_s * MS,
@@ -210,7 +220,20 @@ def ceiling_note(speed: SpeedEstimate) -> str:
     and the routed experts' share of the ceiling."""
     return (_ceiling_source(speed) + (f"; routed experts at {speed.expert_gemm_share:.2f} of it, the rate vLLM's "
                                       "fused-MoE kernels were timed at" if speed.expert_gemm_share is not None else "")
-            + "; " + _streaming_source(speed))
+            + "; " + _streaming_source(speed) + _attention_source(speed))
+
+
+def _attention_source(speed: SpeedEstimate) -> str:
+    """What DeepSeek-style attention adds, where the deployment has it."""
+    note = ""
+    if speed.mla_block_us is not None:
+        note += (f"; MLA attention {speed.mla_block_us:,.0f} us a layer beyond its bytes at "
+                 f"{speed.running_requests:,.0f} running requests, as vLLM's module was timed on a card of this family")
+    if speed.sparse_mla_heads is not None:
+        heads, padded = speed.sparse_mla_heads
+        note += "; sparse attention over the indexer's top-k tokens" + (
+            f" at {padded} query heads a GPU, FlashMLA's sparse kernels padding its {heads}" if padded != heads else "")
+    return note
 
 
 def _streaming_source(speed: SpeedEstimate) -> str:

@@ -36,6 +36,8 @@ def speed_summary(speed: SpeedEstimate, bands: SpeedBands | None = None) -> dict
         "compute_ceiling_measured": speed.compute_ceiling_measured, "speedup_over_bf16": speed.speedup_over_bf16,
         "speedup_timed_on": speed.speedup_timed_on,
         "expert_gemm_share": speed.expert_gemm_share,
+        "mla_block_us": _number(speed.mla_block_us, 1),
+        "sparse_mla_heads": list(speed.sparse_mla_heads) if speed.sparse_mla_heads else None,
         "streaming_bandwidth_gb_s": _number(speed.streaming_bandwidth_gb_s, 0),
         "streaming_bandwidth_measured": speed.streaming_bandwidth_measured,
         "input_tokens": speed.traffic.input_tokens, "output_tokens": speed.traffic.output_tokens,
