@@ -119,6 +119,8 @@ def test_the_speed_note_names_the_measured_block_and_the_padded_sparse_heads() -
     assert "at 64 query heads a GPU, FlashMLA's sparse kernels padding its 16" in note
     assert {key: speed_summary(speed)[key] for key in ("mla_block_us", "sparse_mla_heads")} == {
         "mla_block_us": 89.4, "sparse_mla_heads": [16, 64]}  # the JSON the CLI prints
+    one = speed_estimate(result, Traffic(input_tokens=2000, output_tokens=200, concurrency=1))
+    assert "MLA attention 84 us a layer beyond its bytes at 1 running request," in ceiling_note(one)  # 83.8 us
     dense = speed_estimate(estimate(Scenario(model="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm-80gb")),
                            Traffic(input_tokens=2000, output_tokens=200, concurrency=4))
     assert (dense.mla_block_us, dense.sparse_mla_heads) == (None, None) and "MLA" not in ceiling_note(dense)

@@ -227,8 +227,9 @@ def _attention_source(speed: SpeedEstimate) -> str:
     """What DeepSeek-style attention adds, where the deployment has it."""
     note = ""
     if speed.mla_block_us is not None:
-        note += (f"; MLA attention {speed.mla_block_us:,.0f} us a layer beyond its bytes at "
-                 f"{speed.running_requests:,.0f} running requests, as vLLM's module was timed on a card of this family")
+        running = f"{speed.running_requests:,.0f}"
+        note += (f"; MLA attention {speed.mla_block_us:,.0f} us a layer beyond its bytes at {running} running "
+                 f"request{'' if running == '1' else 's'}, as vLLM's module was timed on a card of this family")
     if speed.sparse_mla_heads is not None:
         heads, padded = speed.sparse_mla_heads
         note += "; sparse attention over the indexer's top-k tokens" + (
